@@ -1,0 +1,5 @@
+import sys
+
+from healerd.daemon.main import main
+
+sys.exit(main())

@@ -1,0 +1,38 @@
+"""Config layer: service files, daemon settings and the merged desired state.
+
+Depends only on healerd.model, the standard library and PyYAML, so it can be tested and
+reused (by healerctl's `check`, say) without a Docker engine.
+"""
+
+from healerd.config.desired import (
+    DesiredState,
+    DesiredStore,
+    list_config_files,
+    load_conf_dir,
+)
+from healerd.config.errors import ConfigError, SettingsError
+from healerd.config.services import (
+    FileResult,
+    load_service_file,
+    parse_duration,
+    parse_service_text,
+    parse_size,
+)
+from healerd.config.settings import Settings, check_settings, load_settings
+
+__all__ = [
+    "ConfigError",
+    "DesiredState",
+    "DesiredStore",
+    "FileResult",
+    "Settings",
+    "SettingsError",
+    "check_settings",
+    "list_config_files",
+    "load_conf_dir",
+    "load_service_file",
+    "load_settings",
+    "parse_duration",
+    "parse_service_text",
+    "parse_size",
+]

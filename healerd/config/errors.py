@@ -1,0 +1,48 @@
+"""Config problems as values, so one bad file can be reported whole and never crash healerd."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConfigError:
+    """One problem, located well enough for an operator to fix it without guessing.
+
+    `field` is a dotted path such as `services.web.environment.FOO`; it is empty for
+    problems with the document as a whole.
+    """
+
+    file: str
+    line: int | None
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
+
+
+class SettingsError(Exception):
+    """Bad daemon settings are fatal at startup, unlike bad service files; carries every error."""
+
+    def __init__(self, errors: Iterable[ConfigError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors) or "invalid settings")
+
+
+def unknown_key_reason(key: object, known: Iterable[str]) -> str:
+    """Typos are the usual cause of unknown keys, so point at the nearest known one."""
+    reason = f"unknown key {key!r}"
+    if isinstance(key, str):
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        if close:
+            reason += f" (did you mean {close[0]!r}?)"
+    return reason
+
+
+def sort_errors(errors: Iterable[ConfigError]) -> tuple[ConfigError, ...]:
+    """Line order reads like the file; errors without a line go first (they are file-wide)."""
+    return tuple(sorted(errors, key=lambda e: -1 if e.line is None else e.line))

@@ -1,0 +1,522 @@
+"""Service files: Compose-style YAML checked and normalised into ServiceSpecs.
+
+A file is applied all-or-nothing, so checking never stops at the first problem: every
+error in the file is collected and the operator can fix them in one go.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import posixpath
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, TypeVar
+
+from healerd.config.errors import ConfigError, sort_errors, unknown_key_reason
+from healerd.config.yamlload import LineDict, LineList, load_yaml, read_yaml_file
+from healerd.model import PortSpec, ServiceSpec, VolumeSpec
+
+SERVICE_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")
+RESERVED_LABEL_PREFIX = "io.healerd."
+MAX_STOP_GRACE_PERIOD = 3600.0
+# The file's keys are the spec's fields, so the two cannot drift apart.
+SERVICE_KEYS = frozenset(f.name for f in fields(ServiceSpec)) - {"name", "source_file"}
+
+# Docker's own rule for volume names (at least two characters); networks allow one.
+_VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+_NETWORK_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+_NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs)")
+_DURATION_RE = re.compile(f"(?:{_DURATION_PART_RE.pattern})+")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+_SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kmg]?)b?")
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_PORT_FORMAT = "[[IP:]HOST:]CONTAINER[/tcp|udp]"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file's verdict; `services` is None when the file has any error.
+
+    `lines` maps each service name to the line it is declared on, so that later checks
+    across files can point at it.
+    """
+
+    file: str
+    services: dict[str, ServiceSpec] | None
+    errors: tuple[ConfigError, ...] = ()
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+
+def describe(value: object) -> str:
+    """Names YAML types the way the file's author thinks of them."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number or a Go-style string such as 1m30s, as Compose writes durations.
+
+    Raises ValueError whose message completes a sentence about the field.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"must be a duration such as 10s, 1m30s or 500ms, not {describe(value)}")
+    if isinstance(value, str):
+        if _NUMBER_RE.fullmatch(value):
+            seconds = float(value)
+        elif _DURATION_RE.fullmatch(value):
+            parts = _DURATION_PART_RE.findall(value)
+            seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+        else:
+            raise ValueError(f"{value!r} is not a duration such as 10s, 1m30s or 500ms")
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError("must not be negative")
+    if math.isinf(seconds):
+        raise ValueError("is too large")
+    return seconds
+
+
+def parse_size(value: object) -> int:
+    """Bytes from an int or a size such as 256m (binary units, as Docker reads them)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"must be whole bytes or a size such as 256m, not {describe(value)}")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE_RE.fullmatch(value.lower())
+        if not match:
+            raise ValueError(f"{value!r} is not a size such as 512k, 256m or 1g")
+        size = int(Fraction(match[1]) * _SIZE_UNITS[match[2]])
+    if size <= 0:
+        raise ValueError("must be greater than 0")
+    if size >= 2**63:
+        raise ValueError("is too large")
+    return size
+
+
+@dataclass(frozen=True)
+class _At:
+    """Where a value sits, so that a check can report against its field and line."""
+
+    errors: list[ConfigError]
+    file: str
+    field: str
+    line: int | None
+
+    def error(self, reason: str) -> None:
+        self.errors.append(ConfigError(self.file, self.line, self.field, reason))
+
+    def child(self, name: object, line: int | None, *, index: bool = False) -> _At:
+        if index:
+            path = f"{self.field}[{name}]"
+        else:
+            path = f"{self.field}.{name}" if self.field else str(name)
+        return _At(self.errors, self.file, path, line)
+
+    def key(self, mapping: LineDict, key: object) -> _At:
+        return self.child(mapping.key_text.get(key, key), mapping.line_of(key))
+
+    def item(self, seq: LineList, index: int, name: str | None = None) -> _At:
+        line = seq.line_at(index)
+        return self.child(name, line) if name else self.child(index, line, index=True)
+
+
+def _string(value: object, at: _At) -> str | None:
+    if isinstance(value, str):
+        return value
+    at.error(f"must be a string, not {describe(value)}")
+    return None
+
+
+def _image(value: object, at: _At) -> str:
+    image = _string(value, at)
+    if image is not None and (not image or any(c.isspace() for c in image)):
+        at.error("must be an image reference without whitespace, such as busybox:1.36")
+    return image or ""
+
+
+def _argv(value: object, at: _At) -> tuple[str, ...] | None:
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            at.error(f"cannot split into words: {exc}")
+            return None
+    if isinstance(value, LineList):
+        for index, word in enumerate(value):
+            if not isinstance(word, str):
+                at.item(value, index).error(f"must be a string, not {describe(word)} (quote it)")
+        return tuple(str(word) for word in value)
+    at.error(f"must be a list of strings or a string, not {describe(value)}")
+    return None
+
+
+def _pair_key(key: object, at: _At, labels: bool) -> str | None:
+    if not isinstance(key, str):
+        at.error(f"keys must be strings, not {describe(key)} (quote it)")
+        return None
+    if not key or "=" in key:
+        at.error("keys must be non-empty and without '='")
+        return None
+    if labels and key.startswith(RESERVED_LABEL_PREFIX):
+        at.error(f"keys starting with {RESERVED_LABEL_PREFIX!r} are reserved for healerd")
+        return None
+    return key
+
+
+def _pair_value(value: object, raw: str | None, at: _At) -> str | None:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        at.error("true/false would be ambiguous as text: quote it, e.g. 'true'")
+        return None
+    if isinstance(value, int | float):
+        return raw if raw is not None else str(value)  # keep 010 or 1.50 as written
+    if isinstance(value, str):
+        return value
+    at.error(f"must be a string or a number, not {describe(value)}")
+    return None
+
+
+def _pairs(value: object, at: _At, *, labels: bool) -> tuple[tuple[str, str], ...]:
+    """Environment and labels: a mapping or a list of KEY=value, sorted so order never matters."""
+    pairs: dict[str, str] = {}
+    if isinstance(value, LineDict):
+        for raw_key, raw_value in value.items():
+            item_at = at.key(value, raw_key)
+            key = _pair_key(raw_key, item_at, labels)
+            text = _pair_value(raw_value, value.raw.get(raw_key), item_at)
+            if key is not None and text is not None:
+                pairs[key] = text
+    elif isinstance(value, LineList):
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                at.item(value, index).error(f"must be a 'KEY=value' string, not {describe(item)}")
+                continue
+            raw_key, sep, text = item.partition("=")
+            item_at = at.item(value, index, raw_key or None)
+            if not sep:
+                item_at.error(f"{item!r} has no value: write {item}=value ({item}= for empty)")
+            elif (key := _pair_key(raw_key, item_at, labels)) is None:
+                pass
+            elif key in pairs:
+                item_at.error("is set more than once")
+            else:
+                pairs[key] = text
+    else:
+        at.error(f"must be a mapping or a list of 'KEY=value' strings, not {describe(value)}")
+    return tuple(sorted(pairs.items()))
+
+
+def _environment(value: object, at: _At) -> tuple[tuple[str, str], ...]:
+    return _pairs(value, at, labels=False)
+
+
+def _labels(value: object, at: _At) -> tuple[tuple[str, str], ...]:
+    return _pairs(value, at, labels=True)
+
+
+def _user(value: object, at: _At) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return str(value)
+    user = _string(value, at)
+    if user is not None and (not user or any(c.isspace() for c in user)):
+        at.error("must be a user name or id such as 1000 or 1000:1000")
+    return user
+
+
+def _working_dir(value: object, at: _At) -> str | None:
+    path = _string(value, at)
+    if path is None:
+        return None
+    if not path.startswith("/"):
+        at.error(f"{path!r} must be an absolute path")
+    return posixpath.normpath(path)
+
+
+def _volume(text: str, at: _At) -> VolumeSpec | None:
+    parts = text.split(":")
+    if len(parts) > 3 or not all(parts):
+        at.error(f"{text!r} is not SOURCE:TARGET[:ro|rw] or an anonymous /path")
+        return None
+    if len(parts) == 1:
+        source, target, mode = "", parts[0], "rw"
+    elif len(parts) == 2:
+        source, target, mode = parts[0], parts[1], "rw"
+    else:
+        source, target, mode = parts
+    errors = len(at.errors)
+    if mode not in ("ro", "rw"):
+        at.error(f"mode {mode!r} must be ro or rw")
+    if not target.startswith("/"):
+        at.error(f"target {target!r} must be an absolute path")
+    elif posixpath.normpath(target) == "/":
+        at.error("cannot mount over /")
+    if source.startswith("/"):
+        source = posixpath.normpath(source)
+    elif source and not _VOLUME_NAME_RE.fullmatch(source):
+        at.error(f"source {source!r} must be an absolute path or a volume name (2+ characters)")
+    if len(at.errors) > errors:
+        return None
+    return VolumeSpec(source=source, target=posixpath.normpath(target), read_only=mode == "ro")
+
+
+def _volumes(value: object, at: _At) -> tuple[VolumeSpec, ...]:
+    if not isinstance(value, LineList):
+        at.error(f"must be a list of 'SOURCE:TARGET[:ro|rw]' strings, not {describe(value)}")
+        return ()
+    volumes: list[VolumeSpec] = []
+    for index, item in enumerate(value):
+        item_at = at.item(value, index)
+        if not isinstance(item, str):
+            item_at.error(f"only the short syntax SOURCE:TARGET is supported, not {describe(item)}")
+            continue
+        volume = _volume(item, item_at)
+        if volume is not None and any(v.target == volume.target for v in volumes):
+            item_at.error(f"target {volume.target!r} is mounted twice")
+        elif volume is not None:
+            volumes.append(volume)
+    return tuple(volumes)
+
+
+def _port_number(text: str, what: str, at: _At) -> int | None:
+    if re.fullmatch(r"[0-9]+-[0-9]+", text):
+        at.error("port ranges are not supported")
+    elif re.fullmatch(r"[0-9]{1,5}", text) and 1 <= int(text) <= 65535:
+        return int(text)
+    else:
+        at.error(f"{what} port {text!r} must be a number from 1 to 65535")
+    return None
+
+
+def _port(item: object, at: _At) -> PortSpec | None:
+    if isinstance(item, bool) or not isinstance(item, int | str):
+        at.error(f"must be a number or a '{_PORT_FORMAT}' string, not {describe(item)}")
+        return None
+    text, protocol, host_ip = str(item), "tcp", ""
+    if "/" in text:
+        text, protocol = text.rsplit("/", 1)
+        if protocol.lower() not in ("tcp", "udp"):
+            at.error(f"protocol {protocol!r} must be tcp or udp")
+            return None
+    if text.startswith("[") and "]:" in text:  # [IPv6]:HOST:CONTAINER
+        host_ip, _, text = text[1:].partition("]:")
+        parts = ["", *text.split(":")] if text.count(":") == 1 else []
+    else:
+        parts = text.split(":")
+        parts = [""] * (3 - len(parts)) + parts  # pad to IP, HOST, CONTAINER
+    if len(parts) != 3:
+        at.error(f"{item!r} is not {_PORT_FORMAT} (IPv6 addresses go in brackets)")
+        return None
+    host_ip, host, container = host_ip or parts[0], parts[1], parts[2]
+    errors = len(at.errors)
+    try:
+        host_ip = str(ipaddress.ip_address(host_ip)) if host_ip else ""
+    except ValueError:
+        at.error(f"{host_ip!r} is not an IP address")
+    container_port = _port_number(container, "container", at)
+    host_port = _port_number(host, "host", at) if host else None
+    if len(at.errors) > errors or container_port is None:
+        return None
+    return PortSpec(container_port, protocol.lower(), host_ip, host_port)
+
+
+def _ports(value: object, at: _At) -> tuple[PortSpec, ...]:
+    if not isinstance(value, LineList):
+        at.error(f"must be a list of ports such as '8080:80', not {describe(value)}")
+        return ()
+    ports: list[PortSpec] = []
+    for index, item in enumerate(value):
+        item_at = at.item(value, index)
+        port = _port(item, item_at)
+        if port is None:
+            continue
+        if port.host_port is not None and any(
+            (p.host_ip, p.host_port, p.protocol) == (port.host_ip, port.host_port, port.protocol)
+            for p in ports
+        ):
+            item_at.error(f"host port {port.host_port}/{port.protocol} is published twice")
+            continue
+        ports.append(port)
+    return tuple(ports)
+
+
+def _networks(value: object, at: _At) -> tuple[str, ...]:
+    """Networks are a set; sorted so that reordering them never replaces containers."""
+    entries: list[tuple[object, _At]] = []
+    if isinstance(value, LineList):
+        entries = [(name, at.item(value, index)) for index, name in enumerate(value)]
+    elif isinstance(value, LineDict):
+        for name, options in value.items():
+            entries.append((name, at.key(value, name)))
+            if options is not None and options != {}:
+                entries[-1][1].error("per-network options are not supported; leave it empty")
+    else:
+        at.error(f"must be a list of network names, not {describe(value)}")
+    names: set[str] = set()
+    for name, name_at in entries:
+        if not isinstance(name, str) or not _NETWORK_NAME_RE.fullmatch(name):
+            name_at.error(f"{name!r} is not a valid network name")
+        elif name in names:
+            name_at.error(f"network {name!r} is listed twice")
+        else:
+            names.add(name)
+    return tuple(sorted(names))
+
+
+def _mem_limit(value: object, at: _At) -> int | None:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        at.error(str(exc))
+        return None
+
+
+def _cpus(value: object, at: _At) -> float | None:
+    number = math.nan
+    if isinstance(value, str) and _NUMBER_RE.fullmatch(value):  # Compose docs quote cpus
+        number = float(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value) if abs(value) < 1e300 else math.inf
+    if not math.isfinite(number) or number <= 0:
+        at.error(f"must be a number of CPUs greater than 0, such as 0.5, not {value!r}")
+        return None
+    return number
+
+
+def _stop_grace_period(value: object, at: _At) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        at.error(str(exc))
+        return 10.0
+    if seconds > MAX_STOP_GRACE_PERIOD:
+        at.error(f"must be at most {MAX_STOP_GRACE_PERIOD:.0f}s")
+    return seconds
+
+
+def _replicas(value: object, at: _At) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        at.error(f"must be a whole number, not {describe(value)}")
+    elif value < 0:
+        at.error("must not be negative")
+    else:
+        return value
+    return 1
+
+
+def _optional(body: LineDict, at: _At, key: str, check: Callable[[Any, _At], T], default: T) -> T:
+    """Null counts as absent, as in Compose, so commented-out lists leave a key empty."""
+    value = body.get(key)
+    return default if value is None else check(value, at.key(body, key))
+
+
+def _service(name: str, body: object, at: _At) -> ServiceSpec | None:
+    if not isinstance(body, LineDict):
+        at.error(f"must be a mapping with at least an 'image', not {describe(body)}")
+        return None
+    for key in body:
+        if not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
+            at.key(body, key).error(unknown_key_reason(key, SERVICE_KEYS))
+    if body.get("image") is None:
+        at.child("image", at.line).error("is required")
+    spec = ServiceSpec(
+        name=name,
+        image=_optional(body, at, "image", _image, ""),
+        replicas=_optional(body, at, "replicas", _replicas, 1),
+        command=_optional(body, at, "command", _argv, None),
+        entrypoint=_optional(body, at, "entrypoint", _argv, None),
+        environment=_optional(body, at, "environment", _environment, ()),
+        labels=_optional(body, at, "labels", _labels, ()),
+        user=_optional(body, at, "user", _user, None),
+        working_dir=_optional(body, at, "working_dir", _working_dir, None),
+        volumes=_optional(body, at, "volumes", _volumes, ()),
+        ports=_optional(body, at, "ports", _ports, ()),
+        networks=_optional(body, at, "networks", _networks, ()),
+        mem_limit=_optional(body, at, "mem_limit", _mem_limit, None),
+        cpus=_optional(body, at, "cpus", _cpus, None),
+        stop_grace_period=_optional(body, at, "stop_grace_period", _stop_grace_period, 10.0),
+        source_file=at.file,
+    )
+    if spec.replicas > 1 and spec.has_fixed_host_port:
+        at.key(body, "ports").error("a fixed host port allows only one replica")
+    return spec
+
+
+def _document(data: object, at: _At) -> tuple[dict[str, ServiceSpec], dict[str, int]]:
+    specs: dict[str, ServiceSpec] = {}
+    lines: dict[str, int] = {}
+    if data is None:
+        return specs, lines  # an empty file declares nothing, and that is fine
+    if not isinstance(data, LineDict):
+        line = data.line if isinstance(data, LineList) else 1
+        at.child("", line).error(f"must be a mapping with a 'services' key, not {describe(data)}")
+        return specs, lines
+    for key in data:
+        if key != "services" and not (isinstance(key, str) and key.startswith("x-")):
+            at.key(data, key).error(unknown_key_reason(key, ["services"]))
+    services = data.get("services")
+    services_at = at.key(data, "services")
+    if services is not None and not isinstance(services, LineDict):
+        services_at.error(f"must map service names to services, not {describe(services)}")
+    elif services is not None:
+        for name, body in services.items():
+            name_at = services_at.key(services, name)
+            if not isinstance(name, str):
+                name_at.error(f"service names must be strings, not {describe(name)} (quote it)")
+                continue
+            if not SERVICE_NAME_RE.fullmatch(name):
+                name_at.error(
+                    f"{name!r} is not a valid service name: 1 to 50 letters, digits, '_', '.' "
+                    "or '-', starting with a letter or digit"
+                )
+                continue
+            spec = _service(name, body, name_at)
+            if spec is not None:
+                specs[name] = spec
+                lines[name] = name_at.line or 1
+    return specs, lines
+
+
+def _result(data: object, errors: list[ConfigError], file: str) -> FileResult:
+    found = list(errors)
+    specs, lines = _document(data, _At(found, file, "", None))
+    if found:
+        return FileResult(file, None, sort_errors(found), lines)
+    return FileResult(file, specs, (), lines)
+
+
+def parse_service_text(text: str, file: str) -> FileResult:
+    """Checks YAML text as if it were the file `file`; never raises."""
+    data, errors = load_yaml(text, file)
+    return _result(data, errors, file)
+
+
+def load_service_file(path: Path, display_name: str | None = None) -> FileResult:
+    """Reads and checks one service file; read errors become ConfigErrors, never exceptions."""
+    file = str(path) if display_name is None else display_name
+    data, errors = read_yaml_file(path, file)
+    return _result(data, errors, file)

@@ -1,0 +1,148 @@
+"""Daemon settings from the optional healerd.yaml.
+
+Unlike service files, bad settings stop healerd at startup: there is no last-good value
+to fall back on, and guessing at timeouts or the engine address would hide the mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from healerd.config.errors import ConfigError, SettingsError, sort_errors, unknown_key_reason
+from healerd.config.services import describe, parse_duration
+from healerd.config.yamlload import LineDict, read_yaml_file
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+MAX_WORKERS = 64
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Daemon tunables (durations in seconds).
+
+    Derive variants with `dataclasses.replace(settings, workers=8)`; values that did not
+    come through load_settings (command-line overrides, say) can be checked with
+    check_settings. `config_dir` is not read from healerd.yaml, which lives inside it.
+    """
+
+    config_dir: Path = Path("/etc/healerd")
+    docker_host: str | None = None  # None: DOCKER_HOST, else the local socket
+    socket_path: Path = Path("/run/healerd/healerd.sock")
+    resync_interval: float = 30.0
+    workers: int = 4
+    backoff_base: float = 0.005
+    backoff_max: float = 60.0
+    crash_backoff_base: float = 0.25
+    crash_backoff_max: float = 60.0
+    crash_backoff_reset: float = 120.0
+    engine_timeout: float = 30.0
+    engine_down_log_interval: float = 30.0
+    log_level: str = "info"
+
+
+def _docker_host(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        raise ValueError("must be an engine address such as unix:///var/run/docker.sock")
+    return value
+
+
+def _socket_path(value: object) -> Path:
+    if not isinstance(value, str | Path) or not str(value).startswith("/"):
+        raise ValueError(f"must be an absolute path, not {value!r}")
+    return Path(value)
+
+
+def _interval(value: object) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError("must be greater than 0")
+    return seconds
+
+
+def _workers(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+        raise ValueError(f"must be a whole number from 1 to {MAX_WORKERS}, not {value!r}")
+    return value
+
+
+def _log_level(value: object) -> str:
+    if not isinstance(value, str) or value.lower() not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, not {value!r}")
+    return value.lower()
+
+
+_INTERVALS = (
+    "resync_interval",
+    "backoff_base",
+    "backoff_max",
+    "crash_backoff_base",
+    "crash_backoff_max",
+    "crash_backoff_reset",
+    "engine_timeout",
+    "engine_down_log_interval",
+)
+_CHECKS: dict[str, Callable[[object], Any]] = {
+    "docker_host": _docker_host,
+    "socket_path": _socket_path,
+    "workers": _workers,
+    "log_level": _log_level,
+} | dict.fromkeys(_INTERVALS, _interval)
+
+# Pairs whose order matters: a base above its maximum makes backoff nonsense.
+_ORDERED = (("backoff_base", "backoff_max"), ("crash_backoff_base", "crash_backoff_max"))
+
+
+def _checked(
+    values: dict[str, object], file: str, lines: dict[str, int]
+) -> tuple[dict[str, Any], list[ConfigError]]:
+    """Converts and checks settings values; the good ones come back normalised."""
+    good: dict[str, Any] = {}
+    errors: list[ConfigError] = []
+    for key, value in values.items():
+        try:
+            good[key] = _CHECKS[key](value)
+        except ValueError as exc:
+            errors.append(ConfigError(file, lines.get(key), key, str(exc)))
+    merged, failed = vars(Settings()) | good, values.keys() - good.keys()
+    for low, high in _ORDERED:
+        if low not in failed and high not in failed and merged[low] > merged[high]:
+            reason = f"must not be greater than {high} ({merged[high]}s)"
+            errors.append(ConfigError(file, lines.get(low, lines.get(high)), low, reason))
+    return good, errors
+
+
+def check_settings(settings: Settings, file: str = "<settings>") -> list[ConfigError]:
+    """Every problem with already-built settings, e.g. after command-line overrides.
+
+    config_dir is not checked: a missing directory is legal (it declares nothing).
+    """
+    return _checked({key: getattr(settings, key) for key in _CHECKS}, file, {})[1]
+
+
+def load_settings(path: Path) -> Settings:
+    """Settings from `path`; a missing file means all defaults. Raises SettingsError."""
+    file = str(path)
+    data, errors = read_yaml_file(path, file, missing_ok=True)
+    values: dict[str, object] = {}
+    lines: dict[str, int] = {}
+    if data is not None and not isinstance(data, LineDict):
+        errors.append(ConfigError(file, 1, "", f"must be a mapping, not {describe(data)}"))
+    elif data is not None:
+        for key, value in data.items():
+            line = data.line_of(key)
+            if key in _CHECKS:
+                values[key], lines[key] = value, line or 1
+            elif key == "config_dir":
+                reason = "is set on the command line, not in the file that lives inside it"
+                errors.append(ConfigError(file, line, key, reason))
+            elif not (isinstance(key, str) and key.startswith("x-")):
+                errors.append(ConfigError(file, line, str(key), unknown_key_reason(key, _CHECKS)))
+    good, more = _checked(values, file, lines)
+    if errors or more:
+        raise SettingsError(sort_errors([*errors, *more]))
+    return Settings(**good)

@@ -1,0 +1,222 @@
+"""Safe YAML loading that remembers lines and refuses duplicate keys.
+
+Operators fix config by line number, and PyYAML's plain dicts forget lines and silently
+let a repeated key win. The loader also follows YAML 1.2 where 1.1 surprises people:
+`8080:80` and `1000:1000` stay strings (not base-60 ints), dates stay strings, and
+only JSON-like types (plus merge keys) can be built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from healerd.config.errors import ConfigError
+
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_REFUSED_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
+
+
+class LineDict(dict[Any, Any]):
+    """A mapping that knows its line, each key's line, and the source text of scalar keys and
+    values (so `NO:` can be reported as written rather than as False)."""
+
+    def __init__(self, line: int | None = None) -> None:
+        super().__init__()
+        self.line = line
+        self.key_lines: dict[Any, int] = {}
+        self.raw: dict[Any, str] = {}
+        self.key_text: dict[Any, str] = {}
+        self.duplicates: list[tuple[Any, int, int]] = []  # (key, line, first line)
+
+    def line_of(self, key: Any) -> int | None:
+        return self.key_lines.get(key, self.line)
+
+
+class LineList(list[Any]):
+    """A sequence that knows its own line and each item's line."""
+
+    def __init__(self, line: int | None = None) -> None:
+        super().__init__()
+        self.line = line
+        self.item_lines: list[int] = []
+
+    def line_at(self, index: int) -> int | None:
+        return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
+
+
+def _line(node: Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with line-tracking containers and conversion errors tied to a line."""
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # `!!int abc`, `!!int`
+            raise ConstructorError(
+                None, None, f"cannot read value as {node.tag}: {exc}", node.start_mark
+            ) from exc
+
+
+def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
+    data = LineDict(_line(node))
+    yield data
+    own = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
+    loader.flatten_mapping(node)
+    merged = len(node.value) - own  # flatten_mapping puts merged entries first
+    own_keys: set[Any] = set()  # merged keys may be overridden, own keys may not repeat
+    for index, (key_node, value_node) in enumerate(node.value):
+        key = loader.construct_object(key_node)
+        try:
+            hash(key)
+        except TypeError:
+            raise ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                "found a key that is not a scalar",
+                key_node.start_mark,
+            ) from None
+        if index >= merged:
+            if key in own_keys:
+                data.duplicates.append((key, _line(key_node), data.key_lines[key]))
+                continue  # keep the first: the file is rejected anyway
+            own_keys.add(key)
+        data[key] = loader.construct_object(value_node)
+        data.key_lines[key] = _line(key_node)
+        if isinstance(key_node, ScalarNode):
+            data.key_text[key] = key_node.value
+        if isinstance(value_node, ScalarNode):
+            data.raw[key] = value_node.value
+        else:
+            data.raw.pop(key, None)
+
+
+def _construct_seq(loader: _Loader, node: SequenceNode) -> Iterator[LineList]:
+    data = LineList(_line(node))
+    yield data
+    data.extend(loader.construct_object(child) for child in node.value)
+    data.item_lines = [_line(child) for child in node.value]
+
+
+def _refuse(loader: _Loader, node: Node) -> None:
+    raise ConstructorError(None, None, f"the tag {node.tag} is not allowed here", node.start_mark)
+
+
+_Loader.add_constructor(_MAP_TAG, _construct_map)
+_Loader.add_constructor(_SEQ_TAG, _construct_seq)
+for _tag in _REFUSED_TAGS:
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse)
+
+# Drop int/float/timestamp/value resolution, then re-add int and float without base 60.
+_Loader.yaml_implicit_resolvers = {
+    first: [
+        (tag, regexp)
+        for tag, regexp in resolvers
+        if not tag.endswith((":int", ":float", ":timestamp", ":value"))
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    _INT_TAG,
+    re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),
+    list("-+0123456789"),
+)
+_Loader.add_implicit_resolver(
+    _FLOAT_TAG,
+    re.compile(
+        r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?"
+        r"|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _syntax_error(exc: yaml.YAMLError, file: str, text: str) -> ConfigError:
+    if isinstance(exc, yaml.reader.ReaderError):
+        char = f" #x{exc.character:04x}" if isinstance(exc.character, int) else ""
+        reason = f"unacceptable character{char}: {exc.reason}"
+        return ConfigError(file, text.count("\n", 0, exc.position) + 1, "yaml", reason)
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        line = None if mark is None else int(mark.line) + 1
+        problem = exc.problem or "invalid YAML"
+        reason = f"{exc.context}: {problem}" if exc.context else problem
+        return ConfigError(file, line, "yaml", reason)
+    return ConfigError(file, None, "yaml", str(exc))
+
+
+def _key_path(path: str, mapping: LineDict, key: Any) -> str:
+    name = mapping.key_text.get(key, str(key))
+    return f"{path}.{name}" if path else name
+
+
+def _duplicate_errors(data: Any, file: str) -> list[ConfigError]:
+    """Walks the loaded tree once per container (aliases may share or even nest them)."""
+    errors: list[ConfigError] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if not isinstance(value, LineDict | LineList) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, LineDict):
+            for key, line, first in value.duplicates:
+                reason = f"duplicate key (first defined on line {first})"
+                errors.append(ConfigError(file, line, _key_path(path, value, key), reason))
+            stack.extend((v, _key_path(path, value, k)) for k, v in value.items())
+        else:
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+    return errors
+
+
+def load_yaml(text: str, file: str) -> tuple[Any, list[ConfigError]]:
+    """Parses one YAML document; data is None for an empty or unparseable document.
+
+    Duplicate keys are reported but the data is still returned, so that callers can go on
+    and report every other problem in the same pass.
+    """
+    try:
+        loader = _Loader(text)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        return None, [_syntax_error(exc, file, text)]
+    except RecursionError:
+        return None, [ConfigError(file, None, "yaml", "the document is nested too deeply")]
+    return data, _duplicate_errors(data, file)
+
+
+def read_yaml_file(
+    path: Path, file: str, *, missing_ok: bool = False
+) -> tuple[Any, list[ConfigError]]:
+    """Like load_yaml, but read and decoding problems become errors too (never exceptions)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if missing_ok:
+            return None, []
+        return None, [ConfigError(file, None, "file", "cannot read: the file does not exist")]
+    except OSError as exc:
+        return None, [ConfigError(file, None, "file", f"cannot read: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return None, [ConfigError(file, line, "file", "not valid UTF-8 text")]
+    return load_yaml(text, file)

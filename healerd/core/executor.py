@@ -1,0 +1,84 @@
+"""Applies a plan's actions through the engine, in parallel with a bound.
+
+Every action is idempotent at the engine boundary (removing a missing container
+is success), so a pass interrupted half-way is simply finished by the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import string
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from healerd.engine import Engine, EngineError, NameConflict
+from healerd.model import NAME_HASH_LEN, Action, ActionKind, ServiceSpec
+
+log = logging.getLogger("healerd.executor")
+
+_ALPHABET = string.ascii_lowercase + string.digits
+_NAME_ATTEMPTS = 5
+
+
+def container_name(spec: ServiceSpec) -> str:
+    """`<service>-<5 chars of the spec hash>-<5 random chars>`, like a pod name."""
+    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(5))
+    return f"{spec.name}-{spec.spec_hash[:NAME_HASH_LEN]}-{suffix}"
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    action: Action
+    error: str | None = None
+    container_id: str | None = None
+    container_name: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Executor:
+    def __init__(self, engine: Engine, parallel: int) -> None:
+        self._engine = engine
+        self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
+
+    def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
+        """Run all actions, at most `parallel` at once, and wait for every one."""
+        if len(actions) == 1:
+            return [self._run(actions[0])]
+        return list(self._pool.map(self._run, actions))
+
+    def _run(self, action: Action) -> ActionResult:
+        try:
+            if action.kind is ActionKind.CREATE:
+                assert action.spec is not None
+                return self._create(action, action.spec)
+            assert action.container is not None
+            # Without a spec (an orphan) the container's own stop timeout applies.
+            grace = action.spec.stop_grace_period if action.spec else None
+            self._engine.remove(action.container, grace)
+            return ActionResult(
+                action, container_id=action.container.id, container_name=action.container.name
+            )
+        except EngineError as exc:
+            return ActionResult(action, error=str(exc))
+        except Exception as exc:
+            log.exception("unexpected error in %s", action.describe())
+            return ActionResult(action, error=f"unexpected {type(exc).__name__}: {exc}")
+
+    def _create(self, action: Action, spec: ServiceSpec) -> ActionResult:
+        last: NameConflict | None = None
+        for _ in range(_NAME_ATTEMPTS):
+            name = container_name(spec)
+            try:
+                cid = self._engine.create_and_start(spec, name)
+                return ActionResult(action, container_id=cid, container_name=name)
+            except NameConflict as exc:
+                last = exc
+        raise EngineError(f"no free container name after {_NAME_ATTEMPTS} tries: {last}")
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

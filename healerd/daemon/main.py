@@ -1,0 +1,260 @@
+"""The healerd process: flags and settings, signals, threads, and the main loop.
+
+Signal handlers only set flags; the main loop decides what to do with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import logging
+import os
+import select
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from healerd import __version__
+from healerd.config import (
+    ConfigError,
+    DesiredStore,
+    Settings,
+    SettingsError,
+    check_settings,
+    load_conf_dir,
+    load_settings,
+)
+from healerd.core.backoff import Backoff
+from healerd.core.clock import Clock, SystemClock
+from healerd.core.controller import Controller, LoopSettings
+from healerd.daemon.watcher import EventWatcher
+from healerd.engine import Engine
+from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
+
+log = logging.getLogger("healerd")
+
+EXIT_CONFIG = 2
+SHUTDOWN_GRACE = 3.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="healerd", description="Keep the containers declared in CONFIG_DIR/conf.d running."
+    )
+    p.add_argument("--version", action="version", version=f"healerd {__version__}")
+    p.add_argument("--config-dir", type=Path, help="default /etc/healerd")
+    p.add_argument(
+        "--docker-host", help="engine address (default $DOCKER_HOST or the local socket)"
+    )
+    p.add_argument(
+        "--socket", type=Path, help="local API socket (default /run/healerd/healerd.sock)"
+    )
+    p.add_argument("--resync-interval", type=float, help="seconds between full resyncs")
+    p.add_argument("--workers", type=int, help="services reconciled at once")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def resolve_settings(args: argparse.Namespace) -> Settings:
+    """healerd.yaml under the config dir, then command-line flags on top."""
+    config_dir: Path = args.config_dir or Settings().config_dir
+    settings = load_settings(config_dir / "healerd.yaml")
+    overrides: dict[str, object] = {"config_dir": config_dir}
+    for flag, name in (
+        ("docker_host", "docker_host"),
+        ("socket", "socket_path"),
+        ("resync_interval", "resync_interval"),
+        ("workers", "workers"),
+        ("log_level", "log_level"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[name] = value
+    settings = dataclasses.replace(settings, **overrides)  # type: ignore[arg-type]
+    # Flags go through the same checks as the file.
+    errors = check_settings(settings, "command line")
+    if errors:
+        raise SettingsError(errors)
+    return settings
+
+
+def docker_host(settings: Settings) -> str:
+    return settings.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+class Daemon:
+    def __init__(self, settings: Settings, engine: Engine, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.engine = engine
+        self.store = DesiredStore()
+        self.controller = Controller(
+            engine,
+            self.clock,
+            LoopSettings(
+                workers=settings.workers,
+                parallel_actions=max(4, settings.workers * 2),
+                backoff=Backoff(settings.backoff_base, settings.backoff_max),
+                crash_backoff=Backoff(settings.crash_backoff_base, settings.crash_backoff_max),
+                crash_reset=settings.crash_backoff_reset,
+                engine_down_log_interval=settings.engine_down_log_interval,
+            ),
+        )
+        self.watcher = EventWatcher(
+            engine, self.controller, self.clock, log_interval=settings.engine_down_log_interval
+        )
+        # When a list call finds the engine back, do not wait out the stream's backoff.
+        self.controller.on_engine_back = self.watcher.kick
+        self._stop = threading.Event()
+        # Self-pipe: signal handlers and other threads only set a flag and write a byte;
+        # the main loop sleeps in select() on it. (A handler that touched a
+        # threading.Event could deadlock against the main thread's own wait on it.)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stop_requested = False
+        self._reload_requested = False
+        self._last_errors: tuple[ConfigError, ...] = ()
+
+    # -- signals: flags only ----------------------------------------------------
+
+    def _wake(self) -> None:
+        # A full pipe means the loop is awake anyway.
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"x")
+
+    def request_stop(self) -> None:
+        self._stop_requested = True
+        self._wake()
+
+    def request_reload(self) -> None:
+        self._reload_requested = True
+        self._wake()
+
+    def install_signal_handlers(self) -> None:
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            if signum == signal.SIGHUP:
+                self._reload_requested = True
+            else:
+                self._stop_requested = True
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, on_signal)
+        # The C-level handler writes the signal number here, waking select().
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+
+    def _sleep(self, timeout: float) -> None:
+        select.select([self._wake_r], [], [], max(0.0, timeout))
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    # -- config -----------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Re-read every config file; broken files keep their last good services."""
+        conf_dir = self.settings.config_dir / "conf.d"
+        state = self.store.update(load_conf_dir(conf_dir))
+        if state.errors != self._last_errors:
+            for err in state.errors:
+                log.error(
+                    "config error: %s (file skipped; its services keep running as they were)", err
+                )
+            if not state.errors and self._last_errors:
+                log.info("config errors resolved")
+            self._last_errors = state.errors
+        self.controller.set_desired(state)
+
+    # -- main loop ----------------------------------------------------------------
+
+    def run(self) -> int:
+        s = self.settings
+        log.info(
+            "healerd %s starting: config %s, engine %s, %d workers, resync every %gs",
+            __version__,
+            s.config_dir,
+            docker_host(s),
+            s.workers,
+            s.resync_interval,
+        )
+        log.info("local API socket %s: not served yet (flag accepted)", s.socket_path)
+        self.reload()
+        log.info(
+            "%d service(s) declared: %s",
+            len(self.controller.desired.services),
+            ", ".join(sorted(self.controller.desired.services)) or "-",
+        )
+        self.controller.enqueue_all(force=True)
+        threads = [
+            threading.Thread(
+                target=self.controller.run, args=(self._stop,), name="healerd-dispatch", daemon=True
+            ),
+            threading.Thread(
+                target=self.watcher.run, args=(self._stop,), name="healerd-events", daemon=True
+            ),
+        ]
+        for t in threads:
+            t.start()
+        log.info("ready: %s", self.controller.summary())
+        next_resync = self.clock.monotonic() + s.resync_interval
+        while not self._stop_requested:
+            self._sleep(next_resync - self.clock.monotonic())
+            if self._stop_requested:
+                break
+            if self._reload_requested:
+                self._reload_requested = False
+                log.info("reloading configuration (SIGHUP)")
+                self.reload()
+            if self.clock.monotonic() >= next_resync:
+                # Level-triggered repair: re-read files and look at every service again.
+                self.reload()
+                self.controller.enqueue_all()
+                next_resync = self.clock.monotonic() + s.resync_interval
+        log.info("stopping; containers are left running")
+        self._stop.set()
+        self.watcher.stop()
+        self.controller.shutdown()
+        for t in threads:
+            t.join(timeout=SHUTDOWN_GRACE / len(threads))
+        return 0
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Every engine request at debug level would drown what healerd itself says.
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = resolve_settings(args)
+    except SettingsError as exc:
+        for err in exc.errors:
+            print(f"healerd: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    setup_logging(settings.log_level)
+    engine = DockerEngine(
+        docker_host(settings), timeout=settings.engine_timeout, pool_size=settings.workers * 4
+    )
+    daemon = Daemon(settings, engine)
+    daemon.install_signal_handlers()
+    code = daemon.run()
+    logging.shutdown()
+    # Worker threads may sit in a slow engine call; the next start adopts whatever
+    # they leave, so do not wait for them.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

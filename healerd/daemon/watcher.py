@@ -1,0 +1,74 @@
+"""Keeps an engine event stream open; events only put service keys into the queue."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from healerd.core.backoff import Backoff
+from healerd.core.clock import Clock
+from healerd.core.controller import Controller
+from healerd.engine import Engine, EngineError
+
+log = logging.getLogger("healerd.watcher")
+
+RECONNECT_BACKOFF = Backoff(0.25, 5.0)
+
+
+class EventWatcher:
+    """Reconnects with backoff forever. After every (re)connect it queues every key,
+    since whatever happened while the stream was down went unseen."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        controller: Controller,
+        clock: Clock,
+        *,
+        backoff: Backoff = RECONNECT_BACKOFF,
+        log_interval: float = 30.0,
+    ) -> None:
+        self._engine = engine
+        self._controller = controller
+        self._clock = clock
+        self._backoff = backoff
+        self._log_interval = log_interval
+        self._kick = threading.Event()
+        self._failures = 0
+        self._lost = False
+
+    def kick(self) -> None:
+        """Skip the current reconnect delay (the engine answered elsewhere)."""
+        self._kick.set()
+
+    def _connected(self) -> None:
+        if self._lost:
+            log.info("event stream back: resyncing every service")
+        self._failures, self._lost = 0, False
+        self._controller.enqueue_all(force=True)
+
+    def run(self, stop: threading.Event) -> None:
+        logged_at: float | None = None
+        while not stop.is_set():
+            self._kick.clear()
+            reason = "stream ended"
+            try:
+                self._engine.watch(self._controller.on_event, self._connected)
+            except EngineError as exc:
+                reason = str(exc)
+            except Exception as exc:
+                log.exception("event watcher failed unexpectedly")
+                reason = f"unexpected {type(exc).__name__}"
+            if stop.is_set():
+                return
+            self._failures += 1
+            self._lost = True
+            now = self._clock.monotonic()
+            if self._failures == 1 or logged_at is None or now - logged_at >= self._log_interval:
+                logged_at = now
+                log.warning("engine event stream lost (%s); reconnecting", reason)
+            self._kick.wait(self._backoff.delay(self._failures))
+
+    def stop(self) -> None:
+        self._engine.stop_watch()
+        self._kick.set()

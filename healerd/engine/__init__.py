@@ -1,0 +1,58 @@
+"""What the core needs from a container engine, without naming docker.
+
+`healerd.engine.docker_engine` is the one module that imports the docker SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from healerd.model import EngineEvent, ObservedContainer, ServiceSpec
+
+
+class EngineError(Exception):
+    """The engine answered with an error; the pass backs off and retries."""
+
+
+class EngineUnavailable(EngineError):
+    """The engine could not be reached at all (socket missing, refused, timed out)."""
+
+
+class NameConflict(EngineError):
+    """The container name is taken; the caller picks another name."""
+
+
+class ImageMissing(EngineError):
+    """The image is not present locally."""
+
+
+class Engine(Protocol):
+    def version(self) -> str:
+        """The engine's version string; raises EngineUnavailable when unreachable."""
+        ...
+
+    def list_managed(self) -> list[ObservedContainer]:
+        """Every healerd-labelled container, running or not, in one list call."""
+        ...
+
+    def create_and_start(self, spec: ServiceSpec, name: str) -> str:
+        """Create and start one container of `spec` named `name`; returns its id."""
+        ...
+
+    def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        """Stop (gracefully, if running) and remove; a container already gone is success.
+        `stop_timeout` None keeps the container's own stop timeout."""
+        ...
+
+    def watch(
+        self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
+    ) -> None:
+        """Block reading the event stream, calling `on_connected` once the stream is
+        subscribed and `on_event` for each event of a healerd-labelled container;
+        returns or raises when the stream ends."""
+        ...
+
+    def stop_watch(self) -> None:
+        """Make a running `watch` return soon (called from another thread)."""
+        ...

@@ -1,0 +1,232 @@
+"""The docker SDK adapter: the only module that imports `docker`.
+
+It speaks to the low-level API client (`client.api`) because the high-level
+`containers.list()` inspects every container: N+1 calls where one will do.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from healerd.engine import EngineError, EngineUnavailable, ImageMissing, NameConflict
+from healerd.model import (
+    LABEL_SERVICE,
+    LABEL_SPEC_HASH,
+    ContainerState,
+    EngineEvent,
+    ObservedContainer,
+    ServiceSpec,
+)
+
+# The oldest API we need (Debian 12's docker.io 20.10 speaks 1.41); newer engines
+# still accept it, so pinning avoids a version probe that fails while the engine is down.
+API_VERSION = "1.41"
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+WATCHED_EVENTS = ["create", "start", "die", "stop", "kill", "destroy", "pause", "unpause", "oom"]
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        raise ImageMissing(f"{what}: {exc.explanation or exc}") from exc
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409 and "already in use" in str(exc.explanation or ""):
+            raise NameConflict(f"{what}: {exc.explanation}") from exc
+        raise EngineError(f"{what}: {exc.explanation or exc}") from exc
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+        raise EngineUnavailable(f"{what}: engine unreachable ({type(exc).__name__})") from exc
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailable(f"{what}: {exc}") from exc
+
+
+def _observed(raw: dict[str, Any]) -> ObservedContainer:
+    labels = raw.get("Labels") or {}
+    names = raw.get("Names") or [""]
+    return ObservedContainer(
+        id=str(raw["Id"]),
+        name=str(names[0]).lstrip("/"),
+        service=str(labels.get(LABEL_SERVICE, "")),
+        spec_hash=str(labels.get(LABEL_SPEC_HASH, "")),
+        state=ContainerState.parse(str(raw.get("State", ""))),
+        created=float(raw.get("Created", 0)),
+        status=str(raw.get("Status", "")),
+        image=str(raw.get("Image", "")),
+    )
+
+
+class DockerEngine:
+    def __init__(self, base_url: str, timeout: float = 30.0, pool_size: int = 16) -> None:
+        self._base_url = base_url
+        self._timeout = timeout
+        self._api = docker.APIClient(
+            base_url=base_url, version=API_VERSION, timeout=int(timeout), max_pool_size=pool_size
+        )
+        self._watch_lock = threading.Lock()
+        self._watch_stream: Any = None
+        self._watch_stopped = False
+
+    def version(self) -> str:
+        with _translated("version"):
+            return str(self._api.version(api_version=False).get("Version", "?"))
+
+    def list_managed(self) -> list[ObservedContainer]:
+        with _translated("list containers"):
+            raw = self._api.containers(all=True, filters={"label": LABEL_SERVICE})
+        return [_observed(r) for r in raw]
+
+    def create_and_start(self, spec: ServiceSpec, name: str) -> str:
+        labels = dict(spec.labels)
+        labels[LABEL_SERVICE] = spec.name
+        labels[LABEL_SPEC_HASH] = spec.spec_hash
+        binds = [
+            f"{v.source}:{v.target}:{'ro' if v.read_only else 'rw'}"
+            for v in spec.volumes
+            if v.source
+        ]
+        anonymous = [v.target for v in spec.volumes if not v.source]
+        port_bindings: dict[str, Any] = {}
+        for p in spec.ports:
+            key = f"{p.container_port}/{p.protocol}"
+            host = str(p.host_port) if p.host_port is not None else None
+            port_bindings.setdefault(key, []).append((p.host_ip, host) if p.host_ip else host)
+        networks = list(spec.networks)
+        with _translated(f"create {name}"):
+            host_config = self._api.create_host_config(
+                binds=binds or None,
+                port_bindings=port_bindings or None,
+                mem_limit=spec.mem_limit,
+                nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+                network_mode=networks[0] if networks else None,
+            )
+            created = self._api.create_container(
+                image=spec.image,
+                command=list(spec.command) if spec.command is not None else None,
+                entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+                environment=[f"{k}={v}" for k, v in spec.environment] or None,
+                labels=labels,
+                user=spec.user,
+                working_dir=spec.working_dir,
+                volumes=anonymous or None,
+                ports=[
+                    (p.container_port, p.protocol) if p.protocol != "tcp" else p.container_port
+                    for p in spec.ports
+                ]
+                or None,
+                host_config=host_config,
+                name=name,
+                stop_timeout=int(spec.stop_grace_period),
+            )
+        container_id = str(created["Id"])
+        try:
+            with _translated(f"start {name}"):
+                for net in networks[1:]:
+                    self._api.connect_container_to_network(container_id, net)
+                self._api.start(container_id)
+        except EngineError:
+            # Leave nothing half-made behind; the next pass creates a fresh one.
+            self._remove_quietly(container_id)
+            raise
+        return container_id
+
+    def _remove_quietly(self, container_id: str) -> None:
+        with suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            self._api.remove_container(container_id, force=True)
+
+    def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        try:
+            with _translated(f"remove {container.name}"):
+                if container.running:
+                    self._api.stop(
+                        container.id,
+                        timeout=None if stop_timeout is None else int(stop_timeout),
+                    )
+                self._api.remove_container(container.id, force=True, v=False)
+        except EngineError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, docker.errors.NotFound):
+                return
+            if (
+                isinstance(cause, docker.errors.APIError)
+                and cause.status_code == 409
+                and "already in progress" in str(cause.explanation or "")
+            ):
+                return
+            raise
+
+    def watch(
+        self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
+    ) -> None:
+        # A client of its own: the stream holds its connection for as long as it lives.
+        api = docker.APIClient(base_url=self._base_url, version=API_VERSION, timeout=None)
+        try:
+            with _translated("events"):
+                # Not api.events(): its chunk reader can hold the last event back until
+                # the next one arrives (docker-py over urllib3 2), and a held-back `die`
+                # is a missed heal. requests yields each chunk as it arrives.
+                filters = {"type": ["container"], "label": [LABEL_SERVICE], "event": WATCHED_EVENTS}
+                resp = api._get(
+                    api._url("/events"),
+                    params={"filters": json.dumps(filters)},
+                    stream=True,
+                    timeout=None,
+                )
+                api._raise_for_status(resp)
+            with self._watch_lock:
+                if self._watch_stopped:
+                    resp.close()
+                    return
+                self._watch_stream = resp
+            on_connected()
+            with _translated("events"):
+                for line in resp.iter_lines(chunk_size=None):
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    actor = event.get("Actor") or {}
+                    service = (actor.get("Attributes") or {}).get(LABEL_SERVICE)
+                    if service:
+                        on_event(
+                            EngineEvent(
+                                service=str(service),
+                                container_id=str(actor.get("ID", "")),
+                                action=str(event.get("Action", "")),
+                            )
+                        )
+        except (AttributeError, ValueError, OSError, requests.exceptions.RequestException) as exc:
+            # close() from another thread surfaces as one of these inside requests.
+            with self._watch_lock:
+                if self._watch_stopped:
+                    return
+            raise EngineUnavailable(f"events: stream broken ({exc})") from exc
+        finally:
+            with self._watch_lock:
+                self._watch_stream = None
+            api.close()
+
+    def stop_watch(self) -> None:
+        with self._watch_lock:
+            self._watch_stopped = True
+            stream = self._watch_stream
+        if stream is None:
+            return
+        # Response.close() would wait for the reader thread's buffer lock; shutting the
+        # socket down wakes the reader with end-of-stream instead.
+        sock = getattr(getattr(stream.raw, "_connection", None), "sock", None)
+        if isinstance(sock, socket.socket):
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.stop_watch()
+        self._api.close()

@@ -1,0 +1,84 @@
+"""A config error never removes or changes a running container."""
+
+from __future__ import annotations
+
+import signal
+
+import docker
+
+from tests.integration.conftest import IMAGE, ConfigDir
+from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
+
+
+def test_bad_files_are_reported_and_skipped_at_start(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    bad_yaml = config.write("bad-yaml.yaml", "services:\n  x:\n    image: [unclosed\n")
+    unknown = config.write("unknown.yaml", f"services:\n  u:\n    image: {IMAGE}\n    replica: 2\n")
+    negative = config.write(
+        "negative.yaml", f"services:\n  n:\n    image: {IMAGE}\n    replicas: -1\n"
+    )
+    config.service("good.yaml", "good", 1)
+    healerd.start()
+    wait_for("the good service", lambda: cluster.converged("good", 1), timeout=20)
+    log = wait_for(
+        "three config errors",
+        lambda: healerd.log() if healerd.log().count("config error:") >= 3 else "",
+        timeout=10,
+    )
+    assert f"{bad_yaml}:3" in log or f"{bad_yaml}:4" in log
+    assert (
+        f"{unknown}:4: services.u.replica: unknown key" in log and "did you mean 'replicas'" in log
+    )
+    assert f"{negative}:4: services.n.replicas" in log
+    assert cluster.containers("u") == [] and cluster.containers("n") == []
+
+
+def test_a_file_that_breaks_keeps_its_containers_and_others_still_apply(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
+) -> None:
+    config.service("a.yaml", "alpha", 2)
+    config.service("b.yaml", "beta", 1)
+    healerd.start()
+    wait_for(
+        "both", lambda: cluster.converged("alpha", 2) and cluster.converged("beta", 1), timeout=20
+    )
+    alpha = sorted(
+        (c["Id"], c["Labels"]["io.healerd.spec-hash"]) for c in cluster.containers("alpha")
+    )
+
+    breakages = [
+        "services:\n  alpha: [\n",  # invalid YAML
+        f"services:\n  alpha:\n    image: {IMAGE}\n    replicas: 1\n    bogus: 1\n",  # unknown key
+        f"services:\n  alpha:\n    image: {IMAGE}\n    replicas: -1\n",  # negative count
+    ]
+    for i, broken in enumerate(breakages):
+        config.write("a.yaml", broken)
+        beta = 2 if i % 2 == 0 else 1
+        config.service("b.yaml", "beta", beta)
+        healerd.signal(signal.SIGHUP)
+        wait_for(f"beta at {beta}", lambda b=beta: cluster.converged("beta", b), timeout=20)
+        holds_for(
+            "alpha untouched",
+            lambda: (
+                sorted(
+                    (c["Id"], c["Labels"]["io.healerd.spec-hash"])
+                    for c in cluster.containers("alpha")
+                    if c["State"] == "running"
+                )
+                == alpha
+            ),
+            1.0,
+        )
+    assert healerd.log().count("config error:") >= 3
+    # While its file is broken, alpha is still healed, with its last good spec.
+    victim, alpha_hash = alpha[0]
+    api.kill(victim)
+    wait_for(
+        "alpha healed",
+        lambda: (
+            cluster.converged("alpha", 2, alpha_hash)
+            and victim not in {c["Id"] for c in cluster.containers("alpha")}
+        ),
+        timeout=10,
+    )

@@ -1,0 +1,60 @@
+"""dockerd stopped, away for a while, and back: healerd survives and heals."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import docker
+import pytest
+
+from tests.integration.conftest import ConfigDir
+from tests.integration.harness import Cluster, Healerd, PrivateDockerd, wait_for
+
+
+@pytest.mark.engine_restart
+def test_engine_restart_is_survived_and_healed(
+    healerd: Healerd,
+    config: ConfigDir,
+    cluster: Cluster,
+    dockerd: PrivateDockerd,
+    api: docker.APIClient,
+) -> None:
+    config.service("eng.yaml", "eng", 1)
+    healerd.start()
+    wait_for("1 replica", lambda: cluster.converged("eng", 1), timeout=20)
+
+    dockerd.stop()
+    # While the engine is away the operator scales up; healerd must apply it on return.
+    config.service("eng.yaml", "eng", 2)
+    healerd.signal(signal.SIGHUP)
+    away_until = time.monotonic() + 4
+    while time.monotonic() < away_until:
+        assert healerd.alive(), "healerd died while the engine was away"
+        time.sleep(0.1)
+    log = healerd.log()
+    complaints = log.count("cannot list containers") + log.count("event stream lost")
+    print(f"log lines about the missing engine in 4 s: {complaints}")
+    assert 1 <= complaints <= 6, "the engine's absence is logged, but not every loop"
+
+    dockerd.start()
+    wait_for(
+        "2 replicas after the engine came back", lambda: cluster.converged("eng", 2), timeout=30
+    )
+    assert healerd.alive()
+
+    victim = cluster.running("eng")[0]["Id"]
+    t0 = time.monotonic()
+    api.kill(victim)
+    wait_for(
+        "a replacement",
+        lambda: (
+            cluster.converged("eng", 2)
+            and victim not in {c["Id"] for c in cluster.containers("eng")}
+        ),
+        timeout=10,
+        interval=0.01,
+    )
+    latency = time.monotonic() - t0
+    print(f"heal latency after engine restart: {latency * 1000:.0f} ms")
+    assert latency < 2.0

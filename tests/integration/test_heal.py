@@ -1,0 +1,175 @@
+"""The seed scenario and its relatives, against a real dockerd."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import docker
+
+from healerd.config import load_service_file
+from tests.integration.conftest import ConfigDir
+from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
+
+HEAL_DEADLINE = 2.0
+
+
+def current_hash(path: Path, service: str) -> str:
+    result = load_service_file(path)
+    assert result.services is not None, result.errors
+    return result.services[service].spec_hash
+
+
+def heal_latency(cluster: Cluster, service: str, old_id: str, disrupt: object) -> float:
+    """Disrupt the one replica; seconds until another container of the service runs."""
+    t0 = time.monotonic()
+    disrupt()  # type: ignore[operator]
+    wait_for(
+        f"a replacement for {old_id[:12]}",
+        lambda: [c for c in cluster.running(service) if c["Id"] != old_id],
+        timeout=10,
+        interval=0.01,
+    )
+    return time.monotonic() - t0
+
+
+def test_kill_rm_and_stop_are_healed_within_two_seconds(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
+) -> None:
+    path = config.service("seed.yaml", "seed", 1)
+    spec_hash = current_hash(path, "seed")
+    healerd.start()
+    wait_for("1 replica", lambda: cluster.converged("seed", 1, spec_hash), timeout=20)
+
+    disruptions = {
+        "docker kill": lambda cid: api.kill(cid),
+        "docker rm -f": lambda cid: api.remove_container(cid, force=True),
+        "docker stop": lambda cid: api.stop(cid, timeout=1),
+    }
+    latencies = {}
+    for what, disrupt in disruptions.items():
+        (victim,) = cluster.running("seed")
+        latencies[what] = heal_latency(
+            cluster, "seed", victim["Id"], lambda d=disrupt, v=victim: d(v["Id"])
+        )
+        wait_for("convergence after " + what, lambda: cluster.converged("seed", 1, spec_hash))
+    for what, seconds in latencies.items():
+        print(f"heal latency after {what}: {seconds * 1000:.0f} ms")
+    assert all(s < HEAL_DEADLINE for s in latencies.values()), latencies
+    assert healerd.alive()
+
+
+def test_replicas_follow_edits_with_sighup(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    path = config.service("scale.yaml", "scale", 3)
+    spec_hash = current_hash(path, "scale")
+    healerd.start()
+    for replicas in (3, 1, 5):
+        config.service("scale.yaml", "scale", replicas)
+        healerd.signal(signal.SIGHUP)
+        wait_for(
+            f"{replicas} replicas",
+            lambda r=replicas: cluster.converged("scale", r, spec_hash),
+            timeout=20,
+        )
+        holds_for(
+            f"exactly {replicas} replicas",
+            lambda r=replicas: cluster.converged("scale", r, spec_hash),
+            0.5,
+        )
+
+
+def test_ten_of_twenty_killed_at_once_means_exactly_ten_creates(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
+) -> None:
+    path = config.service("storm.yaml", "storm", 20)
+    spec_hash = current_hash(path, "storm")
+    healerd.start()
+    wait_for("20 replicas", lambda: cluster.converged("storm", 20, spec_hash), timeout=60)
+    victims = [c["Id"] for c in cluster.running("storm")[:10]]
+    t0 = time.time()
+    threads = [threading.Thread(target=api.kill, args=(v,)) for v in victims]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    started = time.monotonic()
+    wait_for("20 replicas again", lambda: cluster.converged("storm", 20, spec_hash), timeout=30)
+    print(f"storm: 10 kills healed in {time.monotonic() - started:.2f}s")
+    holds_for("exactly 10 creates", lambda: cluster.count_events("storm", "create", t0) == 10, 1.5)
+    assert all(v not in {c["Id"] for c in cluster.containers("storm")} for v in victims)
+
+
+def test_restarted_healerd_adopts_what_runs(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    path = config.service("adopt.yaml", "adopt", 3)
+    spec_hash = current_hash(path, "adopt")
+    healerd.start()
+    wait_for("3 replicas", lambda: cluster.converged("adopt", 3, spec_hash), timeout=20)
+    before = sorted(c["Id"] for c in cluster.containers("adopt"))
+    healerd.kill9()
+    t0 = time.time()
+    healerd.start()
+    wait_for(
+        "the new healerd's first pass", lambda: "adopt: Converged" in healerd.log(), timeout=20
+    )
+    holds_for(
+        "no create or remove",
+        lambda: (
+            cluster.count_events("adopt", "create", t0) == 0
+            and cluster.count_events("adopt", "destroy", t0) == 0
+        ),
+        1.0,
+    )
+    assert sorted(c["Id"] for c in cluster.containers("adopt")) == before
+
+
+def test_sigterm_exits_quickly_and_leaves_containers_running(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    path = config.service("term.yaml", "term", 2)
+    spec_hash = current_hash(path, "term")
+    healerd.start()
+    wait_for("2 replicas", lambda: cluster.converged("term", 2, spec_hash), timeout=20)
+    before = sorted(c["Id"] for c in cluster.running("term"))
+    t0 = time.monotonic()
+    code = healerd.stop(timeout=5)
+    elapsed = time.monotonic() - t0
+    print(f"SIGTERM -> exit in {elapsed:.2f}s, code {code}")
+    assert code == 0 and elapsed < 5
+    assert sorted(c["Id"] for c in cluster.running("term")) == before
+
+
+def test_deleting_a_service_file_removes_its_containers_only(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    gone = config.service("gone.yaml", "gone", 2)
+    config.service("stays.yaml", "stays", 1)
+    healerd.start()
+    wait_for(
+        "both services",
+        lambda: cluster.converged("gone", 2) and cluster.converged("stays", 1),
+        timeout=20,
+    )
+    stays = [c["Id"] for c in cluster.containers("stays")]
+    gone.unlink()
+    healerd.signal(signal.SIGHUP)
+    wait_for("gone removed", lambda: cluster.containers("gone") == [], timeout=20)
+    assert [c["Id"] for c in cluster.containers("stays")] == stays
+
+
+def test_containers_of_an_undeclared_service_are_removed_after_restart(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    """Labels are the record: a healerd that never saw the service still cleans it up."""
+    path = config.service("old.yaml", "old", 2)
+    healerd.start()
+    wait_for("2 replicas", lambda: cluster.converged("old", 2), timeout=20)
+    healerd.kill9()
+    path.unlink()
+    healerd.start()
+    wait_for("orphans removed", lambda: cluster.containers("old") == [], timeout=20)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Make sure Debian's docker.io and busybox-static are installed and that a Docker
+# engine answers on the default socket (started in the background if not).
+# Used by .ci/run, the README's example command and the benchmarks.
+set -euo pipefail
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "engine.sh: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+ping_engine() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+if ! ping_engine; then
+  echo "engine.sh: starting dockerd (log: /var/log/dockerd.log)" >&2
+  setsid dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do
+    ping_engine && break
+    sleep 0.5
+  done
+  ping_engine || { tail -20 /var/log/dockerd.log >&2; echo "engine.sh: dockerd did not answer" >&2; exit 1; }
+fi
+echo "engine.sh: engine $(docker version --format '{{.Server.Version}}') answers" >&2

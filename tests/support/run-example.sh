@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run healerd in the foreground on the example config in config/ (Ctrl-C stops it and
+# leaves the containers running). Installs the engine and builds the example image
+# locally first: there is no registry to pull from.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash tests/support/engine.sh
+bash tests/support/venv.sh
+.venv/bin/python tests/support/busybox_image.py healerd-example/busybox:1 >/dev/null
+exec .venv/bin/healerd --config-dir config "$@"

@@ -1,0 +1,162 @@
+"""Merging service files into the desired state, with last-good memory per file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from healerd.config import (
+    DesiredStore,
+    FileResult,
+    list_config_files,
+    load_conf_dir,
+    parse_service_text,
+)
+
+
+def good(file: str, *names: str, image: str = "busybox:1") -> FileResult:
+    body = "".join(f"  {n}:\n    image: {image}\n" for n in names)
+    result = parse_service_text(f"services:\n{body}", file)
+    assert result.services is not None
+    return result
+
+
+def broken(file: str) -> FileResult:
+    result = parse_service_text("services:\n  web:\n    image: x\n    replica: 2\n", file)
+    assert result.services is None
+    return result
+
+
+# --- directory listing ---------------------------------------------------------------
+
+
+def test_list_config_files(tmp_path: Path) -> None:
+    for name in ["b.yml", "a.yaml", "c.yaml", ".hidden.yaml", "notes.txt", "d.yaml~", "x.json"]:
+        (tmp_path / name).write_text("")
+    (tmp_path / "sub.yaml").mkdir()
+    (tmp_path / "sub.yaml" / "inner.yaml").write_text("")
+    assert [p.name for p in list_config_files(tmp_path)] == ["a.yaml", "b.yml", "c.yaml"]
+
+
+def test_missing_directory_lists_nothing(tmp_path: Path) -> None:
+    assert list_config_files(tmp_path / "missing") == []
+    (tmp_path / "file").write_text("")
+    assert list_config_files(tmp_path / "file") == []
+    assert load_conf_dir(tmp_path / "missing") == []
+
+
+def test_load_conf_dir_uses_full_paths(tmp_path: Path) -> None:
+    (tmp_path / "b.yaml").write_text("services:\n  web: {image: x}\n")
+    (tmp_path / "a.yaml").write_text("services:\n  web: {}\n")
+    results = load_conf_dir(tmp_path)
+    assert [r.file for r in results] == [str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")]
+    assert results[0].services is None
+    assert results[1].services is not None
+    assert results[1].services["web"].source_file == str(tmp_path / "b.yaml")
+
+
+# --- store rules ---------------------------------------------------------------------
+
+
+def test_valid_files_are_merged() -> None:
+    state = DesiredStore().update([good("a.yaml", "web", "db"), good("b.yaml", "cache")])
+    assert sorted(state.services) == ["cache", "db", "web"]
+    assert state.errors == ()
+    assert state.broken_files == ()
+    assert not state.hold_orphans
+
+
+def test_rule1_a_valid_file_replaces_its_last_good_entry() -> None:
+    store = DesiredStore()
+    store.update([good("a.yaml", "web", "db")])
+    state = store.update([good("a.yaml", "web", image="busybox:2")])
+    assert list(state.services) == ["web"]
+    assert state.services["web"].image == "busybox:2"
+
+
+def test_rule2_an_invalid_file_keeps_its_last_good_services() -> None:
+    store = DesiredStore()
+    first = store.update([good("a.yaml", "web"), good("b.yaml", "db")])
+    state = store.update([broken("a.yaml"), good("b.yaml", "db")])
+    assert state.services == first.services
+    assert state.broken_files == ("a.yaml",)
+    assert [(e.file, e.line, e.field) for e in state.errors] == [
+        ("a.yaml", 4, "services.web.replica")
+    ]
+    assert not state.hold_orphans
+    fixed = store.update([good("a.yaml", "web"), good("b.yaml", "db")])
+    assert fixed.broken_files == () and fixed.errors == ()
+
+
+def test_rule3_an_invalid_file_never_seen_valid_holds_orphans() -> None:
+    store = DesiredStore()
+    state = store.update([broken("a.yaml"), good("b.yaml", "db")])
+    assert list(state.services) == ["db"]
+    assert state.hold_orphans
+    assert state.broken_files == ("a.yaml",)
+    assert state.errors
+    assert not store.update([good("a.yaml", "web"), good("b.yaml", "db")]).hold_orphans
+
+
+def test_rule4_a_removed_file_is_forgotten() -> None:
+    store = DesiredStore()
+    store.update([good("a.yaml", "web"), good("b.yaml", "db")])
+    state = store.update([good("b.yaml", "db")])
+    assert list(state.services) == ["db"]
+    # It comes back broken: its old services are gone for good, so orphans are held.
+    state = store.update([broken("a.yaml"), good("b.yaml", "db")])
+    assert list(state.services) == ["db"]
+    assert state.hold_orphans
+
+
+def test_rule5_the_first_file_in_sorted_order_wins_a_name() -> None:
+    store = DesiredStore()
+    later = good("b.yaml", "web", "db", image="busybox:2")
+    state = store.update([later, good("a.yaml", "web")])
+    assert state.services["web"].image == "busybox:1"
+    assert state.services["web"].source_file == "a.yaml"
+    assert state.services["db"].source_file == "b.yaml"
+    assert len(state.errors) == 1
+    error = state.errors[0]
+    assert (error.file, error.line, error.field) == ("b.yaml", 2, "services.web")
+    assert "a.yaml" in error.reason and "b.yaml" in str(error)
+    assert state.broken_files == ()
+    assert not state.hold_orphans
+
+
+def test_rule5_applies_to_last_good_services_too() -> None:
+    store = DesiredStore()
+    store.update([good("a.yaml", "web")])
+    state = store.update([broken("a.yaml"), good("b.yaml", "web", image="busybox:2")])
+    assert state.services["web"].source_file == "a.yaml"
+    assert [e.field for e in state.errors] == ["services.web.replica", "services.web"]
+
+
+def test_empty_scan_forgets_everything() -> None:
+    store = DesiredStore()
+    store.update([good("a.yaml", "web")])
+    state = store.update([])
+    assert dict(state.services) == {}
+    assert not state.hold_orphans
+
+
+def test_services_mapping_is_read_only() -> None:
+    state = DesiredStore().update([good("a.yaml", "web")])
+    with pytest.raises(TypeError):
+        state.services["x"] = state.services["web"]  # type: ignore[index]
+
+
+def test_whole_flow_on_disk(tmp_path: Path) -> None:
+    conf = tmp_path / "conf.d"
+    conf.mkdir()
+    (conf / "a.yaml").write_text("services:\n  web: {image: busybox:1, replicas: 2}\n")
+    store = DesiredStore()
+    assert store.update(load_conf_dir(conf)).services["web"].replicas == 2
+    (conf / "a.yaml").write_text("services:\n  web: {image: busybox:1, replicas: two}\n")
+    state = store.update(load_conf_dir(conf))
+    assert state.services["web"].replicas == 2
+    assert state.broken_files == (str(conf / "a.yaml"),)
+    assert str(state.errors[0]).startswith(f"{conf / 'a.yaml'}:2: services.web.replicas:")
+    (conf / "a.yaml").unlink()
+    assert dict(store.update(load_conf_dir(conf)).services) == {}
