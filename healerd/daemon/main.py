@@ -119,6 +119,7 @@ class Daemon:
         self._stop_requested = False
         self._reload_requested = False
         self._last_errors: tuple[ConfigError, ...] = ()
+        self._warned_missing_dir = False
 
     # -- signals: flags only ----------------------------------------------------
 
@@ -160,7 +161,21 @@ class Daemon:
     def reload(self) -> None:
         """Re-read every config file; broken files keep their last good services."""
         conf_dir = self.settings.config_dir / "conf.d"
-        state = self.store.update(load_conf_dir(conf_dir))
+        try:
+            results = load_conf_dir(conf_dir)
+        except OSError as exc:
+            log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)
+            return
+        state = self.store.update(results)
+        if not conf_dir.is_dir():
+            # A directory that vanished (a failed mount, a typo in --config-dir) must not
+            # read as "remove everything": containers of undeclared services stay.
+            if not self._warned_missing_dir:
+                log.warning("%s does not exist: no services declared, none removed", conf_dir)
+                self._warned_missing_dir = True
+            state = dataclasses.replace(state, hold_orphans=True)
+        else:
+            self._warned_missing_dir = False
         if state.errors != self._last_errors:
             for err in state.errors:
                 log.error(

@@ -1,0 +1,79 @@
+"""Daemon wiring without threads: settings precedence, reload, signals as flags."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from healerd.config import SettingsError
+from healerd.core.clock import FakeClock
+from healerd.daemon.main import Daemon, build_parser, resolve_settings
+from tests.unit.fake_engine import FakeEngine
+
+
+def settings_for(tmp_path: Path, *argv: str, file: str = ""):  # type: ignore[no-untyped-def]
+    (tmp_path / "conf.d").mkdir(exist_ok=True)
+    if file:
+        (tmp_path / "healerd.yaml").write_text(file)
+    return resolve_settings(build_parser().parse_args(["--config-dir", str(tmp_path), *argv]))
+
+
+def test_flags_override_the_settings_file(tmp_path: Path) -> None:
+    s = settings_for(tmp_path, "--workers", "3", "--docker-host", "unix:///x.sock",
+                     file="workers: 7\nresync_interval: 5s\n")
+    assert s.workers == 3 and s.resync_interval == 5.0 and s.docker_host == "unix:///x.sock"
+    assert s.config_dir == tmp_path
+
+
+def test_socket_flag_is_accepted(tmp_path: Path) -> None:
+    s = settings_for(tmp_path, "--socket", "/run/x/healerd.sock")
+    assert s.socket_path == Path("/run/x/healerd.sock")
+
+
+def test_bad_flags_are_checked_like_the_file(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="workers"):
+        settings_for(tmp_path, "--workers", "0")
+
+
+def daemon(tmp_path: Path) -> tuple[Daemon, FakeEngine]:
+    engine = FakeEngine()
+    return Daemon(settings_for(tmp_path), engine, FakeClock()), engine
+
+
+def test_reload_applies_files_and_keeps_last_good_of_a_broken_one(tmp_path: Path) -> None:
+    d, _ = daemon(tmp_path)
+    f = tmp_path / "conf.d" / "a.yaml"
+    f.write_text("services:\n  web:\n    image: img:1\n    replicas: 2\n")
+    d.reload()
+    assert d.controller.desired.services["web"].replicas == 2
+    f.write_text("services:\n  web:\n    image: img:1\n    replicas: -1\n")
+    d.reload()
+    assert d.controller.desired.services["web"].replicas == 2
+    assert d.controller.desired.errors
+
+
+def test_a_missing_conf_dir_removes_nothing(tmp_path: Path) -> None:
+    d, _ = daemon(tmp_path)
+    (tmp_path / "conf.d").rmdir()
+    d.reload()
+    assert d.controller.desired.services == {} and d.controller.desired.hold_orphans
+
+
+def test_signals_only_set_flags(tmp_path: Path) -> None:
+    d, _ = daemon(tmp_path)
+    old = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)}
+    try:
+        d.install_signal_handlers()
+        os.kill(os.getpid(), signal.SIGHUP)
+        d._sleep(0)
+        assert d._reload_requested and not d._stop_requested
+        os.kill(os.getpid(), signal.SIGTERM)
+        d._sleep(0)
+        assert d._stop_requested
+    finally:
+        signal.set_wakeup_fd(-1)
+        for s, h in old.items():
+            signal.signal(s, h)
