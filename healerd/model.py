@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
 LABEL_SERVICE = "io.healerd.service"
@@ -38,6 +38,60 @@ class VolumeSpec:
 
 
 @dataclass(frozen=True)
+class HealthcheckSpec:
+    """Compose's healthcheck; None fields keep the engine's (or the image's) defaults."""
+
+    test: tuple[str, ...] = ()
+    interval: float | None = None
+    timeout: float | None = None
+    retries: int | None = None
+    start_period: float | None = None
+    disable: bool = False
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """How a spec change rolls out. start-first keeps `replicas` available throughout;
+    stop-first (forced by a fixed host port) lets `parallelism` of them be down."""
+
+    parallelism: int = 1
+    delay: float = 0.0
+    order: str = "start-first"
+    min_ready_seconds: float = 0.0
+    progress_deadline: float = 600.0
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Crash-loop backoff per replica: `delay` doubling up to `max_delay`; a container
+    that ran for `window` seconds resets it. It never gives up."""
+
+    delay: float = 10.0
+    max_delay: float = 300.0
+    window: float = 600.0
+
+
+# The fields that shape a container; only these enter the spec hash, and only when they
+# differ from their defaults, so that a new optional field never replaces containers.
+CONTAINER_FIELDS = (
+    "image",
+    "command",
+    "entrypoint",
+    "environment",
+    "labels",
+    "user",
+    "working_dir",
+    "volumes",
+    "ports",
+    "networks",
+    "mem_limit",
+    "cpus",
+    "stop_grace_period",
+    "healthcheck",
+)
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
     """What the user declared for one service, normalised so equal specs hash equal."""
 
@@ -56,17 +110,30 @@ class ServiceSpec:
     mem_limit: int | None = None
     cpus: float | None = None
     stop_grace_period: float = 10.0
+    healthcheck: HealthcheckSpec | None = None
+    # What follows steers healerd, not the container: it is not part of the hash.
+    pull_policy: str = "missing"
+    unhealthy_grace: float = 0.0
+    update_config: UpdateConfig = UpdateConfig()
+    restart_policy: RestartPolicy = RestartPolicy()
     source_file: str = field(default="", compare=False)
 
     @property
     def spec_hash(self) -> str:
-        """Hash of everything that shapes a container; replicas and origin are left out
-        so that scaling or moving a service to another file never replaces containers."""
-        data = asdict(self)
-        for key in ("name", "replicas", "source_file"):
-            data.pop(key)
+        """Hash of what shapes a container; replicas, rollout and restart settings and the
+        origin are left out, so changing them never replaces containers."""
+        data = {
+            f.name: asdict(self)[f.name]
+            for f in fields(self)
+            if f.name in CONTAINER_FIELDS and getattr(self, f.name) != f.default
+        }
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:SPEC_HASH_LEN]
+
+    @property
+    def update_order(self) -> str:
+        """Two containers cannot hold one fixed host port: such services go stop-first."""
+        return "stop-first" if self.has_fixed_host_port else self.update_config.order
 
     @property
     def has_fixed_host_port(self) -> bool:

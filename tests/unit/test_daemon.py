@@ -22,8 +22,14 @@ def settings_for(tmp_path: Path, *argv: str, file: str = ""):  # type: ignore[no
 
 
 def test_flags_override_the_settings_file(tmp_path: Path) -> None:
-    s = settings_for(tmp_path, "--workers", "3", "--docker-host", "unix:///x.sock",
-                     file="workers: 7\nresync_interval: 5s\n")
+    s = settings_for(
+        tmp_path,
+        "--workers",
+        "3",
+        "--docker-host",
+        "unix:///x.sock",
+        file="workers: 7\nresync_interval: 5s\n",
+    )
     assert s.workers == 3 and s.resync_interval == 5.0 and s.docker_host == "unix:///x.sock"
     assert s.config_dir == tmp_path
 
