@@ -12,6 +12,10 @@ from enum import StrEnum
 
 LABEL_SERVICE = "io.healerd.service"
 LABEL_SPEC_HASH = "io.healerd.spec-hash"
+# Replacements in this replica's line so far, and how many of them came in quick succession
+# (the crash-loop backoff streak): labels, so that a restarted healerd knows them too.
+LABEL_RESTARTS = "io.healerd.restarts"
+LABEL_CRASH_STREAK = "io.healerd.crash-streak"
 
 # How many hex digits of the spec hash the label carries, and how many the name shows.
 SPEC_HASH_LEN = 16
@@ -78,6 +82,7 @@ CONTAINER_FIELDS = (
     "command",
     "entrypoint",
     "environment",
+    "env_files",
     "labels",
     "user",
     "working_dir",
@@ -101,6 +106,7 @@ class ServiceSpec:
     command: tuple[str, ...] | None = None
     entrypoint: tuple[str, ...] | None = None
     environment: tuple[tuple[str, str], ...] = ()
+    env_files: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
     user: str | None = None
     working_dir: str | None = None
@@ -114,8 +120,8 @@ class ServiceSpec:
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: str = "missing"
     unhealthy_grace: float = 0.0
-    update_config: UpdateConfig = UpdateConfig()
-    restart_policy: RestartPolicy = RestartPolicy()
+    update_config: UpdateConfig = field(default_factory=UpdateConfig)
+    restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
     source_file: str = field(default="", compare=False)
 
     @property
@@ -171,6 +177,11 @@ class ObservedContainer:
     created: float
     status: str = ""
     image: str = ""
+    # "starting", "healthy", "unhealthy", or None without a healthcheck.
+    health: str | None = None
+    exit_code: int | None = None
+    restarts: int = 0
+    crash_streak: int = 0
 
     @property
     def running(self) -> bool:
@@ -200,6 +211,9 @@ class Action:
     reason: str
     spec: ServiceSpec | None = None
     container: ObservedContainer | None = None
+    # For a create that replaces a failed container: the labels its replacement carries.
+    restarts: int = 0
+    crash_streak: int = 0
 
     def describe(self) -> str:
         target = self.container.name if self.container else self.service

@@ -2,24 +2,38 @@
 
 Events and timers only put keys into the queue; every pass re-reads the engine with
 one label-filtered list call, so a missed event or a restart costs nothing but time.
+What the loop remembers between passes (when a container died, since when it is
+unhealthy, how a rollout progresses) only paces it; the engine's labels hold the rest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
+from healerd.core.events import EventLog
 from healerd.core.executor import ActionResult, Executor
-from healerd.core.planner import Plan, plan
+from healerd.core.planner import (
+    Plan,
+    PlanContext,
+    Replacement,
+    is_available,
+    plan,
+    replacement_verdict,
+)
+from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.workqueue import WorkQueue
-from healerd.engine import Engine, EngineError, EngineUnavailable
-from healerd.model import ActionKind, EngineEvent, ObservedContainer, ServiceSpec
+from healerd.engine import Engine, EngineError, EngineUnavailable, ImagePullFailed
+from healerd.model import Action, ActionKind, EngineEvent, ObservedContainer, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
 
@@ -27,30 +41,22 @@ log = logging.getLogger("healerd.controller")
 DISCOVER = ""
 # Events after which the container should no longer be listed as running.
 SUSPECT_ACTIONS = frozenset({"die", "pause", "oom"})
+# Events that say someone stopped the container on purpose: no crash, no backoff.
+MANUAL_ACTIONS = frozenset({"kill", "stop"})
 # How long, and how often, to look again while the list still disagrees with an event.
 SUSPECT_WINDOW = 2.0
 SUSPECT_RECHECK = 0.02
+DEFAULT_BACKOFF = Backoff(0.005, 60.0)
+IMAGE_BACKOFF = Backoff(2.0, 300.0)
 
 
-@dataclass
-class ServiceStatus:
-    name: str
-    desired: int = 0
-    running: int = 0
-    up_to_date: int = 0
-    state: str = "Pending"
-    reason: str = ""
-    since: float = 0.0
-
-
-@dataclass
-class _CrashState:
-    """Kubelet-style crash-loop backoff: replacements of dead containers in quick
-    succession wait longer and longer; a quiet spell resets it."""
-
-    count: int = 0
-    last_heal: float | None = None
-    not_before: float = 0.0
+@dataclass(frozen=True)
+class LoopSettings:
+    workers: int = 4
+    parallel_actions: int = 8
+    backoff: Backoff = DEFAULT_BACKOFF
+    image_backoff: Backoff = IMAGE_BACKOFF
+    engine_down_log_interval: float = 30.0
 
 
 @dataclass
@@ -60,21 +66,32 @@ class Stats:
     creates: int = 0
     removes: int = 0
     errors: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
 
 
-DEFAULT_BACKOFF = Backoff(0.005, 60.0)
-DEFAULT_CRASH_BACKOFF = Backoff(0.25, 60.0)
+@dataclass
+class _Rollout:
+    spec_hash: str
+    started: float
+    last_progress: float
+    best: int
+    last_batch: float = float("-inf")
 
 
-@dataclass(frozen=True)
-class LoopSettings:
-    workers: int = 4
-    parallel_actions: int = 8
-    backoff: Backoff = DEFAULT_BACKOFF
-    crash_backoff: Backoff = DEFAULT_CRASH_BACKOFF
-    crash_reset: float = 120.0
-    engine_down_log_interval: float = 30.0
+@dataclass
+class _Memory:
+    """What passes remember about containers, keyed by container id; pruned to what the
+    engine still lists."""
+
+    dead_since: dict[str, float] = field(default_factory=dict)
+    unhealthy_since: dict[str, float] = field(default_factory=dict)
+    forgiven: set[str] = field(default_factory=set)
+
+    def prune(self, present: set[str]) -> None:
+        for d in (self.dead_since, self.unhealthy_since):
+            for cid in list(d):
+                if cid not in present:
+                    del d[cid]
+        self.forgiven &= present
 
 
 class Controller:
@@ -83,22 +100,31 @@ class Controller:
         self._clock = clock
         self._settings = settings
         self.queue = WorkQueue(clock, settings.backoff)
+        self.events = EventLog(clock)
+        self.stats = Stats()
         self._executor = Executor(engine, settings.parallel_actions)
         self._key_pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="healerd-key")
         self._slots = threading.Semaphore(settings.workers)
         self._lock = threading.Lock()
         self._desired = DesiredState(services={}, errors=(), hold_orphans=False, broken_files=())
         self._seen: set[str] = set()
-        self._crash: dict[str, _CrashState] = {}
+        self._observed: list[ObservedContainer] = []
+        self._mem = _Memory()
         self._suspects: dict[str, dict[str, float]] = {}
+        self._rollouts: dict[str, _Rollout] = {}
+        self._image_failures: dict[str, int] = {}
+        self._pulled: set[tuple[str, str]] = set()
+        self._paused: set[str] = set()
         self._status: dict[str, ServiceStatus] = {}
-        self.stats = Stats()
+        self._hooks: list[Any] = []
+        self._engine_back = False
         self.engine_ok: bool | None = None
+        self.engine_version: str | None = None
         self._engine_down_logged_at: float | None = None
         self.last_progress = clock.monotonic()
         self.on_engine_back: Callable[[], None] = lambda: None
 
-    # -- inputs --------------------------------------------------------------
+    # -- inputs ------------------------------------------------------------------
 
     @property
     def desired(self) -> DesiredState:
@@ -108,9 +134,11 @@ class Controller:
         """Swap in a new desired state and queue every service whose spec changed."""
         old = self._desired
         self._desired = state
+        for err in state.errors:
+            if err not in old.errors:
+                self.events.record("config-error", "", str(err))
         for name in set(old.services) | set(state.services):
-            before, after = old.services.get(name), state.services.get(name)
-            if before != after:
+            if old.services.get(name) != state.services.get(name):
                 self.queue.add(name, force=True)
         if old.hold_orphans != state.hold_orphans:
             self.queue.add(DISCOVER, force=True)
@@ -126,14 +154,55 @@ class Controller:
         """Queue the event's service. The engine sends `die` before its list shows the
         container stopped, so remember the container and look again until it does."""
         log.debug("event %s %s %s", event.action, event.service, event.container_id[:12])
-        if event.action in SUSPECT_ACTIONS and event.container_id:
+        if event.container_id:
             with self._lock:
-                self._suspects.setdefault(event.service, {})[event.container_id] = (
-                    self._clock.monotonic()
-                )
+                if event.action in SUSPECT_ACTIONS:
+                    self._suspects.setdefault(event.service, {})[event.container_id] = (
+                        self._clock.monotonic()
+                    )
+                if event.action in MANUAL_ACTIONS:
+                    self._mem.forgiven.add(event.container_id)
         self.queue.add(event.service)
 
-    # -- the loop ------------------------------------------------------------
+    # -- operator requests ---------------------------------------------------------
+
+    def pause(self, service: str) -> None:
+        with self._lock:
+            self._paused.add(service)
+        self.events.record("paused", service, "paused by operator: left alone until resumed")
+        self.queue.add(service, force=True)
+
+    def resume(self, service: str) -> None:
+        with self._lock:
+            self._paused.discard(service)
+        self.events.record("resumed", service, "resumed by operator")
+        self.queue.add(service, force=True)
+
+    def paused_services(self) -> set[str]:
+        with self._lock:
+            return set(self._paused)
+
+    def reconcile_now(self, service: str | None = None) -> None:
+        if service is None:
+            self.enqueue_all(force=True)
+        else:
+            self.queue.add(service, force=True)
+
+    def add_hooks(self, hooks: Any) -> None:
+        """Observers with optional on_action(kind, service, ok), on_pass(service, seconds),
+        on_heal(service, latency_seconds) methods (metrics)."""
+        self._hooks.append(hooks)
+
+    def _hook(self, name: str, *args: Any) -> None:
+        for h in self._hooks:
+            fn = getattr(h, name, None)
+            if fn is not None:
+                try:
+                    fn(*args)
+                except Exception:
+                    log.exception("hook %s failed", name)
+
+    # -- the loop -------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         """Dispatch keys to the workers until `stop` is set."""
@@ -174,7 +243,7 @@ class Controller:
         self._executor.shutdown()
         self._key_pool.shutdown(wait=False, cancel_futures=True)
 
-    # -- one pass -------------------------------------------------------------
+    # -- observing --------------------------------------------------------------------
 
     def _observe(self, keys: Iterable[str]) -> list[ObservedContainer] | None:
         """One list call for the whole batch; None when the engine cannot be read."""
@@ -186,43 +255,63 @@ class Controller:
             self._engine_failed(exc, keys)
             return None
         self._engine_reachable()
+        now = self._clock.time()
         with self._lock:
             self._seen = {c.service for c in observed if c.service}
+            self._observed = observed
+            mem = self._mem
+            mem.prune({c.id for c in observed})
+            for c in observed:
+                if c.running:
+                    mem.dead_since.pop(c.id, None)
+                else:
+                    mem.dead_since.setdefault(c.id, now)
+                if c.running and c.health == "unhealthy":
+                    mem.unhealthy_since.setdefault(c.id, now)
+                else:
+                    mem.unhealthy_since.pop(c.id, None)
+            if self._engine_back:
+                # Whatever stopped while the engine was away (or restarting) is no crash.
+                mem.forgiven |= {c.id for c in observed if not c.running}
+                self._engine_back = False
         return observed
 
     def _engine_failed(self, exc: EngineError, keys: Iterable[str]) -> None:
         now = self._clock.monotonic()
         was_ok = self.engine_ok
-        self.engine_ok = False if isinstance(exc, EngineUnavailable) else self.engine_ok
+        if isinstance(exc, EngineUnavailable):
+            self.engine_ok = False
         last = self._engine_down_logged_at
-        if (
-            was_ok is not False
-            or last is None
-            or now - last >= self._settings.engine_down_log_interval
-        ):
+        interval = self._settings.engine_down_log_interval
+        if was_ok is not False or last is None or now - last >= interval:
             self._engine_down_logged_at = now
-            log.warning(
-                "cannot list containers: %s (services wait: %s)",
-                exc,
-                ", ".join(sorted(k for k in keys if k)) or "-",
-            )
+            waiting = ", ".join(sorted(k for k in keys if k)) or "-"
+            log.warning("cannot list containers: %s (services wait: %s)", exc, waiting)
+            if was_ok is not False:
+                self.events.record("engine-lost", "", str(exc))
 
     def _engine_reachable(self) -> None:
         if self.engine_ok is False:
             log.info("engine reachable again: resyncing every service")
+            self.events.record("engine-back", "", "engine reachable again")
             self.engine_ok = True
-            with self._lock:
-                # Containers stopped by an engine restart are no crash loop.
-                self._crash.clear()
+            self._engine_back = True
             self.enqueue_all(force=True)
             self.on_engine_back()
+        if self.engine_version is None or self.engine_ok is not True:
+            with contextlib.suppress(EngineError):
+                self.engine_version = self._engine.version()
         self.engine_ok = True
 
+    # -- one pass -------------------------------------------------------------------
+
     def _handle(self, key: str, observed: Sequence[ObservedContainer] | None) -> None:
+        started = time.perf_counter()
         try:
             if observed is None:
                 delay = self.queue.add_rate_limited(key)
-                self._set_status(key, "EngineUnreachable", f"retry in {delay:.1f}s")
+                if key != DISCOVER:
+                    self._set_status(key, "EngineUnreachable", f"retry in {delay:.1f}s")
                 return
             if key == DISCOVER:
                 self._discover(observed)
@@ -234,6 +323,8 @@ class Controller:
         finally:
             self.queue.done(key)
             self.last_progress = self._clock.monotonic()
+            if key:
+                self._hook("on_pass", key, time.perf_counter() - started)
 
     def _discover(self, observed: Sequence[ObservedContainer]) -> None:
         desired = self._desired.services
@@ -242,52 +333,213 @@ class Controller:
         self.queue.forget(DISCOVER)
 
     def _reconcile(self, key: str, observed: Sequence[ObservedContainer]) -> None:
-        now = self._clock.monotonic()
-        desired = self._desired
-        spec = desired.services.get(key)
+        now = self._clock.time()
+        spec = self._desired.services.get(key)
+        mine = [c for c in observed if c.service == key]
         with self._lock:
             self.stats.passes += 1
-            crash = self._crash.get(key)
-        allow_heal = crash is None or now >= crash.not_before
-        p = plan(key, spec, observed, allow_heal=allow_heal, hold_orphans=desired.hold_orphans)
+            paused = key in self._paused
+        if paused:
+            self.queue.forget(key)
+            self._set_status(key, "Paused", "paused by operator", spec, mine)
+            return
+        self._track_rollout(key, spec, mine, now)
+        ctx, wake_at, backoff_note = self._context(key, spec, mine, now)
+        p = plan(key, spec, observed, ctx)
+
+        if spec is not None and (p.creates or p.rollout_step):
+            problem = self._ensure_image(key, spec)
+            if problem is not None:
+                state, reason = problem
+                n = self._image_failures.get(key, 0) + 1
+                self._image_failures[key] = n
+                delay = self._settings.image_backoff.delay(n)
+                self.queue.add_after(key, delay)
+                self._set_status(
+                    key,
+                    state,
+                    f"{reason}; retry in {delay:.0f}s",
+                    spec,
+                    mine,
+                    p,
+                    next_retry=now + delay,
+                )
+                return
+            self._image_failures.pop(key, None)
+
         results = self._executor.apply(p.actions) if p.actions else []
-        self._record(key, results)
+        self._record(key, results, now)
+        if p.rollout_step:
+            with self._lock:
+                r = self._rollouts.get(key)
+                if r is not None:
+                    r.last_batch = now
         errors = [r for r in results if not r.ok]
-        if p.heals and not errors:
-            crash = self._note_heal(key, now)
-        mine = [c for c in observed if c.service == key]
-        if self._still_suspect(key, mine, now):
+        if self._still_suspect(key, mine):
             self.queue.add_after(key, SUSPECT_RECHECK)
+
         if errors:
             delay = self.queue.add_rate_limited(key)
             self._set_status(
-                key, "Degraded", f"{errors[0].error}; retry in {delay:.1f}s", spec, mine
-            )
-        elif p.actions:
-            # Look again: the engine, not our memory, says whether it worked.
-            self.queue.add(key)
-            self._set_status(key, "Progressing", p.actions[0].reason, spec, mine)
-        elif p.heals_held and crash is not None:
-            wait = crash.not_before - now
-            self.queue.add_after(key, wait)
-            self._set_status(
                 key,
-                "CrashBackoff",
-                f"containers keep stopping; next replacement in {wait:.1f}s",
+                "Degraded",
+                f"{errors[0].error}; retry in {delay:.1f}s",
                 spec,
                 mine,
+                p,
+                next_retry=now + delay,
             )
-        else:
+            return
+        if p.actions:
+            # Look again: the engine, not our memory, says whether it worked.
+            self.queue.add(key)
+            self._set_status(key, "Progressing", p.actions[0].reason, spec, mine, p)
+            return
+        if wake_at is not None:
+            self.queue.add_after(key, max(0.0, wake_at - now))
+        halted = self._rollout_halted(key, spec, now)
+        if p.held:
+            self._set_status(
+                key, "CrashLoopBackOff", backoff_note, spec, mine, p, next_retry=wake_at
+            )
+        elif halted:
+            self._set_status(key, "RolloutHalted", halted, spec, mine, p)
+        elif p.note:
             self.queue.forget(key)
-            if spec is None and not mine:
+            self._set_status(key, "Held", p.note, spec, mine, p)
+        elif p.converged or (spec is None and not mine):
+            self.queue.forget(key)
+            if spec is None:
                 self._drop(key)
-            elif p.note:
-                self._set_status(key, "Held", p.note, spec, mine)
             else:
-                self._set_status(key, "Converged", "", spec, mine)
+                self._set_status(key, "Converged", "", spec, mine, p)
+        else:
+            self._set_status(key, "Progressing", _waiting_reason(spec, p), spec, mine, p)
 
-    def _still_suspect(self, key: str, mine: Sequence[ObservedContainer], now: float) -> bool:
+    def _context(
+        self, key: str, spec: ServiceSpec | None, mine: Sequence[ObservedContainer], now: float
+    ) -> tuple[PlanContext, float | None, str]:
+        """Turn remembered times into the planner's verdicts, plus when to look again."""
+        if spec is None:
+            return PlanContext(now=now, hold_orphans=self._desired.hold_orphans), None, ""
+        wake: list[float] = []
+        failed_running: set[str] = set()
+        replacements: dict[str, Replacement] = {}
+        note, note_at = "", float("inf")
+        with self._lock:
+            mem = self._mem
+            for c in mine:
+                since = mem.unhealthy_since.get(c.id)
+                if c.running and since is not None:
+                    due = since + spec.unhealthy_grace
+                    if now >= due:
+                        failed_running.add(c.id)
+                    else:
+                        wake.append(due)
+            for c in mine:
+                if c.running and c.id not in failed_running:
+                    continue
+                died = mem.dead_since.get(c.id, now) if not c.running else now
+                ready_at, streak = replacement_verdict(
+                    c, died, spec.restart_policy, forgiven=c.id in mem.forgiven
+                )
+                replacements[c.id] = Replacement(ready=now >= ready_at, crash_streak=streak)
+                if now < ready_at:
+                    wake.append(ready_at)
+                    if ready_at < note_at:
+                        code = f", exit code {c.exit_code}" if c.exit_code is not None else ""
+                        note_at = ready_at
+                        note = (
+                            f"back-off {ready_at - died:.0f}s restarting failed container "
+                            f"{c.name}{code}; next try in {ready_at - now:.0f}s"
+                        )
+            r = self._rollouts.get(key)
+        rollout_allowed = True
+        if r is not None:
+            deadline = r.last_progress + spec.update_config.progress_deadline
+            next_batch = r.last_batch + spec.update_config.delay
+            if now >= deadline:
+                rollout_allowed = False
+            else:
+                wake.append(deadline + 0.01)
+            if now < next_batch:
+                rollout_allowed = False
+                wake.append(next_batch)
+        min_ready = spec.update_config.min_ready_seconds
+        for c in mine:
+            if c.running and c.created + min_ready > now:
+                wake.append(c.created + min_ready)
+        ctx = PlanContext(
+            now=now,
+            failed_running=frozenset(failed_running),
+            replacements=replacements,
+            rollout_allowed=rollout_allowed,
+        )
+        return ctx, (min(wake) if wake else None), note
+
+    def _track_rollout(
+        self, key: str, spec: ServiceSpec | None, mine: Sequence[ObservedContainer], now: float
+    ) -> None:
+        """Start, advance or finish the record of a rolling update (for pacing and the
+        progress deadline)."""
+        if spec is None:
+            with self._lock:
+                self._rollouts.pop(key, None)
+            return
+        stale = [c for c in mine if c.running and c.spec_hash != spec.spec_hash]
+        ready = sum(1 for c in mine if c.spec_hash == spec.spec_hash and is_available(c, spec, now))
+        with self._lock:
+            r = self._rollouts.get(key)
+            if not stale:
+                if r is not None:
+                    del self._rollouts[key]
+                    self.events.record("rollout-complete", key, "all containers run the new spec")
+                return
+            if r is None or r.spec_hash != spec.spec_hash:
+                self._rollouts[key] = _Rollout(spec.spec_hash, now, now, ready)
+                self.events.record("rollout-started", key, f"{len(stale)} container(s) to replace")
+            elif ready > r.best:
+                r.best, r.last_progress = ready, now
+
+    def _rollout_halted(self, key: str, spec: ServiceSpec | None, now: float) -> str:
+        with self._lock:
+            r = self._rollouts.get(key)
+        if r is None or spec is None:
+            return ""
+        deadline = spec.update_config.progress_deadline
+        if now - r.last_progress < deadline:
+            return ""
+        return (
+            f"no new container became available for {deadline:.0f}s (progress deadline); "
+            "the old containers keep serving"
+        )
+
+    def _ensure_image(self, key: str, spec: ServiceSpec) -> tuple[str, str] | None:
+        """Make sure the image is there before anything is created or stopped for it.
+        Returns (state, reason) when it cannot be had."""
+        image, policy = spec.image, spec.pull_policy
+        try:
+            present = self._engine.image_present(image)
+            must_pull = policy == "always" and (key, spec.spec_hash) not in self._pulled
+            if present and not must_pull:
+                return None
+            if not present and policy == "never":
+                return (
+                    "ErrImageNeverPull",
+                    f"image {image} is not present and pull_policy is never",
+                )
+            log.info("%s: pulling %s", key, image)
+            self._engine.pull(image)
+            self._pulled.add((key, spec.spec_hash))
+            self.events.record("pulled", key, f"pulled {image}")
+            return None
+        except ImagePullFailed as exc:
+            self.events.record("pull-failed", key, str(exc))
+            return "ImagePullBackOff", f"cannot pull {image}: {exc}"
+
+    def _still_suspect(self, key: str, mine: Sequence[ObservedContainer]) -> bool:
         """True while a container that an event said stopped is still listed as running."""
+        now = self._clock.monotonic()
         with self._lock:
             suspects = self._suspects.get(key)
             if not suspects:
@@ -301,27 +553,22 @@ class Controller:
                 return False
             return True
 
-    def _note_heal(self, key: str, now: float) -> _CrashState:
-        s = self._settings
-        with self._lock:
-            crash = self._crash.setdefault(key, _CrashState())
-            recent = crash.last_heal is not None and now - crash.last_heal < s.crash_reset
-            crash.count = crash.count + 1 if recent else 0
-            crash.last_heal = now
-            delay = s.crash_backoff.delay(crash.count)
-            crash.not_before = now + delay
-        if delay:
-            log.info("%s: containers stopped again; next replacement not before %.2fs", key, delay)
-        return crash
-
-    def _record(self, key: str, results: Sequence[ActionResult]) -> None:
+    def _record(self, key: str, results: Sequence[ActionResult], now: float) -> None:
         for r in results:
-            verb = r.action.kind.value
+            a = r.action
+            kind = a.kind.value
             if r.ok:
-                what = r.container_name or r.container_id or ""
-                log.info("%s: %sd %s (%s)", key, verb, what, r.action.reason)
+                name = r.container_name or r.container_id or ""
+                log.info("%s: %sd %s (%s)", key, kind, name, a.reason)
+                self.events.record(f"{kind}d", key, a.reason, name)
+                if a.kind is ActionKind.CREATE and a.container is not None:
+                    died = self._mem.dead_since.get(a.container.id)
+                    if died is not None:
+                        self._hook("on_heal", key, max(0.0, self._clock.time() - died))
             else:
-                log.warning("%s: %s failed: %s", key, verb, r.error)
+                log.warning("%s: %s failed: %s", key, kind, r.error)
+                self.events.record("failed", key, f"{kind}: {r.error}")
+            self._hook("on_action", kind, key, r.ok)
         with self._lock:
             for r in results:
                 if not r.ok:
@@ -331,7 +578,7 @@ class Controller:
                 else:
                     self.stats.removes += 1
 
-    # -- status ---------------------------------------------------------------
+    # -- status -----------------------------------------------------------------------
 
     def _set_status(
         self,
@@ -340,6 +587,8 @@ class Controller:
         reason: str,
         spec: ServiceSpec | None = None,
         mine: Sequence[ObservedContainer] = (),
+        p: Plan | None = None,
+        next_retry: float | None = None,
     ) -> None:
         now = self._clock.time()
         with self._lock:
@@ -347,12 +596,15 @@ class Controller:
             changed = st.state != state
             if changed:
                 st.since = now
-            st.state, st.reason = state, reason
-            st.running = sum(1 for c in mine if c.running)
-            st.desired = spec.replicas if spec is not None else 0
-            st.up_to_date = (
-                sum(1 for c in mine if c.running and c.spec_hash == spec.spec_hash) if spec else 0
-            )
+            st.state, st.reason, st.next_retry = state, reason, next_retry
+            st.paused = key in self._paused
+            if spec is not None or mine:
+                st.desired = spec.replicas if spec is not None else 0
+                st.source_file = spec.source_file if spec is not None else ""
+                st.running = sum(1 for c in mine if c.running)
+                st.restarts = sum(c.restarts for c in mine if c.running)
+            if p is not None:
+                st.available, st.up_to_date = p.available, p.up_to_date
         if changed:
             # A line per change of state, none per pass: the log tells the story.
             log.info(
@@ -363,18 +615,78 @@ class Controller:
                 st.desired,
                 f": {reason}" if reason else "",
             )
+            if state in (
+                "CrashLoopBackOff",
+                "RolloutHalted",
+                "Degraded",
+                "ImagePullBackOff",
+                "ErrImageNeverPull",
+            ):
+                self.events.record(
+                    "backoff" if state == "CrashLoopBackOff" else state.lower(), key, reason
+                )
 
     def _drop(self, key: str) -> None:
         with self._lock:
             self._status.pop(key, None)
-            self._crash.pop(key, None)
+            self._rollouts.pop(key, None)
 
     def statuses(self) -> list[ServiceStatus]:
+        """Every declared service and every service with containers, by name."""
         with self._lock:
-            return [
-                ServiceStatus(**vars(s))
-                for s in sorted(self._status.values(), key=lambda s: s.name)
-            ]
+            out = {k: replace(s) for k, s in self._status.items()}
+            paused = set(self._paused)
+        for name, spec in self._desired.services.items():
+            out.setdefault(
+                name, ServiceStatus(name=name, desired=spec.replicas, source_file=spec.source_file)
+            )
+        for s in out.values():
+            s.paused = s.name in paused
+        return [out[k] for k in sorted(out)]
+
+    def container_statuses(self, service: str | None = None) -> list[ContainerStatus]:
+        """One fresh list call: what runs now, not what the last pass saw."""
+        observed = self._engine.list_managed()
+        out = []
+        for c in sorted(observed, key=lambda c: (c.service, c.created, c.name)):
+            if service is not None and c.service != service:
+                continue
+            spec = self._desired.services.get(c.service)
+            out.append(
+                ContainerStatus(
+                    id=c.id,
+                    name=c.name,
+                    service=c.service,
+                    state=c.state.value,
+                    status=c.status,
+                    health=c.health,
+                    restarts=c.restarts,
+                    exit_code=c.exit_code,
+                    created=c.created,
+                    image=c.image,
+                    up_to_date=spec is not None and c.spec_hash == spec.spec_hash,
+                )
+            )
+        return out
+
+    def preview(self, service: str | None = None) -> list[Action]:
+        """What a pass would do right now, without doing it (one list call)."""
+        observed = self._engine.list_managed()
+        now = self._clock.time()
+        keys = (
+            {service}
+            if service
+            else set(self._desired.services) | {c.service for c in observed if c.service}
+        )
+        actions: list[Action] = []
+        for key in sorted(keys):
+            if key in self.paused_services():
+                continue
+            ctx, _, _ = self._context(
+                key, self._desired.services.get(key), [c for c in observed if c.service == key], now
+            )
+            actions.extend(plan(key, self._desired.services.get(key), observed, ctx).actions)
+        return actions
 
     def summary(self) -> str:
         """One line for logs and sd_notify STATUS=."""
@@ -386,9 +698,17 @@ class Controller:
         errors = len(self._desired.errors)
         cfg = f"; {errors} config error(s)" if errors else ""
         return (
-            f"{converged}/{len(self._desired.services)} services converged, "
+            f"{converged}/{len(declared)} services converged, "
             f"{containers} containers running; engine {engine}{cfg}"
         )
+
+
+def _waiting_reason(spec: ServiceSpec | None, p: Plan) -> str:
+    if spec is None:
+        return "removing"
+    if p.stale:
+        return f"rolling update: {p.up_to_date}/{spec.replicas} up to date, waiting for readiness"
+    return f"{p.available}/{spec.replicas} available, waiting for readiness"
 
 
 __all__ = ["DISCOVER", "Controller", "LoopSettings", "Plan", "ServiceStatus"]

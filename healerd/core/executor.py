@@ -14,7 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from healerd.engine import Engine, EngineError, NameConflict
-from healerd.model import NAME_HASH_LEN, Action, ActionKind, ServiceSpec
+from healerd.model import (
+    LABEL_CRASH_STREAK,
+    LABEL_RESTARTS,
+    NAME_HASH_LEN,
+    Action,
+    ActionKind,
+    ServiceSpec,
+)
 
 log = logging.getLogger("healerd.executor")
 
@@ -46,9 +53,18 @@ class Executor:
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
-        """Run all actions, at most `parallel` at once, and wait for every one."""
-        if len(actions) == 1:
-            return [self._run(actions[0])]
+        """Run all actions, at most `parallel` at once, and wait for every one.
+
+        Running containers are stopped first, so that what they hold (a fixed host port,
+        memory) is free before their replacements start; everything else runs at once.
+        """
+        first = [a for a in actions if a.kind is ActionKind.REMOVE and _running(a)]
+        rest = [a for a in actions if not (a.kind is ActionKind.REMOVE and _running(a))]
+        return self._run_all(first) + self._run_all(rest)
+
+    def _run_all(self, actions: Sequence[Action]) -> list[ActionResult]:
+        if len(actions) <= 1:
+            return [self._run(a) for a in actions]
         return list(self._pool.map(self._run, actions))
 
     def _run(self, action: Action) -> ActionResult:
@@ -71,10 +87,14 @@ class Executor:
 
     def _create(self, action: Action, spec: ServiceSpec) -> ActionResult:
         last: NameConflict | None = None
+        labels = {
+            LABEL_RESTARTS: str(action.restarts),
+            LABEL_CRASH_STREAK: str(action.crash_streak),
+        }
         for _ in range(_NAME_ATTEMPTS):
             name = container_name(spec)
             try:
-                cid = self._engine.create_and_start(spec, name)
+                cid = self._engine.create_and_start(spec, name, labels)
                 return ActionResult(action, container_id=cid, container_name=name)
             except NameConflict as exc:
                 last = exc
@@ -82,3 +102,7 @@ class Executor:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _running(action: Action) -> bool:
+    return action.container is not None and action.container.running

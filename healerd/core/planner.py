@@ -2,25 +2,55 @@
 
 One call plans one service from one observation. The loop applies the actions and
 observes again, so a plan only has to move towards the desired state, not reach it
-in one step (a rolling replacement takes several passes).
+in one step: a rolling update takes several passes.
+
+Words used here:
+- failed: not running, or unhealthy past its grace. Replaced, unless its crash-loop
+  backoff still holds it (then it stays, for its logs, and keeps its slot).
+- alive: running and not failed. available: alive, not `unhealthy` or `starting`, and up
+  for `min_ready_seconds`.
+- current / stale: the spec hash label matches the declared spec, or not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from healerd.model import Action, ActionKind, ObservedContainer, ServiceSpec
+from healerd.model import Action, ActionKind, ObservedContainer, RestartPolicy, ServiceSpec
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What the crash-loop backoff says about one failed container."""
+
+    ready: bool  # may be replaced now
+    crash_streak: int  # the streak its replacement carries
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    now: float = 0.0  # wall clock, comparable with ObservedContainer.created
+    hold_orphans: bool = False
+    # Running containers to treat as failed (unhealthy past their grace).
+    failed_running: frozenset[str] = frozenset()
+    # Backoff verdicts for failed containers; a missing entry means "ready, streak 0".
+    replacements: Mapping[str, Replacement] = field(default_factory=dict)
+    # False while the rollout is halted or waits out update_config.delay.
+    rollout_allowed: bool = True
 
 
 @dataclass(frozen=True)
 class Plan:
     actions: tuple[Action, ...]
     converged: bool
-    # Replacements for containers that stopped running; the loop uses this for crash backoff.
-    heals: int = 0
-    # Replacements held back because the service is in crash backoff.
-    heals_held: int = 0
+    held: int = 0  # failed containers whose replacement waits for their backoff
+    stale: int = 0  # alive containers with an old spec (a rollout is under way)
+    available: int = 0
+    alive: int = 0
+    up_to_date: int = 0
+    rollout_step: bool = False  # this plan starts a new batch of a rolling update
     note: str = ""
 
     @property
@@ -40,87 +70,216 @@ def _oldest_first(containers: Sequence[ObservedContainer]) -> list[ObservedConta
     return sorted(containers, key=lambda c: (c.created, c.id))
 
 
+def is_available(c: ObservedContainer, spec: ServiceSpec, now: float) -> bool:
+    return (
+        c.running
+        and c.health not in ("starting", "unhealthy")
+        and now - c.created >= spec.update_config.min_ready_seconds
+    )
+
+
+def min_available(spec: ServiceSpec) -> int:
+    """The floor a rollout keeps: all replicas start-first, `parallelism` fewer stop-first."""
+    if spec.update_order == "stop-first":
+        return max(0, spec.replicas - spec.update_config.parallelism)
+    return spec.replicas
+
+
 def plan(
     service: str,
     spec: ServiceSpec | None,
     containers: Sequence[ObservedContainer],
-    *,
-    allow_heal: bool = True,
-    hold_orphans: bool = False,
+    ctx: PlanContext = PlanContext(),
 ) -> Plan:
-    """Plan one pass for `service`.
-
-    `spec` None means the service is no longer declared: its containers go, unless
-    `hold_orphans` says a broken config file might still declare it.
-    `allow_heal` False holds back replacements of containers that stopped running
-    (crash backoff); containers removed with `docker rm -f` leave no trace and are
-    replaced regardless, like a scale-up.
-    """
+    """Plan one pass for `service`; `spec` None means it is no longer declared."""
     mine = [c for c in containers if c.service == service]
     if spec is None:
-        if not mine:
-            return Plan(actions=(), converged=True)
-        if hold_orphans:
-            return Plan(
-                actions=(),
-                converged=False,
-                note="not declared, but a config file is broken: containers left as they are",
-            )
-        removes = tuple(
-            Action(ActionKind.REMOVE, service, "service no longer declared", container=c)
-            for c in _oldest_first(mine)
-        )
-        return Plan(actions=removes, converged=False)
+        return _plan_undeclared(service, mine, ctx)
 
-    desired = spec.replicas
-    current_hash = spec.spec_hash
-    stopped = [c for c in mine if not c.running]
-    current = [c for c in mine if c.running and c.spec_hash == current_hash]
-    stale = [c for c in mine if c.running and c.spec_hash != current_hash]
+    now, desired = ctx.now, spec.replicas
+    cur_hash = spec.spec_hash
+    failed = [c for c in mine if not c.running or c.id in ctx.failed_running]
+    alive = [c for c in mine if c.running and c.id not in ctx.failed_running]
+    cur = [c for c in alive if c.spec_hash == cur_hash]
+    stale = [c for c in alive if c.spec_hash != cur_hash]
+    ready_failed = [c for c in failed if ctx.replacements.get(c.id, _READY).ready]
+    held = [c for c in failed if not ctx.replacements.get(c.id, _READY).ready]
+    held_cur = [c for c in held if c.spec_hash == cur_hash]
 
     actions: list[Action] = []
 
     def remove(c: ObservedContainer, reason: str) -> None:
-        actions.append(Action(ActionKind.REMOVE, service, reason, container=c))
+        actions.append(Action(ActionKind.REMOVE, service, reason, spec=spec, container=c))
 
-    def create(n: int, reason: str) -> None:
-        actions.extend(Action(ActionKind.CREATE, service, reason, spec=spec) for _ in range(n))
+    # Each create stands in for one failed container while any is left, so that its
+    # replacement carries the restart count and crash streak on.
+    to_replace = list(_oldest_first(ready_failed))
+    pending = list(to_replace)
 
-    heals = heals_held = 0
-    if len(current) >= desired:
-        for c in _newest_first(current)[: len(current) - desired]:
+    def create(reason: str) -> None:
+        replaces = pending.pop(0) if pending else None
+        if replaces is not None:
+            reason = f"replace {_failure(replaces, ctx)}"
+        verdict = ctx.replacements.get(replaces.id, _READY) if replaces else _READY
+        actions.append(
+            Action(
+                ActionKind.CREATE,
+                service,
+                reason,
+                spec=spec,
+                container=replaces,
+                restarts=replaces.restarts + 1 if replaces else 0,
+                crash_streak=verdict.crash_streak if replaces else 0,
+            )
+        )
+
+    if len(cur) >= desired:
+        # Enough current ones: extras go, not-yet-available and newest first; no old or
+        # failed container is needed any more.
+        ranked = sorted(cur, key=lambda c: (is_available(c, spec, now), -c.created))
+        for c in ranked[: len(cur) - desired]:
             remove(c, f"scale down to {desired}")
         for c in _oldest_first(stale):
-            remove(c, "spec changed and enough current replicas run")
-        for c in _oldest_first(stopped):
-            remove(c, f"not running ({c.state.value}) and not needed")
-    else:
-        serving = len(current) + len(stale)
-        missing = desired - serving
-        if missing < 0:
-            # Too many serving: a rollout step whose new container is up; drop old ones.
-            for c in _oldest_first(stale)[:-missing]:
-                remove(c, "replaced by a container with the current spec")
-            missing = 0
-        elif missing == 0 and stale:
-            # Rolling replacement, one at a time. A fixed host port cannot be held
-            # by two containers, so that case goes stop-first, otherwise start-first.
-            if spec.has_fixed_host_port:
-                remove(_oldest_first(stale)[0], "spec changed (stop-first: fixed host port)")
-            else:
-                create(1, "spec changed: start a replacement first")
-        heals = min(missing, len(stopped))
-        fresh = missing - heals
-        if not allow_heal:
-            heals_held, heals = heals, 0
-        create(fresh, f"{serving} of {desired} running")
-        if heals:
-            create(heals, "replace containers that stopped running")
-        # Stopped containers are kept while their replacement is held back, so that
-        # an operator can still read their logs; otherwise they go.
-        if not heals_held:
-            for c in _oldest_first(stopped):
-                remove(c, f"not running ({c.state.value})")
+            remove(c, "replaced by containers with the current spec")
+        for c in _oldest_first(failed):
+            remove(c, f"{_failure(c, ctx)}, not needed")
+        return _done(actions, spec, mine, cur, stale, [], now)
 
-    converged = not actions and not heals_held
-    return Plan(actions=tuple(actions), converged=converged, heals=heals, heals_held=heals_held)
+    # Replicas missing outright (crashed, removed, scaled up) are made at once with the
+    # current spec; a held failed container keeps its slot until its backoff ends.
+    missing = desired - len(cur) - len(stale) - len(held)
+    for c in to_replace:
+        remove(c, _failure(c, ctx))
+    for _ in range(max(0, missing)):
+        create(f"{desired} wanted")
+    made = max(0, missing)
+
+    if missing < 0 and stale:
+        # More alive than wanted (a surge container is up): old ones go, but never below
+        # the availability floor; old ones that serve nothing go first.
+        available = sum(1 for c in cur + stale if is_available(c, spec, now))
+        floor, extra = min_available(spec), -missing
+        for c in _stale_victims(stale, spec, now):
+            if extra == 0:
+                break
+            if is_available(c, spec, now):
+                if available - 1 < floor:
+                    break
+                available -= 1
+            remove(c, "replaced by a container with the current spec")
+            extra -= 1
+    elif stale and ctx.rollout_allowed:
+        step = _rollout_step(spec, cur, stale, held_cur, made, now, remove, create)
+        return dataclasses.replace(
+            _done(actions, spec, mine, cur, stale, held, now), rollout_step=step
+        )
+
+    return _done(actions, spec, mine, cur, stale, held, now)
+
+
+def _rollout_step(
+    spec: ServiceSpec,
+    cur: list[ObservedContainer],
+    stale: list[ObservedContainer],
+    held_cur: list[ObservedContainer],
+    made: int,
+    now: float,
+    remove: Callable[[ObservedContainer, str], None],
+    create: Callable[[str], None],
+) -> bool:
+    """One batch of a rolling update, never going below `min_available`."""
+    desired, parallelism = spec.replicas, spec.update_config.parallelism
+    # One batch at a time: the previous one must be available first.
+    if any(not is_available(c, spec, now) for c in cur) or held_cur or made:
+        return False
+    available = sum(1 for c in cur + stale if is_available(c, spec, now))
+    floor = min_available(spec)
+    if spec.update_order == "stop-first":
+        removable = min(parallelism, len(stale), max(0, available - floor))
+        for c in _stale_victims(stale, spec, now)[:removable]:
+            remove(c, "spec changed: stop-first replacement")
+        # The replacements are created on the next pass, once the ports are free.
+        return removable > 0
+    surge_room = desired + parallelism - len(cur) - len(stale)
+    n = max(0, min(surge_room, desired - len(cur)))
+    for _ in range(n):
+        create("spec changed: start a replacement first")
+    return n > 0
+
+
+def replacement_verdict(
+    c: ObservedContainer, died_at: float, policy: RestartPolicy, *, forgiven: bool
+) -> tuple[float, int]:
+    """When a failed container may be replaced, and the crash streak its replacement gets.
+
+    A container stopped by an operator (`docker kill`/`stop`) or by an engine restart is
+    no crash: replaced at once, streak unchanged. One that ran for `policy.window`
+    starts a new streak. Otherwise each quick death in a row doubles the wait:
+    0, delay, 2*delay, ... up to max_delay; it never gives up.
+    """
+    if forgiven:
+        return died_at, c.crash_streak
+    if died_at - c.created >= policy.window:
+        return died_at, 1
+    streak = c.crash_streak
+    wait = 0.0 if streak == 0 else min(policy.max_delay, policy.delay * 2 ** min(streak - 1, 32))
+    return died_at + wait, streak + 1
+
+
+def _stale_victims(
+    stale: list[ObservedContainer], spec: ServiceSpec, now: float
+) -> list[ObservedContainer]:
+    """Old containers that serve nothing go first, then the oldest."""
+    return sorted(stale, key=lambda c: (is_available(c, spec, now), c.created, c.id))
+
+
+def _failure(c: ObservedContainer | None, ctx: PlanContext) -> str:
+    if c is None:
+        return ""
+    if c.running:
+        return f"{c.name} unhealthy"
+    code = f", exit code {c.exit_code}" if c.exit_code is not None else ""
+    return f"{c.name} {c.state.value}{code}"
+
+
+def _done(
+    actions: list[Action],
+    spec: ServiceSpec,
+    mine: list[ObservedContainer],
+    cur: list[ObservedContainer],
+    stale: list[ObservedContainer],
+    held: list[ObservedContainer],
+    now: float,
+) -> Plan:
+    removed = {a.container.id for a in actions if a.kind is ActionKind.REMOVE and a.container}
+    stale_left = [c for c in stale if c.id not in removed]
+    converged = not actions and not held and not stale_left and len(cur) == spec.replicas
+    return Plan(
+        actions=tuple(actions),
+        converged=converged and len(mine) == spec.replicas,
+        held=len(held),
+        stale=len(stale_left),
+        available=sum(1 for c in cur + stale if is_available(c, spec, now)),
+        alive=len(cur) + len(stale),
+        up_to_date=len(cur),
+    )
+
+
+def _plan_undeclared(service: str, mine: list[ObservedContainer], ctx: PlanContext) -> Plan:
+    if not mine:
+        return Plan(actions=(), converged=True)
+    if ctx.hold_orphans:
+        return Plan(
+            actions=(),
+            converged=False,
+            alive=sum(1 for c in mine if c.running),
+            note="not declared, but a config file is broken: containers left as they are",
+        )
+    removes = tuple(
+        Action(ActionKind.REMOVE, service, "service no longer declared", container=c)
+        for c in _oldest_first(mine)
+    )
+    return Plan(actions=removes, converged=False)
+
+
+_READY = Replacement(ready=True, crash_streak=0)

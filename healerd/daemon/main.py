@@ -99,8 +99,6 @@ class Daemon:
                 workers=settings.workers,
                 parallel_actions=max(4, settings.workers * 2),
                 backoff=Backoff(settings.backoff_base, settings.backoff_max),
-                crash_backoff=Backoff(settings.crash_backoff_base, settings.crash_backoff_max),
-                crash_reset=settings.crash_backoff_reset,
                 engine_down_log_interval=settings.engine_down_log_interval,
             ),
         )

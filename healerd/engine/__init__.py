@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from healerd.model import EngineEvent, ObservedContainer, ServiceSpec
@@ -27,6 +27,10 @@ class ImageMissing(EngineError):
     """The image is not present locally."""
 
 
+class ImagePullFailed(EngineError):
+    """The registry could not deliver the image."""
+
+
 class Engine(Protocol):
     def version(self) -> str:
         """The engine's version string; raises EngineUnavailable when unreachable."""
@@ -36,8 +40,17 @@ class Engine(Protocol):
         """Every healerd-labelled container, running or not, in one list call."""
         ...
 
-    def create_and_start(self, spec: ServiceSpec, name: str) -> str:
-        """Create and start one container of `spec` named `name`; returns its id."""
+    def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
+        """Create and start one container of `spec` named `name`, with healerd's `labels`
+        added to the spec's own; returns its id."""
+        ...
+
+    def image_present(self, image: str) -> bool:
+        """Whether the image is in the engine's local store."""
+        ...
+
+    def pull(self, image: str) -> None:
+        """Pull the image; raises ImagePullFailed (or EngineUnavailable)."""
         ...
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:

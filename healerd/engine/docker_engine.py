@@ -7,9 +7,10 @@ It speaks to the low-level API client (`client.api`) because the high-level
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -17,8 +18,16 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from healerd.engine import EngineError, EngineUnavailable, ImageMissing, NameConflict
+from healerd.engine import (
+    EngineError,
+    EngineUnavailable,
+    ImageMissing,
+    ImagePullFailed,
+    NameConflict,
+)
 from healerd.model import (
+    LABEL_CRASH_STREAK,
+    LABEL_RESTARTS,
     LABEL_SERVICE,
     LABEL_SPEC_HASH,
     ContainerState,
@@ -31,7 +40,18 @@ from healerd.model import (
 # still accept it, so pinning avoids a version probe that fails while the engine is down.
 API_VERSION = "1.41"
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
-WATCHED_EVENTS = ["create", "start", "die", "stop", "kill", "destroy", "pause", "unpause", "oom"]
+WATCHED_EVENTS = [
+    "create",
+    "start",
+    "die",
+    "stop",
+    "kill",
+    "destroy",
+    "pause",
+    "unpause",
+    "oom",
+    "health_status",
+]
 
 
 @contextmanager
@@ -50,9 +70,25 @@ def _translated(what: str) -> Iterator[None]:
         raise EngineUnavailable(f"{what}: {exc}") from exc
 
 
+_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
+_EXIT = re.compile(r"^Exited \((-?\d+)\)")
+
+
+def _int_label(labels: dict[str, str], key: str) -> int:
+    try:
+        return max(0, int(labels.get(key, "0")))
+    except ValueError:
+        return 0
+
+
 def _observed(raw: dict[str, Any]) -> ObservedContainer:
     labels = raw.get("Labels") or {}
     names = raw.get("Names") or [""]
+    status = str(raw.get("Status", ""))
+    # The list call carries health and exit code only inside its Status text; parsing
+    # it saves one inspect per container.
+    health = _HEALTH.search(status)
+    exited = _EXIT.match(status)
     return ObservedContainer(
         id=str(raw["Id"]),
         name=str(names[0]).lstrip("/"),
@@ -60,9 +96,46 @@ def _observed(raw: dict[str, Any]) -> ObservedContainer:
         spec_hash=str(labels.get(LABEL_SPEC_HASH, "")),
         state=ContainerState.parse(str(raw.get("State", ""))),
         created=float(raw.get("Created", 0)),
-        status=str(raw.get("Status", "")),
+        status=status,
         image=str(raw.get("Image", "")),
+        health=health.group(1).replace("health: ", "") if health else None,
+        exit_code=int(exited.group(1)) if exited else None,
+        restarts=_int_label(labels, LABEL_RESTARTS),
+        crash_streak=_int_label(labels, LABEL_CRASH_STREAK),
     )
+
+
+def _split_reference(image: str) -> tuple[str, str | None]:
+    """`repo[:tag][@digest]` -> (repo, tag or digest); a port in the host is no tag."""
+    if "@" in image:
+        repo, digest = image.split("@", 1)
+        return repo, digest
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = image.rsplit(":", 1)
+        return repo, tag
+    return image, "latest"
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1e9)
+
+
+def _healthcheck(spec: ServiceSpec) -> dict[str, Any] | None:
+    """None keeps the image's own healthcheck; disable turns it off."""
+    hc = spec.healthcheck
+    if hc is None:
+        return None
+    if hc.disable:
+        return {"test": ["NONE"]}
+    out: dict[str, Any] = {"test": list(hc.test) if hc.test else None}
+    for key in ("interval", "timeout", "start_period"):
+        value = _ns(getattr(hc, key))
+        if value is not None:
+            out[key] = value
+    if hc.retries is not None:
+        out["retries"] = hc.retries
+    return out
 
 
 class DockerEngine:
@@ -85,8 +158,30 @@ class DockerEngine:
             raw = self._api.containers(all=True, filters={"label": LABEL_SERVICE})
         return [_observed(r) for r in raw]
 
-    def create_and_start(self, spec: ServiceSpec, name: str) -> str:
-        labels = dict(spec.labels)
+    def image_present(self, image: str) -> bool:
+        try:
+            with _translated(f"inspect image {image}"):
+                self._api.inspect_image(image)
+        except ImageMissing:
+            return False
+        except EngineError as exc:
+            if isinstance(exc.__cause__, docker.errors.NotFound):
+                return False
+            raise
+        return True
+
+    def pull(self, image: str) -> None:
+        repo, tag = _split_reference(image)
+        try:
+            with _translated(f"pull {image}"):
+                self._api.pull(repo, tag=tag)
+        except EngineUnavailable:
+            raise
+        except EngineError as exc:
+            raise ImagePullFailed(str(exc)) from exc
+
+    def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
+        labels = {**dict(spec.labels), **labels}
         labels[LABEL_SERVICE] = spec.name
         labels[LABEL_SPEC_HASH] = spec.spec_hash
         binds = [
@@ -124,6 +219,7 @@ class DockerEngine:
                 ]
                 or None,
                 host_config=host_config,
+                healthcheck=_healthcheck(spec),
                 name=name,
                 stop_timeout=int(spec.stop_grace_period),
             )

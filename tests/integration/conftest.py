@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import textwrap
 from collections.abc import Iterator
@@ -25,10 +26,14 @@ PRIVATE_ROOT = Path("/var/lib/healerd-test")
 
 @pytest.fixture(scope="session")
 def dockerd() -> Iterator[PrivateDockerd]:
-    d = PrivateDockerd(PRIVATE_ROOT)
+    # One engine per test run, so that two runs on one machine cannot disturb each other;
+    # engines left behind by runs that died are stopped first.
+    PrivateDockerd.reap_stale(PRIVATE_ROOT)
+    d = PrivateDockerd(PRIVATE_ROOT / f"run-{os.getpid()}")
     d.start()
     yield d
     d.stop()
+    d.remove()
 
 
 @pytest.fixture(scope="session")

@@ -123,6 +123,26 @@ class PrivateDockerd:
             self.proc.wait()
         self.proc = None
 
+    def remove(self) -> None:
+        """Delete the data of a stopped engine (its mounts are gone with it)."""
+        subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], check=False)
+
+    @classmethod
+    def reap_stale(cls, parent: Path) -> None:
+        """Stop and delete the engines of earlier runs whose pytest process is gone."""
+        if not parent.is_dir():
+            return
+        for root in parent.glob("run-*"):
+            try:
+                owner = int(root.name.removeprefix("run-"))
+            except ValueError:
+                continue
+            if owner != os.getpid() and _alive(owner):
+                continue
+            stale = cls(root)
+            stale._kill_stale()
+            stale.remove()
+
     def restart(self) -> None:
         self.stop()
         self.start()

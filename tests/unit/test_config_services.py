@@ -317,8 +317,8 @@ def test_unknown_service_key_did_you_mean(key: str, suggestion: str) -> None:
 
 
 def test_unknown_service_key_without_suggestion() -> None:
-    error = one_error("restart: always")
-    assert error.reason == "unknown key 'restart'"
+    error = one_error("privileged: true")
+    assert error.reason == "unknown key 'privileged'"
 
 
 # --- command / entrypoint ------------------------------------------------------------------

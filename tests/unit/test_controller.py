@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.model import EngineEvent, ServiceSpec
+from healerd.model import EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
 from tests.unit.builders import spec
 from tests.unit.fake_engine import FakeEngine
 
@@ -19,30 +21,34 @@ def desired(*specs: ServiceSpec, hold: bool = False) -> DesiredState:
     )
 
 
-def make(**kw: object) -> tuple[Controller, FakeEngine, FakeClock]:
-    engine, clock = FakeEngine(), FakeClock()
+def make() -> tuple[Controller, FakeEngine, FakeClock]:
+    clock = FakeClock()
+    engine = FakeEngine(clock)
     settings = LoopSettings(
-        workers=2,
-        parallel_actions=4,
-        backoff=Backoff(0.5, 8.0),
-        crash_backoff=Backoff(1.0, 16.0),
-        crash_reset=60.0,
-        **kw,
-    )  # type: ignore[arg-type]
+        workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(2.0, 8.0)
+    )
     return Controller(engine, clock, settings), engine, clock
 
 
 def drive(ctrl: Controller, clock: FakeClock, max_seconds: float = 120.0) -> float:
-    """Run passes, jumping the clock to the next timer, until nothing is left to do."""
+    """Run passes, jumping the clock to the next timer, for at most `max_seconds` of
+    fake time (the clock ends there if a timer lies beyond) or until nothing is left."""
     start = clock.monotonic()
-    while clock.monotonic() - start <= max_seconds:
+    for _ in range(100_000):
         if ctrl.process_once():
             continue
         delay = ctrl.queue.next_delay()
         if delay is None:
             return clock.monotonic() - start
+        if clock.monotonic() + delay - start > max_seconds:
+            clock.advance(start + max_seconds - clock.monotonic())
+            return max_seconds
         clock.advance(delay)
-    raise AssertionError("did not settle")
+    raise AssertionError("busy loop: passes without the clock moving")
+
+
+def state(ctrl: Controller, name: str) -> str:
+    return {s.name: s.state for s in ctrl.statuses()}[name]
 
 
 def test_one_list_call_per_batch_whatever_the_number_of_services() -> None:
@@ -75,30 +81,53 @@ def test_engine_errors_back_off_exponentially_and_never_give_up() -> None:
         delay = ctrl.queue.next_delay()
         assert delay is not None
         times.append(delay)
-        assert ctrl.statuses()[0].state == "Degraded"
+        assert state(ctrl, "a") == "Degraded"
         clock.advance(delay)
     assert times == [0.5, 1, 2, 4, 8, 8, 8, 8, 8, 8]
     drive(ctrl, clock)
-    assert len(engine.running("a")) == 1 and ctrl.statuses()[0].state == "Converged"
+    assert len(engine.running("a")) == 1 and state(ctrl, "a") == "Converged"
 
 
 def test_one_failing_service_does_not_hold_up_another() -> None:
-    ctrl, engine, _clock = make()
-    ctrl.set_desired(desired(spec("bad", 1, image="missing:1"), spec("good", 1)))
-    orig = engine.create_and_start
+    ctrl, engine, clock = make()
+    engine.images = {"img:1"}
+    ctrl.set_desired(
+        desired(spec("bad", 1, image="missing:1", pull_policy="never"), spec("good", 1))
+    )
+    drive(ctrl, clock, max_seconds=30)
+    assert len(engine.running("good")) == 1 and state(ctrl, "good") == "Converged"
+    assert state(ctrl, "bad") == "ErrImageNeverPull"
+    assert "pull_policy is never" in {s.name: s.reason for s in ctrl.statuses()}["bad"]
+    assert "pull" not in engine.calls
 
-    def create(s: ServiceSpec, name: str) -> str:
-        if s.image == "missing:1":
-            from healerd.engine import ImageMissing
 
-            raise ImageMissing("no such image")
-        return orig(s, name)
+def test_a_failed_pull_backs_off_and_leaves_running_containers_alone() -> None:
+    ctrl, engine, clock = make()
+    engine.images = {"img:1"}
+    ctrl.set_desired(desired(spec("a", 2)))
+    drive(ctrl, clock)
+    before = set(engine.containers)
+    ctrl.set_desired(desired(spec("a", 2, image="img:2")))
+    drive(ctrl, clock, max_seconds=20)
+    assert set(engine.containers) == before
+    assert state(ctrl, "a") == "ImagePullBackOff"
+    pulls = engine.calls.count("pull")
+    assert 2 <= pulls <= 6  # 2 s doubling to 8 s over 20 s: backing off, not hammering
+    engine.pullable.add("img:2")
+    drive(ctrl, clock, max_seconds=20)
+    assert {c.spec_hash for c in engine.containers.values()} == {spec("a", image="img:2").spec_hash}
 
-    engine.create_and_start = create  # type: ignore[method-assign]
-    ctrl.process_once()
-    assert len(engine.running("good")) == 1
-    states = {s.name: s.state for s in ctrl.statuses()}
-    assert states == {"bad": "Degraded", "good": "Progressing"}
+
+def test_pull_policy_always_pulls_once_per_spec() -> None:
+    ctrl, engine, clock = make()
+    engine.pullable.add("img:1")
+    ctrl.set_desired(desired(spec("a", 2, pull_policy="always")))
+    drive(ctrl, clock)
+    (c, _) = engine.running("a")
+    engine.kill(c.id)
+    ctrl.on_event(EngineEvent("a", c.id, "die"))
+    drive(ctrl, clock)
+    assert engine.calls.count("pull") == 1 and len(engine.running("a")) == 2
 
 
 def test_engine_down_then_back_resyncs_every_service() -> None:
@@ -115,38 +144,125 @@ def test_engine_down_then_back_resyncs_every_service() -> None:
     assert ctrl.engine_ok is False
     assert {s.state for s in ctrl.statuses()} == {"EngineUnreachable"}
     engine.down = False
-    # One key coming through is enough: a successful list re-queues every service, forced.
-    ctrl.on_event(EngineEvent("a", "", "die"))
     ctrl.queue.add("a", force=True)
     drive(ctrl, clock, max_seconds=1.0)
+    # Both come back at once: containers stopped by an engine outage are no crash loop.
     assert len(engine.running("a")) == 1 and len(engine.running("b")) == 1
 
 
-def test_crash_loop_backs_off_replacements() -> None:
+def crashy(replicas: int = 1) -> ServiceSpec:
+    return spec(
+        "crashy",
+        replicas,
+        image="crash:1",
+        restart_policy=RestartPolicy(delay=1.0, max_delay=16.0, window=60.0),
+    )
+
+
+def test_a_crash_loop_backs_off_per_replica_and_says_so() -> None:
     ctrl, engine, clock = make()
-    ctrl.set_desired(desired(spec("crashy", 1)))
-    drive(ctrl, clock)
-    waits = []
-    for _ in range(8):
-        (c,) = engine.running("crashy")
-        engine.kill(c.id)
-        ctrl.on_event(EngineEvent("crashy", c.id, "die"))
-        t0 = clock.monotonic()
-        while not engine.running("crashy"):
-            if not ctrl.process_once():
-                clock.advance(ctrl.queue.next_delay() or 0.0)
-        waits.append(clock.monotonic() - t0)
-        drive(ctrl, clock, max_seconds=0.0)
-    # Two replacements at once (a kill storm seen in two passes is no crash loop), then
-    # 1, 2, 4, 8, 16 s (the cap) while crashes keep coming.
-    assert waits == [0, 0, 1, 2, 4, 8, 16, 16]
-    # A quiet minute resets it.
-    clock.advance(61)
-    (c,) = engine.running("crashy")
+    engine.crash_images.add("crash:1")
+    ctrl.set_desired(desired(crashy()))
+    creates_at = []
+    start = clock.time()
+    for _ in range(400):
+        before = engine.calls.count("create")
+        if not ctrl.process_once():
+            clock.advance(ctrl.queue.next_delay() or 1.0)
+        if engine.calls.count("create") > before:
+            creates_at.append(round(clock.time() - start, 2))
+        if clock.time() - start > 60:
+            break
+    # First container, an immediate replacement, then 1, 2, 4, 8, 16, 16 s apart.
+    gaps = [round(b - a, 2) for a, b in itertools.pairwise(creates_at)]
+    assert gaps[:7] == [0, 1, 2, 4, 8, 16, 16]
+    st = {s.name: s for s in ctrl.statuses()}["crashy"]
+    assert st.state == "CrashLoopBackOff"
+    assert "restarting failed container crashy-" in st.reason and "exit code 1" in st.reason
+    assert st.next_retry is not None
+
+
+def test_a_crash_loop_never_delays_another_service() -> None:
+    ctrl, engine, clock = make()
+    engine.crash_images.add("crash:1")
+    ctrl.set_desired(desired(crashy(), spec("web", 2)))
+    drive(ctrl, clock, max_seconds=20)
+    (c, _) = engine.running("web")
     engine.kill(c.id)
-    ctrl.on_event(EngineEvent("crashy", c.id, "die"))
+    ctrl.on_event(EngineEvent("web", c.id, "kill"))
+    ctrl.on_event(EngineEvent("web", c.id, "die"))
     ctrl.process_once()
-    assert len(engine.running("crashy")) == 1
+    assert len(engine.running("web")) == 2
+
+
+def test_an_operator_kill_is_no_crash() -> None:
+    ctrl, engine, clock = make()
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10, max_delay=300, window=600))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    for _ in range(5):
+        (c,) = engine.running("web")
+        ctrl.on_event(EngineEvent("web", c.id, "kill"))
+        engine.kill(c.id)
+        ctrl.on_event(EngineEvent("web", c.id, "die"))
+        ctrl.process_once()
+        assert len(engine.running("web")) == 1, "a killed replica is replaced at once"
+        drive(ctrl, clock, max_seconds=0.5)
+
+
+def test_unhealthy_is_replaced_after_its_grace_only() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1, unhealthy_grace=10.0)))
+    drive(ctrl, clock)
+    (c,) = engine.running("web")
+    engine.set(c.id, health="starting")
+    ctrl.reconcile_now("web")
+    drive(ctrl, clock, max_seconds=30)
+    assert engine.running("web") == [engine.containers[c.id]], "starting is left alone"
+    engine.set(c.id, health="unhealthy")
+    ctrl.reconcile_now("web")
+    drive(ctrl, clock, max_seconds=9)
+    assert c.id in engine.containers
+    drive(ctrl, clock, max_seconds=2)
+    assert c.id not in engine.containers and len(engine.running("web")) == 1
+
+
+def test_rolling_update_replaces_every_container_without_dropping_below_desired() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 4)))
+    drive(ctrl, clock)
+    ctrl.set_desired(desired(spec("web", 4, image="img:2")))
+    lowest = 4
+    for _ in range(200):
+        if not ctrl.process_once():
+            delay = ctrl.queue.next_delay()
+            if delay is None:
+                break
+            clock.advance(delay)
+        lowest = min(lowest, len(engine.running("web")))
+    new_hash = spec("web", image="img:2").spec_hash
+    assert {c.spec_hash for c in engine.containers.values()} == {new_hash}
+    assert len(engine.running("web")) == 4 and lowest >= 4
+    assert engine.calls.count("create") == 8
+
+
+def test_a_rollout_to_a_crashing_spec_halts_and_keeps_the_old_ones() -> None:
+    ctrl, engine, clock = make()
+    engine.crash_images.add("crash:1")
+    ctrl.set_desired(desired(spec("web", 3)))
+    drive(ctrl, clock)
+    olds = {c.id for c in engine.running("web")}
+    bad = spec("web", 3, image="crash:1", update_config=UpdateConfig(progress_deadline=30))
+    ctrl.set_desired(desired(bad))
+    drive(ctrl, clock, max_seconds=40)
+    assert {c.id for c in engine.running("web")} == olds
+    st = {s.name: s for s in ctrl.statuses()}["web"]
+    assert st.state in ("RolloutHalted", "CrashLoopBackOff")
+    drive(ctrl, clock, max_seconds=40)
+    assert {c.id for c in engine.running("web")} == olds
+    assert (
+        any(e.kind == "rollouthalted" for e in ctrl.events.since(0)) or st.state == "RolloutHalted"
+    )
 
 
 def test_undeclared_services_are_discovered_and_removed() -> None:
@@ -164,8 +280,30 @@ def test_orphans_are_held_while_a_broken_file_may_declare_them() -> None:
     drive(ctrl, clock)
     ctrl.set_desired(desired(spec("a", 1), hold=True))
     drive(ctrl, clock)
-    assert len(engine.running("b")) == 1
-    assert {s.name: s.state for s in ctrl.statuses()}["b"] == "Held"
+    assert len(engine.running("b")) == 1 and state(ctrl, "b") == "Held"
+
+
+def test_a_paused_service_is_left_alone_until_resumed() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    ctrl.pause("a")
+    (c,) = engine.running("a")
+    engine.kill(c.id)
+    ctrl.on_event(EngineEvent("a", c.id, "die"))
+    drive(ctrl, clock)
+    assert engine.running("a") == [] and state(ctrl, "a") == "Paused"
+    assert ctrl.preview() == [] or all(a.service != "a" for a in ctrl.preview())
+    ctrl.resume("a")
+    drive(ctrl, clock)
+    assert len(engine.running("a")) == 1
+
+
+def test_preview_plans_without_acting() -> None:
+    ctrl, engine, _clock = make()
+    ctrl.set_desired(desired(spec("a", 3)))
+    actions = ctrl.preview("a")
+    assert [a.kind.value for a in actions] == ["create"] * 3 and engine.containers == {}
 
 
 def test_a_die_event_ahead_of_the_list_is_checked_again_until_the_list_agrees() -> None:

@@ -1,0 +1,55 @@
+"""An in-memory ring buffer of what healerd did and why, for `healerctl events`."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+from healerd.core.clock import Clock
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    time: float  # wall clock, seconds since the epoch
+    kind: str  # created, removed, restarted, backoff, failed, config-error, engine-lost, ...
+    service: str
+    message: str
+    container: str = ""
+
+
+class EventLog:
+    def __init__(self, clock: Clock, capacity: int = 1000) -> None:
+        self._clock = clock
+        self._events: deque[Event] = deque(maxlen=capacity)
+        self._cond = threading.Condition()
+        self._seq = 0
+
+    def record(self, kind: str, service: str, message: str, container: str = "") -> Event:
+        with self._cond:
+            self._seq += 1
+            event = Event(self._seq, self._clock.time(), kind, service, message, container)
+            self._events.append(event)
+            self._cond.notify_all()
+            return event
+
+    def since(self, seq: int = 0, *, wall_time: float | None = None) -> list[Event]:
+        """Events after sequence number `seq` (and not older than `wall_time`), oldest first."""
+        with self._cond:
+            return [
+                e
+                for e in self._events
+                if e.seq > seq and (wall_time is None or e.time >= wall_time)
+            ]
+
+    def wait(self, seq: int, timeout: float) -> list[Event]:
+        """Block until there is an event after `seq` or `timeout` passes (for --follow)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._seq > seq, timeout=timeout)
+            return [e for e in self._events if e.seq > seq]
+
+    @property
+    def last_seq(self) -> int:
+        with self._cond:
+            return self._seq
