@@ -61,7 +61,9 @@ class UpdateConfig:
     parallelism: int = 1
     delay: float = 0.0
     order: str = "start-first"
-    min_ready_seconds: float = 0.0
+    # A container counts as available only after running this long (like Swarm's
+    # `monitor`): one that starts and dies at once must not replace a healthy one.
+    min_ready_seconds: float = 5.0
     progress_deadline: float = 600.0
 
 

@@ -1,21 +1,525 @@
-"""healerctl: the operator's command line. Only --version so far; the verbs need the local API."""
+"""healerctl: see and steer healerd over its local socket, like kubectl.
+
+Exit codes (also in README and `healerctl --help`):
+  0  done; for `status --check` and `wait`: converged; for `validate`: valid; for `diff`:
+     nothing to do
+  1  the answer is "no": not converged, wait timed out, config invalid, `diff` has actions
+  2  bad usage (unknown verb or flag, bad duration)
+  3  healerd unreachable (no socket, permission denied on it, nobody listening, no answer)
+  4  refused: the change needs root or the admin group
+  5  healerd answered with another error (unknown service, engine unreachable, ...)
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
 
 from healerd import __version__
+from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
+from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
+from healerd.cli.validate import validate
+from healerd.config import Settings, parse_duration
+
+EXIT_OK = 0
+EXIT_NO = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_FORBIDDEN = 4
+EXIT_API = 5
+
+EXIT_CODES_HELP = """exit codes:
+  0  done (status --check / wait: converged; validate: valid; diff: nothing to do)
+  1  the answer is "no": not converged, wait timed out, config invalid, diff has actions
+  2  bad usage
+  3  healerd unreachable (no socket, permission denied, not running, no answer)
+  4  refused: changing anything needs root or the admin group (default healerd-admin)
+  5  healerd answered with another error (unknown service, engine unreachable, ...)
+"""
+
+DEFAULT_CONF_DIR = Settings().config_dir
+POLL_INTERVAL = 0.25
+FOLLOW_WAIT = 25.0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="healerctl", description="Show and steer healerd.")
+def default_socket() -> str:
+    return os.environ.get("HEALERD_SOCKET") or str(Settings().socket_path)
+
+
+def duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class Ctl:
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.args = args
+        self.out = out
+        self.err = err
+        self.client = Client(args.socket, timeout=args.request_timeout)
+
+    @property
+    def fmt(self) -> str:
+        return str(getattr(self.args, "output", "table"))
+
+    def say(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+
+    def warn(self, text: str) -> None:
+        self.err.write(text + "\n")
+
+    # -- status -----------------------------------------------------------------------
+
+    def status(self) -> int:
+        data = self.client.get("/v1/status", service=self.args.services or None)
+        services = data["services"]
+        if self.fmt != "table":
+            dump(data, self.fmt, self.out)
+        else:
+            self._status_table(data)
+        for name in data.get("missing", []):
+            self.warn(f"healerctl: no such service: {name}")
+        if self.args.check:
+            problems = check_problems(data)
+            for p in problems:
+                self.warn(f"not converged: {p}")
+            return EXIT_NO if problems else EXIT_OK
+        if data.get("missing") and not services:
+            return EXIT_API
+        return EXIT_OK
+
+    def _status_table(self, data: dict[str, Any]) -> None:
+        services = data["services"]
+        if services:
+            rows = [
+                [
+                    s["name"],
+                    s["desired"],
+                    s["running"],
+                    s["up_to_date"],
+                    s["available"],
+                    s["restarts"],
+                    s["state"],
+                    human_age(s.get("age_seconds")),
+                    "" if s["state"] == "Converged" else one_line(s.get("reason") or ""),
+                ]
+                for s in services
+            ]
+            self.say(
+                table(
+                    [
+                        "SERVICE",
+                        "DESIRED",
+                        "READY",
+                        "UP-TO-DATE",
+                        "AVAILABLE",
+                        "RESTARTS",
+                        "STATE",
+                        "AGE",
+                        "REASON",
+                    ],
+                    rows,
+                )
+            )
+        elif not data.get("missing"):
+            self.say("No services declared.")
+        errors = data.get("config_errors") or []
+        if errors:
+            self.say(f"config: {len(errors)} error(s); broken files are skipped:")
+            for e in errors:
+                self.say(f"  {e['message']}")
+        self.say(engine_host_line(data))
+
+    # -- get ---------------------------------------------------------------------------
+
+    def get(self) -> int:
+        data = self.client.get("/v1/containers", service=self.args.service)
+        if self.fmt != "table":
+            dump(data, self.fmt, self.out)
+            return EXIT_OK
+        containers = data["containers"]
+        if not containers:
+            self.say("No containers found.")
+            return EXIT_OK
+        rows = [
+            [
+                c["name"],
+                c["service"],
+                container_status(c),
+                c.get("health") or "-",
+                c["restarts"],
+                human_age(c.get("age_seconds")),
+                c["image"],
+            ]
+            for c in containers
+        ]
+        self.say(table(["NAME", "SERVICE", "STATUS", "HEALTH", "RESTARTS", "AGE", "IMAGE"], rows))
+        return EXIT_OK
+
+    # -- events ------------------------------------------------------------------------
+
+    def events(self) -> int:
+        params: dict[str, Any] = {"service": self.args.service}
+        if self.args.since is not None:
+            params["since_time"] = f"{time.time() - self.args.since:.3f}"
+        data = self.client.get("/v1/events", **params)
+        events = data["events"]
+        follow = self.args.follow
+        if self.fmt != "table" and not follow:
+            dump(data, self.fmt, self.out)
+            return EXIT_OK
+        if self.fmt == "table" and not follow:
+            if not events:
+                self.say("No events.")
+                return EXIT_OK
+            rows = [event_row(e) for e in events]
+            self.say(table(["TIME", "KIND", "SERVICE", "CONTAINER", "MESSAGE"], rows))
+            return EXIT_OK
+        # --follow: one line per event as it comes (JSON: one object per line).
+        for e in events:
+            self._follow_line(e)
+        seq = data["last_seq"]
+        try:
+            while True:
+                data = self.client.request(
+                    "GET",
+                    "/v1/events",
+                    {"after": seq, "wait": FOLLOW_WAIT, "service": self.args.service},
+                    timeout=FOLLOW_WAIT + 10,
+                )
+                for e in data["events"]:
+                    self._follow_line(e)
+                seq = max(seq, data["last_seq"])
+        except KeyboardInterrupt:
+            return EXIT_OK
+
+    def _follow_line(self, e: dict[str, Any]) -> None:
+        if self.fmt == "table":
+            t, kind, svc, ctr, msg = event_row(e)
+            self.say(f"{t:<8}   {kind:<14}   {svc:<20}   {ctr or '-':<24}   {msg}")
+        else:
+            dump_line(e, self.fmt, self.out)
+        self.out.flush()
+
+    # -- diff --------------------------------------------------------------------------
+
+    def diff(self) -> int:
+        data = self.client.get("/v1/diff", service=self.args.service)
+        actions = data["actions"]
+        if self.fmt != "table":
+            dump(data, self.fmt, self.out)
+        elif not actions:
+            self.say("No changes: what runs is what is declared.")
+        else:
+            rows = [
+                [a["kind"], a["service"], a.get("container") or "(new)", one_line(a["reason"])]
+                for a in actions
+            ]
+            self.say(table(["ACTION", "SERVICE", "CONTAINER", "REASON"], rows))
+        return EXIT_NO if actions else EXIT_OK
+
+    # -- validate (no daemon) ---------------------------------------------------------------
+
+    def validate(self) -> int:
+        paths = [Path(p) for p in self.args.paths] or [DEFAULT_CONF_DIR]
+        report = validate(paths)
+        if self.fmt != "table":
+            dump(report.as_dict(), self.fmt, self.out)
+        else:
+            for e in report.errors:
+                self.say(str(e))
+        if report.ok:
+            if self.fmt == "table":
+                self.say(f"ok: {len(report.services)} service(s) in {len(report.files)} file(s)")
+            return EXIT_OK
+        self.warn(f"{len(report.errors)} error(s) in {len(report.files)} file(s) checked")
+        return EXIT_NO
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def reconcile(self) -> int:
+        if self.args.service:
+            data = self.client.post(service_path(self.args.service, "reconcile"))
+        else:
+            data = self.client.post("/v1/reconcile")
+        return self._done(data)
+
+    def pause(self) -> int:
+        return self._done(self.client.post(service_path(self.args.service, "pause")))
+
+    def resume(self) -> int:
+        return self._done(self.client.post(service_path(self.args.service, "resume")))
+
+    def reload(self) -> int:
+        data = self.client.post("/v1/reload")
+        if self.fmt != "table":
+            dump(data, self.fmt, self.out)
+        else:
+            self.say(
+                f"{data['message']}: {len(data['services'])} service(s) declared"
+                if data.get("applied")
+                else "reload requested (not applied yet)"
+            )
+            for e in data.get("config_errors", []):
+                self.say(f"config error: {e['message']}")
+        return EXIT_NO if data.get("config_errors") else EXIT_OK
+
+    def _done(self, data: dict[str, Any]) -> int:
+        if self.fmt != "table":
+            dump(data, self.fmt, self.out)
+        else:
+            self.say(str(data.get("message", "ok")))
+        return EXIT_OK
+
+    # -- wait --------------------------------------------------------------------------------
+
+    def wait(self) -> int:
+        deadline = time.monotonic() + self.args.wait_timeout
+        names = list(self.args.services)
+        while True:
+            data = self.client.get("/v1/status", service=names or None)
+            pending = wait_problems(data, names)
+            if not pending:
+                if self.fmt == "table":
+                    done = [s["name"] for s in data["services"]]
+                    self.say(f"converged: {', '.join(done) or 'no services declared'}")
+                else:
+                    dump({"converged": True, "services": data["services"]}, self.fmt, self.out)
+                return EXIT_OK
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timeout = human_age(self.args.wait_timeout)
+                if self.fmt == "table":
+                    self.warn(f"healerctl: timed out after {timeout} waiting for convergence:")
+                    for p in pending:
+                        self.warn(f"  {p}")
+                else:
+                    dump(
+                        {"converged": False, "pending": pending, "services": data["services"]},
+                        self.fmt,
+                        self.out,
+                    )
+                return EXIT_NO
+            time.sleep(min(POLL_INTERVAL, left))
+
+
+# -- pure helpers (unit-tested) ------------------------------------------------------------
+
+
+def describe_service(s: dict[str, Any]) -> str:
+    reason = f": {s['reason']}" if s.get("reason") else ""
+    return (
+        f"{s['name']}: {s['state']}{reason} ({s['running']}/{s['desired']} running, "
+        f"{s['up_to_date']} up to date, {s['available']} available)"
+    )
+
+
+def service_converged(s: dict[str, Any]) -> bool:
+    return bool(
+        s["state"] == "Converged"
+        and not s.get("paused")
+        and s["running"] == s["desired"]
+        and s["up_to_date"] == s["desired"]
+        and s["available"] >= s["desired"]
+    )
+
+
+def check_problems(data: dict[str, Any]) -> list[str]:
+    """Why `status --check` fails: services not converged, config errors, engine lost."""
+    problems = [describe_service(s) for s in data["services"] if not service_converged(s)]
+    problems += [f"no such service: {n}" for n in data.get("missing", [])]
+    for e in data.get("config_errors", []):
+        problems.append(f"config error: {e['message']}")
+    if data.get("engine", {}).get("reachable") is False:
+        problems.append("engine unreachable")
+    return problems
+
+
+def wait_problems(data: dict[str, Any], names: Sequence[str]) -> list[str]:
+    problems = [describe_service(s) for s in data["services"] if not service_converged(s)]
+    problems += [f"{n}: not declared" for n in data.get("missing", [])]
+    return problems
+
+
+def container_status(c: dict[str, Any]) -> str:
+    state = str(c.get("state") or "?")
+    text = state.capitalize()
+    if state != "running" and c.get("exit_code") is not None:
+        text += f" ({c['exit_code']})"
+    return text
+
+
+def event_row(e: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    return (
+        clock_time(e["time"]),
+        e["kind"],
+        e["service"] or "-",
+        e.get("container") or "",
+        one_line(e["message"], 200),
+    )
+
+
+def engine_host_line(data: dict[str, Any]) -> str:
+    eng = data.get("engine") or {}
+    reachable = {True: "reachable", False: "UNREACHABLE", None: "not checked yet"}.get(
+        eng.get("reachable"), "?"
+    )
+    version = f", version {eng['version']}" if eng.get("version") else ""
+    host = data.get("host") or {}
+    parts = []
+    mem = host.get("memory")
+    if mem:
+        used = mem["total_bytes"] - mem["available_bytes"]
+        parts.append(
+            f"memory {human_bytes(used)}/{human_bytes(mem['total_bytes'])} "
+            f"({mem['used_percent']:.0f}%)"
+        )
+    disk = host.get("disk")
+    if disk:
+        parts.append(
+            f"disk {disk['path']} {disk['used_percent']:.0f}% used "
+            f"({human_bytes(disk['free_bytes'])} free)"
+        )
+    if host.get("load"):
+        parts.append("load " + " ".join(f"{x:.2f}" for x in host["load"]))
+    return f"engine: {reachable}{version}; host: {', '.join(parts) or 'unknown'}"
+
+
+def dump_line(data: Any, fmt: str, out: TextIO) -> None:
+    if fmt == "yaml":
+        out.write("---\n")
+        dump(data, fmt, out)
+    else:
+        out.write(json.dumps(data, separators=(",", ":")) + "\n")
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="healerctl",
+        description="See and steer healerd, the node's self-healing container daemon.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"healerctl {__version__}")
-    p.parse_args(argv)
-    p.print_help(sys.stderr)
-    print("\nhealerctl: no verbs yet: the local API is not served by this version", file=sys.stderr)
-    return 2
+    p.add_argument(
+        "--socket",
+        default=default_socket(),
+        help="healerd's socket (default $HEALERD_SOCKET, else /run/healerd/healerd.sock)",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=duration,
+        default=40.0,
+        help="how long to wait for one answer from healerd (default 40s)",
+    )
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    def verb(name: str, help: str, output: bool = True) -> argparse.ArgumentParser:
+        sp = verbs.add_parser(name, help=help, description=help)
+        if output:
+            sp.add_argument(
+                "-o",
+                "--output",
+                choices=["table", "json", "yaml"],
+                default="table",
+                help="output format (default table)",
+            )
+        return sp
+
+    sp = verb("status", "services at a glance: replicas, state, reason; engine and host")
+    sp.add_argument("services", nargs="*", metavar="SERVICE")
+    sp.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 0 only if every service is converged (and no config error, engine ok)",
+    )
+    sp = verb("get", "one row per container healerd manages")
+    sp.add_argument("service", nargs="?", metavar="SERVICE")
+    sp = verb("events", "what healerd did and why, newest last")
+    sp.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
+    sp.add_argument(
+        "--since", type=duration, help="only events of the last DURATION (e.g. 10m, 1h)"
+    )
+    sp.add_argument("--service", help="only events of this service")
+    sp = verb("diff", "what healerd would do right now, without doing it (exit 1 if anything)")
+    sp.add_argument("service", nargs="?", metavar="SERVICE")
+    sp = verb("validate", "check config files without a daemon (default /etc/healerd/conf.d)")
+    sp.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="a service file, a conf.d directory, or a config directory",
+    )
+    sp = verb("reconcile", "look at a service (or every service) again now")
+    sp.add_argument("service", nargs="?", metavar="SERVICE")
+    sp = verb("pause", "leave a service alone until resumed (shown as Paused)")
+    sp.add_argument("service", metavar="SERVICE")
+    sp = verb("resume", "heal a paused service again")
+    sp.add_argument("service", metavar="SERVICE")
+    verb("reload", "re-read the config files now (like SIGHUP); exit 1 if they have errors")
+    sp = verb("wait", "block until services are converged (like kubectl rollout status)")
+    sp.add_argument("services", nargs="*", metavar="SERVICE")
+    sp.add_argument(
+        "--timeout",
+        dest="wait_timeout",
+        type=duration,
+        default=300.0,
+        help="give up after DURATION, exit 1 with the reason (default 5m)",
+    )
+    return p
+
+
+VERBS: dict[str, Callable[[Ctl], int]] = {
+    "status": Ctl.status,
+    "get": Ctl.get,
+    "events": Ctl.events,
+    "diff": Ctl.diff,
+    "validate": Ctl.validate,
+    "reconcile": Ctl.reconcile,
+    "pause": Ctl.pause,
+    "resume": Ctl.resume,
+    "reload": Ctl.reload,
+    "wait": Ctl.wait,
+}
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    ctl = Ctl(args, out, err)
+    try:
+        return VERBS[args.verb](ctl)
+    except DaemonUnreachable as exc:
+        err.write(f"healerctl: {exc}\n")
+        return EXIT_UNREACHABLE
+    except ApiFailure as exc:
+        if exc.status == 403:
+            err.write(f"healerctl: refused: {exc.message}\n")
+            return EXIT_FORBIDDEN
+        err.write(f"healerctl: {exc.message} (HTTP {exc.status})\n")
+        return EXIT_API
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `healerctl events | head`: the reader left; that is not an error.
+        return EXIT_OK
 
 
 if __name__ == "__main__":

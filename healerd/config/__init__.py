@@ -7,9 +7,11 @@ reused (by healerctl's `check`, say) without a Docker engine.
 from healerd.config.desired import (
     DesiredState,
     DesiredStore,
+    is_config_name,
     list_config_files,
     load_conf_dir,
 )
+from healerd.config.envfile import EnvFileError, effective_environment, env_digest, read_env_files
 from healerd.config.errors import ConfigError, SettingsError
 from healerd.config.services import (
     FileResult,
@@ -24,10 +26,14 @@ __all__ = [
     "ConfigError",
     "DesiredState",
     "DesiredStore",
+    "EnvFileError",
     "FileResult",
     "Settings",
     "SettingsError",
     "check_settings",
+    "effective_environment",
+    "env_digest",
+    "is_config_name",
     "list_config_files",
     "load_conf_dir",
     "load_service_file",
@@ -35,4 +41,5 @@ __all__ = [
     "parse_duration",
     "parse_service_text",
     "parse_size",
+    "read_env_files",
 ]

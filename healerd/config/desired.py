@@ -2,20 +2,62 @@
 
 A typo in one file must never take running services down, so a broken file keeps what it
 last declared, and while a broken file has never been good nothing undeclared is removed.
+
+Which names in conf.d are service files (`is_config_name`, shared with the file watcher):
+only `*.yaml` and `*.yml`, and never what editors, package managers and config tools
+leave behind: dotfiles (`.x.yaml.swp`, `.#x.yaml`, temporary files of atomic writes),
+`*~`, `#*#`, `*.swp`, `*.swx`, `*.tmp`, `*.bak`, `*.orig`, `*.dpkg-old`, `*.dpkg-new`,
+`*.dpkg-dist`, `*.dpkg-tmp`, `*.rpmnew`, `*.rpmsave`.
+
+Conflicts between files (one service name declared twice, one fixed host port published
+by two services) are settled in favour of what is already applied: the service that held
+the name or the port in the previous state keeps it, otherwise the file first in name
+order does. The other file is refused as a whole, like a file with an error, so its last
+good version (if any) stands.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from healerd.config.errors import ConfigError
-from healerd.config.services import FileResult, load_service_file
+from healerd.config.services import (
+    FileResult,
+    describe_port,
+    load_service_file,
+    port_clash,
+)
+from healerd.config.trust import trust_problem
 from healerd.model import ServiceSpec
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
+_Claim = tuple[str, FileResult, str, ServiceSpec]  # file, its version, service, spec
+IGNORED_SUFFIXES = (
+    "~",
+    "#",
+    ".swp",
+    ".swx",
+    ".tmp",
+    ".bak",
+    ".orig",
+    ".dpkg-old",
+    ".dpkg-new",
+    ".dpkg-dist",
+    ".dpkg-tmp",
+    ".rpmnew",
+    ".rpmsave",
+)
+
+
+def is_config_name(name: str) -> bool:
+    """Whether a file name in conf.d is a service file (see the module docstring)."""
+    if name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES):
+        return False
+    return name.endswith(CONFIG_SUFFIXES) and os.path.splitext(name)[0] != ""
 
 
 def list_config_files(conf_dir: Path) -> list[Path]:
@@ -28,25 +70,38 @@ def list_config_files(conf_dir: Path) -> list[Path]:
         entries = list(conf_dir.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
-    files = [
-        p
-        for p in entries
-        if p.suffix in CONFIG_SUFFIXES and not p.name.startswith(".") and p.is_file()
-    ]
+    files = [p for p in entries if is_config_name(p.name) and p.is_file()]
     return sorted(files, key=lambda p: p.name)
 
 
-def load_conf_dir(conf_dir: Path) -> list[FileResult]:
-    """Checks every service file; `file` is the full path, which operators can act on directly."""
-    return [load_service_file(path, str(path)) for path in list_config_files(conf_dir)]
+def load_conf_dir(conf_dir: Path, *, strict_modes: bool = True) -> list[FileResult]:
+    """Checks every service file; `file` is the full path, which operators can act on directly.
+
+    With `strict_modes` (the default, as in healerd.yaml), files, conf.d and its parent
+    directory must be writable only by their owner, and owned by root or healerd's own
+    user. An untrusted directory makes every file in it invalid (their last good versions
+    stand) and adds a result for the directory itself, so that nothing undeclared is
+    removed while it is untrusted: who could write it could also have deleted files.
+    """
+    files = list_config_files(conf_dir)
+    if strict_modes:
+        for directory in (conf_dir.parent, conf_dir):
+            problem = trust_problem(directory, "directory")
+            if problem and conf_dir.is_dir():
+                error = ConfigError(str(directory), None, "directory", problem)
+                refused = [FileResult(str(path), None, (error,)) for path in files]
+                return [*refused, FileResult(str(directory), None, (error,))]
+    return [load_service_file(path, str(path), strict_modes=strict_modes) for path in files]
 
 
 @dataclass(frozen=True)
 class DesiredState:
     """What should run, plus what the daemon must know to act on it safely.
 
-    When `hold_orphans` is set, containers of undeclared services must be kept: a broken
-    file that was never good might be the one declaring them.
+    `errors` is the status to show: every problem of every file, each with file, line,
+    column, field and reason. When `hold_orphans` is set, containers of undeclared
+    services must be kept: a broken file that was never good might be the one declaring
+    them.
     """
 
     services: Mapping[str, ServiceSpec]
@@ -60,39 +115,106 @@ class DesiredStore:
 
     def __init__(self) -> None:
         self._last_good: dict[str, FileResult] = {}
+        self._applied: dict[str, ServiceSpec] = {}  # the previous state's services
 
     def update(self, results: list[FileResult]) -> DesiredState:
         """Merges one scan of the config directory; `results` must cover every file present."""
         present = {r.file for r in results}
         self._last_good = {f: r for f, r in self._last_good.items() if f in present}
+        ordered = sorted(results, key=lambda r: r.file)
+        errors: dict[str, list[ConfigError]] = {r.file: list(r.errors) for r in ordered}
+        # The version of each file that counts: the new one when valid, else the last good.
+        candidates: dict[str, FileResult | None] = {}
+        for result in ordered:
+            valid = result.services is not None
+            candidates[result.file] = result if valid else self._last_good.get(result.file)
+        # A new valid version that loses a conflict is refused whole, like a broken file.
+        # Falling back may create other conflicts, so repeat (at most once per file).
+        refused: set[str] = set()
+        for _ in range(len(ordered) + 1):
+            losers, _ = self._conflicts(candidates)
+            newly = {
+                file: errs
+                for file, errs in losers.items()
+                if file not in refused and candidates[file] is not self._last_good.get(file)
+            }
+            if not newly:
+                break
+            for file, errs in newly.items():
+                refused.add(file)
+                errors[file].extend(errs)
+                candidates[file] = self._last_good.get(file)
+        # Whatever conflicts remain are between versions applied before: drop the loser.
+        remaining, dropped = self._conflicts(candidates)
         services: dict[str, ServiceSpec] = {}
-        origins: dict[str, str] = {}
-        errors: list[ConfigError] = []
         broken: list[str] = []
         hold_orphans = False
-        for result in sorted(results, key=lambda r: r.file):
-            if result.services is not None:
-                self._last_good[result.file] = result
+        for result in ordered:
+            file = result.file
+            good = candidates[file]
+            if result.services is not None and file not in refused:
+                self._last_good[file] = result
             else:
-                errors.extend(result.errors)
-                broken.append(result.file)
-                hold_orphans = hold_orphans or result.file not in self._last_good
-            good = self._last_good.get(result.file)
-            if good is not None:
-                errors.extend(_merge(good, services, origins))
-        return DesiredState(MappingProxyType(services), tuple(errors), hold_orphans, tuple(broken))
+                broken.append(file)
+                hold_orphans = hold_orphans or good is None
+            errors[file].extend(remaining.get(file, ()))
+            for name, spec in ((good.services or {}) if good else {}).items():
+                if (file, name) not in dropped:
+                    services[name] = spec
+        self._applied = dict(services)
+        all_errors = tuple(e for result in ordered for e in errors[result.file])
+        return DesiredState(MappingProxyType(services), all_errors, hold_orphans, tuple(broken))
 
+    def _rank(self, claim: _Claim) -> tuple[bool, bool, str, str]:
+        """Claims that keep what was applied come first, then file name order."""
+        file, _, name, spec = claim
+        before = self._applied.get(name)
+        held = before is not None and before.source_file == spec.source_file
+        fixed = {(p.host_ip, p.host_port, p.protocol) for p in spec.ports if p.host_port}
+        held_ports = (
+            held
+            and before is not None
+            and fixed <= {(p.host_ip, p.host_port, p.protocol) for p in before.ports}
+        )
+        return (not held, not held_ports, file, name)
 
-def _merge(
-    result: FileResult, services: dict[str, ServiceSpec], origins: dict[str, str]
-) -> list[ConfigError]:
-    """Adds a file's services; the first file (in sorted order) to declare a name keeps it."""
-    errors = []
-    for name, spec in (result.services or {}).items():
-        first = origins.setdefault(name, result.file)
-        if first == result.file:
-            services[name] = spec
-            continue
-        reason = f"declared in both {first} and {result.file}; the one in {first} is used"
-        errors.append(ConfigError(result.file, result.lines.get(name), f"services.{name}", reason))
-    return errors
+    def _conflicts(
+        self, candidates: Mapping[str, FileResult | None]
+    ) -> tuple[dict[str, list[ConfigError]], set[tuple[str, str]]]:
+        """Errors per losing file for every name or fixed host port claimed twice, and the
+        losing (file, service) pairs."""
+        claims = [
+            (file, result, name, spec)
+            for file, result in candidates.items()
+            if result is not None
+            for name, spec in (result.services or {}).items()
+        ]
+        claims.sort(key=self._rank)
+        losers: dict[str, list[ConfigError]] = {}
+        dropped: set[tuple[str, str]] = set()
+        kept: list[_Claim] = []
+        for claim in claims:
+            file, result, name, spec = claim
+            reason = None
+            for other_file, _, other_name, other in kept:
+                if other_name == name:
+                    reason = (
+                        f"declared in both {other_file} and {file}; the one in {other_file} is used"
+                    )
+                elif (port := port_clash(other, spec)) is not None:
+                    reason = (
+                        f"{describe_port(port)} is also published by service {other_name!r} "
+                        f"in {other_file}: two containers cannot hold one fixed host port; "
+                        f"{other_name!r} keeps it"
+                    )
+                if reason:
+                    break
+            if reason is None:
+                kept.append(claim)
+                continue
+            line, column = result.lines.get(name), result.columns.get(name)
+            losers.setdefault(file, []).append(
+                ConfigError(file, line, f"services.{name}", reason, column)
+            )
+            dropped.add((file, name))
+        return losers, dropped

@@ -12,16 +12,27 @@ class ConfigError:
     """One problem, located well enough for an operator to fix it without guessing.
 
     `field` is a dotted path such as `services.web.environment.FOO`; it is empty for
-    problems with the document as a whole.
+    problems with the document as a whole. `line` and `column` count from 1 and point at
+    the key (or list item) that `field` names.
     """
 
     file: str
     line: int | None
     field: str
     reason: str
+    column: int | None = None
+
+    @property
+    def where(self) -> str:
+        """`file`, `file:line` or `file:line:column`, as compilers print it."""
+        if self.line is None:
+            return self.file
+        if self.column is None:
+            return f"{self.file}:{self.line}"
+        return f"{self.file}:{self.line}:{self.column}"
 
     def __str__(self) -> str:
-        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        where = self.where
         return f"{where}: {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
 
 
@@ -45,4 +56,4 @@ def unknown_key_reason(key: object, known: Iterable[str]) -> str:
 
 def sort_errors(errors: Iterable[ConfigError]) -> tuple[ConfigError, ...]:
     """Line order reads like the file; errors without a line go first (they are file-wide)."""
-    return tuple(sorted(errors, key=lambda e: -1 if e.line is None else e.line))
+    return tuple(sorted(errors, key=lambda e: (-1 if e.line is None else e.line, e.column or 0)))

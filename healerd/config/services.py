@@ -17,15 +17,43 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
 
+from healerd.config.envfile import EnvFileError, read_env_file
 from healerd.config.errors import ConfigError, sort_errors, unknown_key_reason
+from healerd.config.imageref import image_reference_problem
+from healerd.config.trust import trust_problem
 from healerd.config.yamlload import LineDict, LineList, load_yaml, read_yaml_file
-from healerd.model import PortSpec, ServiceSpec, VolumeSpec
+from healerd.model import (
+    HealthcheckSpec,
+    PortSpec,
+    RestartPolicy,
+    ServiceSpec,
+    UpdateConfig,
+    VolumeSpec,
+)
 
 SERVICE_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")
 RESERVED_LABEL_PREFIX = "io.healerd."
 MAX_STOP_GRACE_PERIOD = 3600.0
-# The file's keys are the spec's fields, so the two cannot drift apart.
-SERVICE_KEYS = frozenset(f.name for f in fields(ServiceSpec)) - {"name", "source_file"}
+# The file's keys are the spec's fields, so the two cannot drift apart; only env_file
+# is spelled as in Compose (the spec holds the resolved paths, hence the plural).
+SERVICE_KEYS = frozenset(f.name for f in fields(ServiceSpec)) - {
+    "name",
+    "source_file",
+    "env_files",
+} | {"env_file"}
+PULL_POLICIES = ("always", "missing", "never")
+UPDATE_ORDERS = ("start-first", "stop-first")
+_HEALTHCHECK_KEYS = frozenset(f.name for f in fields(HealthcheckSpec))
+_UPDATE_CONFIG_KEYS = frozenset(f.name for f in fields(UpdateConfig))
+_RESTART_POLICY_KEYS = frozenset(f.name for f in fields(RestartPolicy))
+_HEALTHCHECK_KINDS = ("CMD", "CMD-SHELL", "NONE")
+# Compose keys whose job healerd does itself, with what to write instead.
+_REPLACED_KEYS = {
+    "restart": "healerd restarts containers itself and never gives up; restart_policy "
+    "sets its backoff",
+    "deploy": "write replicas, update_config and restart_policy directly in the service",
+    "container_name": "healerd names containers <service>-<hash>-<random> itself",
+}
 
 # Docker's own rule for volume names (at least two characters); networks allow one.
 _VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
@@ -45,14 +73,39 @@ T = TypeVar("T")
 class FileResult:
     """One file's verdict; `services` is None when the file has any error.
 
-    `lines` maps each service name to the line it is declared on, so that later checks
-    across files can point at it.
+    `lines` and `columns` map each service name to where it is declared, so that later
+    checks across files can point at it.
     """
 
     file: str
     services: dict[str, ServiceSpec] | None
     errors: tuple[ConfigError, ...] = ()
     lines: Mapping[str, int] = field(default_factory=dict, compare=False)
+    columns: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+
+def ports_clash(a: PortSpec, b: PortSpec) -> bool:
+    """Whether two published ports would need the same host port: same number and protocol,
+    and the same address or one of them on every address."""
+    if a.host_port is None or b.host_port is None:
+        return False
+    if (a.host_port, a.protocol) != (b.host_port, b.protocol):
+        return False
+    wildcard = ("", "0.0.0.0", "::")
+    return a.host_ip == b.host_ip or a.host_ip in wildcard or b.host_ip in wildcard
+
+
+def port_clash(a: ServiceSpec, b: ServiceSpec) -> PortSpec | None:
+    """A fixed host port of `b` that `a` also publishes, if any."""
+    for pb in b.ports:
+        if any(ports_clash(pa, pb) for pa in a.ports):
+            return pb
+    return None
+
+
+def describe_port(port: PortSpec) -> str:
+    address = f"{port.host_ip}:" if port.host_ip else ""
+    return f"host port {address}{port.host_port}/{port.protocol}"
 
 
 def describe(value: object) -> str:
@@ -118,30 +171,50 @@ def parse_size(value: object) -> int:
 
 
 @dataclass(frozen=True)
+class _Context:
+    """What checks need beyond the text: where relative env_file paths start, and whether
+    the files they name must pass the ownership and mode checks."""
+
+    base_dir: Path | None = None
+    strict_modes: bool = False
+
+
+@dataclass(frozen=True)
 class _At:
-    """Where a value sits, so that a check can report against its field and line."""
+    """Where a value sits, so that a check can report against its field, line and column."""
 
     errors: list[ConfigError]
     file: str
     field: str
     line: int | None
+    column: int | None = None
+    context: _Context = _Context()
 
     def error(self, reason: str) -> None:
-        self.errors.append(ConfigError(self.file, self.line, self.field, reason))
+        self.errors.append(ConfigError(self.file, self.line, self.field, reason, self.column))
 
-    def child(self, name: object, line: int | None, *, index: bool = False) -> _At:
+    def child(
+        self, name: object, line: int | None, column: int | None = None, *, index: bool = False
+    ) -> _At:
         if index:
             path = f"{self.field}[{name}]"
         else:
             path = f"{self.field}.{name}" if self.field else str(name)
-        return _At(self.errors, self.file, path, line)
+        return _At(self.errors, self.file, path, line, column, self.context)
+
+    def here(self, name: object) -> _At:
+        """A child field reported at this position (for a missing key, say)."""
+        return self.child(name, self.line, self.column)
 
     def key(self, mapping: LineDict, key: object) -> _At:
-        return self.child(mapping.key_text.get(key, key), mapping.line_of(key))
+        name = mapping.key_text.get(key, key)
+        return self.child(name, mapping.line_of(key), mapping.column_of(key))
 
     def item(self, seq: LineList, index: int, name: str | None = None) -> _At:
-        line = seq.line_at(index)
-        return self.child(name, line) if name else self.child(index, line, index=True)
+        line, column = seq.line_at(index), seq.column_at(index)
+        if name:
+            return self.child(name, line, column)
+        return self.child(index, line, column, index=True)
 
 
 def _string(value: object, at: _At) -> str | None:
@@ -153,8 +226,8 @@ def _string(value: object, at: _At) -> str | None:
 
 def _image(value: object, at: _At) -> str:
     image = _string(value, at)
-    if image is not None and (not image or any(c.isspace() for c in image)):
-        at.error("must be an image reference without whitespace, such as busybox:1.36")
+    if image is not None and (problem := image_reference_problem(image)):
+        at.error(f"{image!r} is not an image reference such as busybox:1.36: {problem}")
     return image or ""
 
 
@@ -418,6 +491,196 @@ def _stop_grace_period(value: object, at: _At) -> float:
     return seconds
 
 
+def _duration(value: object, at: _At, *, positive: bool = False, default: float = 0.0) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        at.error(str(exc))
+        return default
+    if positive and seconds <= 0:
+        at.error("must be greater than 0")
+        return default
+    return seconds
+
+
+def _whole(value: object, at: _At, *, minimum: int, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        at.error(f"must be a whole number, not {describe(value)}")
+    elif value < minimum:
+        at.error(f"must be at least {minimum}")
+    else:
+        return value
+    return default
+
+
+def _bool(value: object, at: _At) -> bool:
+    if isinstance(value, bool):
+        return value
+    at.error(f"must be true or false, not {describe(value)}")
+    return False
+
+
+def _choice(value: object, at: _At, choices: tuple[str, ...], default: str) -> str:
+    if isinstance(value, str) and value in choices:
+        return value
+    at.error(f"must be one of {', '.join(choices)}, not {value!r}")
+    return default
+
+
+def _unknown_keys(body: LineDict, at: _At, known: frozenset[str] | tuple[str, ...]) -> None:
+    for key in body:
+        if not (isinstance(key, str) and key.startswith("x-")) and key not in known:
+            at.key(body, key).error(unknown_key_reason(key, known))
+
+
+def _healthcheck_test(value: object, at: _At) -> tuple[str, ...]:
+    if isinstance(value, str):
+        if not value.strip():
+            at.error("must not be empty (use disable: true to turn the healthcheck off)")
+            return ()
+        return ("CMD-SHELL", value)
+    if not isinstance(value, LineList):
+        at.error(f"must be a list such as [CMD, prog, arg] or a string, not {describe(value)}")
+        return ()
+    words = []
+    for index, word in enumerate(value):
+        if not isinstance(word, str):
+            at.item(value, index).error(f"must be a string, not {describe(word)} (quote it)")
+        words.append(str(word))
+    if not words or words[0] not in _HEALTHCHECK_KINDS:
+        at.error("must start with CMD, CMD-SHELL or NONE")
+    elif words[0] == "NONE" and len(words) > 1:
+        at.error("NONE takes nothing after it")
+    elif words[0] == "CMD" and len(words) < 2:
+        at.error("CMD needs the program to run after it")
+    elif words[0] == "CMD-SHELL" and len(words) != 2:
+        at.error("CMD-SHELL takes exactly one string: the shell command")
+    return tuple(words)
+
+
+def _healthcheck(value: object, at: _At) -> HealthcheckSpec | None:
+    """Compose's healthcheck; disabled in either spelling becomes one canonical value."""
+    if not isinstance(value, LineDict):
+        at.error(f"must be a mapping with keys such as test and interval, not {describe(value)}")
+        return None
+    _unknown_keys(value, at, _HEALTHCHECK_KEYS)
+    no_test: tuple[str, ...] = ()
+    test = _optional(value, at, "test", _healthcheck_test, no_test)
+    disable = _optional(value, at, "disable", _bool, False)
+    timing: dict[str, Any] = {}
+    for key in ("interval", "timeout", "start_period"):
+        if value.get(key) is not None:
+            positive = key != "start_period"
+            timing[key] = _duration(value[key], at.key(value, key), positive=positive)
+    if value.get("retries") is not None:
+        timing["retries"] = _whole(value["retries"], at.key(value, "retries"), minimum=1, default=1)
+    if disable and test not in ((), ("NONE",)):
+        at.key(value, "disable").error("contradicts the test: leave out one of them")
+    if disable or test == ("NONE",):
+        return HealthcheckSpec(test=("NONE",), disable=True)
+    spec = HealthcheckSpec(test=test, **timing)
+    return None if spec == HealthcheckSpec() else spec
+
+
+def _pull_policy(value: object, at: _At) -> str:
+    if value == "build":
+        at.error("build is not supported: healerd does not build images (build it, then use it)")
+        return "missing"
+    if value == "if_not_present":  # Compose's other name for missing
+        return "missing"
+    return _choice(value, at, PULL_POLICIES, "missing")
+
+
+def _unhealthy_grace(value: object, at: _At) -> float:
+    return _duration(value, at)
+
+
+def _update_config(value: object, at: _At) -> UpdateConfig:
+    if not isinstance(value, LineDict):
+        at.error(f"must be a mapping with keys such as parallelism, not {describe(value)}")
+        return UpdateConfig()
+    _unknown_keys(value, at, _UPDATE_CONFIG_KEYS)
+    d = UpdateConfig()
+
+    def parallelism(v: object, a: _At) -> int:
+        return _whole(v, a, minimum=1, default=d.parallelism)
+
+    def order(v: object, a: _At) -> str:
+        return _choice(v, a, UPDATE_ORDERS, d.order)
+
+    def deadline(v: object, a: _At) -> float:
+        return _duration(v, a, positive=True, default=d.progress_deadline)
+
+    return UpdateConfig(
+        parallelism=_optional(value, at, "parallelism", parallelism, d.parallelism),
+        delay=_optional(value, at, "delay", _duration, d.delay),
+        order=_optional(value, at, "order", order, d.order),
+        min_ready_seconds=_optional(value, at, "min_ready_seconds", _duration, d.min_ready_seconds),
+        progress_deadline=_optional(value, at, "progress_deadline", deadline, d.progress_deadline),
+    )
+
+
+def _restart_policy(value: object, at: _At) -> RestartPolicy:
+    if not isinstance(value, LineDict):
+        at.error(f"must be a mapping with keys delay, max_delay and window, not {describe(value)}")
+        return RestartPolicy()
+    for key in ("condition", "max_attempts"):
+        if key in value:
+            at.key(value, key).error(
+                "is not supported: healerd always restarts a service's containers and never "
+                "gives up (restart_policy only sets its backoff: delay, max_delay, window)"
+            )
+    _unknown_keys(value, at, _RESTART_POLICY_KEYS | {"condition", "max_attempts"})
+    d = RestartPolicy()
+
+    def positive(default: float) -> Callable[[object, _At], float]:
+        return lambda v, a: _duration(v, a, positive=True, default=default)
+
+    policy = RestartPolicy(
+        delay=_optional(value, at, "delay", positive(d.delay), d.delay),
+        max_delay=_optional(value, at, "max_delay", positive(d.max_delay), d.max_delay),
+        window=_optional(value, at, "window", positive(d.window), d.window),
+    )
+    if policy.max_delay < policy.delay:
+        where = "max_delay" if "max_delay" in value else "delay"
+        at.key(value, where).error(
+            f"max_delay ({policy.max_delay:g}s) must not be less than delay ({policy.delay:g}s)"
+        )
+    return policy
+
+
+def _env_files(value: object, at: _At) -> tuple[str, ...]:
+    """Paths only: the values are secrets, read at reconcile time. Here the files must exist,
+    parse and (under strict modes) be trusted; errors show the file and line, no value."""
+    entries: list[tuple[object, _At]]
+    if isinstance(value, LineList):
+        entries = [(item, at.item(value, index)) for index, item in enumerate(value)]
+    else:
+        entries = [(value, at)]
+    paths: list[str] = []
+    base = at.context.base_dir
+    for item, item_at in entries:
+        if not isinstance(item, str) or not item:
+            item_at.error(f"must be a path or a list of paths, not {describe(item)}")
+            continue
+        path = Path(item)
+        if base is not None and not path.is_absolute():
+            path = base / path
+        path = Path(posixpath.normpath(path.absolute()))
+        if str(path) in paths:
+            item_at.error(f"{item!r} is listed twice")
+            continue
+        paths.append(str(path))
+        if at.context.strict_modes and (problem := trust_problem(path, "env file")):
+            item_at.error(problem)
+            continue
+        try:
+            read_env_file(path)
+        except EnvFileError as exc:
+            item_at.error(f"{exc.error.where}: {exc.error.reason}")
+    return tuple(paths)
+
+
 def _replicas(value: object, at: _At) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         at.error(f"must be a whole number, not {describe(value)}")
@@ -439,10 +702,12 @@ def _service(name: str, body: object, at: _At) -> ServiceSpec | None:
         at.error(f"must be a mapping with at least an 'image', not {describe(body)}")
         return None
     for key in body:
-        if not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
+        if key in _REPLACED_KEYS:
+            at.key(body, key).error(f"unknown key {key!r}: {_REPLACED_KEYS[key]}")
+        elif not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
             at.key(body, key).error(unknown_key_reason(key, SERVICE_KEYS))
     if body.get("image") is None:
-        at.child("image", at.line).error("is required")
+        at.here("image").error("is required")
     spec = ServiceSpec(
         name=name,
         image=_optional(body, at, "image", _image, ""),
@@ -450,6 +715,7 @@ def _service(name: str, body: object, at: _At) -> ServiceSpec | None:
         command=_optional(body, at, "command", _argv, None),
         entrypoint=_optional(body, at, "entrypoint", _argv, None),
         environment=_optional(body, at, "environment", _environment, ()),
+        env_files=_optional(body, at, "env_file", _env_files, ()),
         labels=_optional(body, at, "labels", _labels, ()),
         user=_optional(body, at, "user", _user, None),
         working_dir=_optional(body, at, "working_dir", _working_dir, None),
@@ -459,21 +725,42 @@ def _service(name: str, body: object, at: _At) -> ServiceSpec | None:
         mem_limit=_optional(body, at, "mem_limit", _mem_limit, None),
         cpus=_optional(body, at, "cpus", _cpus, None),
         stop_grace_period=_optional(body, at, "stop_grace_period", _stop_grace_period, 10.0),
+        healthcheck=_optional(body, at, "healthcheck", _healthcheck, None),
+        pull_policy=_optional(body, at, "pull_policy", _pull_policy, "missing"),
+        unhealthy_grace=_optional(body, at, "unhealthy_grace", _unhealthy_grace, 0.0),
+        update_config=_optional(body, at, "update_config", _update_config, UpdateConfig()),
+        restart_policy=_optional(body, at, "restart_policy", _restart_policy, RestartPolicy()),
         source_file=at.file,
     )
     if spec.replicas > 1 and spec.has_fixed_host_port:
         at.key(body, "ports").error("a fixed host port allows only one replica")
+    update = body.get("update_config")
+    if (
+        spec.has_fixed_host_port
+        and isinstance(update, LineDict)
+        and update.get("order") == "start-first"
+    ):
+        at.key(body, "update_config").key(update, "order").error(
+            "start-first cannot work with a fixed host port: two containers cannot hold one "
+            "fixed host port: use stop-first"
+        )
     return spec
 
 
-def _document(data: object, at: _At) -> tuple[dict[str, ServiceSpec], dict[str, int]]:
+_Positions = dict[str, tuple[int, int | None]]
+
+
+def _document(data: object, at: _At) -> tuple[dict[str, ServiceSpec], _Positions]:
     specs: dict[str, ServiceSpec] = {}
-    lines: dict[str, int] = {}
+    lines: _Positions = {}
     if data is None:
         return specs, lines  # an empty file declares nothing, and that is fine
     if not isinstance(data, LineDict):
         line = data.line if isinstance(data, LineList) else 1
-        at.child("", line).error(f"must be a mapping with a 'services' key, not {describe(data)}")
+        column = data.column if isinstance(data, LineList) else 1
+        at.child("", line, column).error(
+            f"must be a mapping with a 'services' key, not {describe(data)}"
+        )
         return specs, lines
     for key in data:
         if key != "services" and not (isinstance(key, str) and key.startswith("x-")):
@@ -495,28 +782,53 @@ def _document(data: object, at: _At) -> tuple[dict[str, ServiceSpec], dict[str, 
                 )
                 continue
             spec = _service(name, body, name_at)
-            if spec is not None:
-                specs[name] = spec
-                lines[name] = name_at.line or 1
+            if spec is None:
+                continue
+            for other in specs.values():
+                if (port := port_clash(other, spec)) is not None:
+                    ports_at = name_at.key(body, "ports")
+                    ports_at.error(
+                        f"{describe_port(port)} is also published by service {other.name!r} "
+                        "in this file: two containers cannot hold one fixed host port"
+                    )
+                    break
+            specs[name] = spec
+            lines[name] = (name_at.line or 1, name_at.column)
     return specs, lines
 
 
-def _result(data: object, errors: list[ConfigError], file: str) -> FileResult:
+def _result(data: object, errors: list[ConfigError], file: str, context: _Context) -> FileResult:
     found = list(errors)
-    specs, lines = _document(data, _At(found, file, "", None))
+    specs, positions = _document(data, _At(found, file, "", None, None, context))
+    lines = {name: line for name, (line, _) in positions.items()}
+    columns = {name: col for name, (_, col) in positions.items() if col is not None}
     if found:
-        return FileResult(file, None, sort_errors(found), lines)
-    return FileResult(file, specs, (), lines)
+        return FileResult(file, None, sort_errors(found), lines, columns)
+    return FileResult(file, specs, (), lines, columns)
 
 
-def parse_service_text(text: str, file: str) -> FileResult:
-    """Checks YAML text as if it were the file `file`; never raises."""
+def parse_service_text(
+    text: str, file: str, *, base_dir: Path | None = None, strict_modes: bool = False
+) -> FileResult:
+    """Checks YAML text as if it were the file `file`; never raises.
+
+    Relative env_file paths start at `base_dir`, by default the directory of `file`.
+    """
     data, errors = load_yaml(text, file)
-    return _result(data, errors, file)
+    base = Path(file).parent if base_dir is None else base_dir
+    return _result(data, errors, file, _Context(base, strict_modes))
 
 
-def load_service_file(path: Path, display_name: str | None = None) -> FileResult:
-    """Reads and checks one service file; read errors become ConfigErrors, never exceptions."""
+def load_service_file(
+    path: Path, display_name: str | None = None, *, strict_modes: bool = False
+) -> FileResult:
+    """Reads and checks one service file; read errors become ConfigErrors, never exceptions.
+
+    With `strict_modes`, a file (or an env file it names) that others than root or
+    healerd's user could write is refused: see healerd.config.trust.
+    """
     file = str(path) if display_name is None else display_name
+    if strict_modes and (problem := trust_problem(path)):
+        return FileResult(file, None, (ConfigError(file, None, "file", problem),))
     data, errors = read_yaml_file(path, file)
-    return _result(data, errors, file)
+    return _result(data, errors, file, _Context(path.parent, strict_modes))

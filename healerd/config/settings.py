@@ -13,6 +13,7 @@ from typing import Any
 
 from healerd.config.errors import ConfigError, SettingsError, sort_errors, unknown_key_reason
 from healerd.config.services import describe, parse_duration
+from healerd.config.trust import trust_problem
 from healerd.config.yamlload import LineDict, read_yaml_file
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -41,6 +42,9 @@ class Settings:
     engine_timeout: float = 30.0
     engine_down_log_interval: float = 30.0
     log_level: str = "info"
+    # Refuse config files and directories that others than root (or healerd's own user)
+    # could write, like sshd's StrictModes. false is for development only.
+    strict_modes: bool = True
 
 
 def _docker_host(value: object) -> str | None:
@@ -70,6 +74,12 @@ def _workers(value: object) -> int:
     return value
 
 
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, not {value!r}")
+    return value
+
+
 def _log_level(value: object) -> str:
     if not isinstance(value, str) or value.lower() not in LOG_LEVELS:
         raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, not {value!r}")
@@ -91,6 +101,7 @@ _CHECKS: dict[str, Callable[[object], Any]] = {
     "socket_path": _socket_path,
     "workers": _workers,
     "log_level": _log_level,
+    "strict_modes": _bool,
 } | dict.fromkeys(_INTERVALS, _interval)
 
 # Pairs whose order matters: a base above its maximum makes backoff nonsense.
@@ -125,7 +136,11 @@ def check_settings(settings: Settings, file: str = "<settings>") -> list[ConfigE
 
 
 def load_settings(path: Path) -> Settings:
-    """Settings from `path`; a missing file means all defaults. Raises SettingsError."""
+    """Settings from `path`; a missing file means all defaults. Raises SettingsError.
+
+    Unless the file sets strict_modes: false, it is refused (SettingsError) when anyone
+    but root or healerd's own user owns it or could write it.
+    """
     file = str(path)
     data, errors = read_yaml_file(path, file, missing_ok=True)
     values: dict[str, object] = {}
@@ -143,6 +158,10 @@ def load_settings(path: Path) -> Settings:
             elif not (isinstance(key, str) and key.startswith("x-")):
                 errors.append(ConfigError(file, line, str(key), unknown_key_reason(key, _CHECKS)))
     good, more = _checked(values, file, lines)
+    # Its own strict_modes: false is the documented way out, as for service files.
+    strict = not errors and not more and good.get("strict_modes", True) and data is not None
+    if strict and (problem := trust_problem(path)):
+        errors.append(ConfigError(file, None, "file", problem))
     if errors or more:
         raise SettingsError(sort_errors([*errors, *more]))
     return Settings(**good)

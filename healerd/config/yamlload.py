@@ -28,35 +28,51 @@ _REFUSED_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
 
 
 class LineDict(dict[Any, Any]):
-    """A mapping that knows its line, each key's line, and the source text of scalar keys and
-    values (so `NO:` can be reported as written rather than as False)."""
+    """A mapping that knows its position, each key's position, and the source text of scalar
+    keys and values (so `NO:` can be reported as written rather than as False).
 
-    def __init__(self, line: int | None = None) -> None:
+    Lines and columns count from 1."""
+
+    def __init__(self, line: int | None = None, column: int | None = None) -> None:
         super().__init__()
         self.line = line
+        self.column = column
         self.key_lines: dict[Any, int] = {}
+        self.key_columns: dict[Any, int] = {}
         self.raw: dict[Any, str] = {}
         self.key_text: dict[Any, str] = {}
-        self.duplicates: list[tuple[Any, int, int]] = []  # (key, line, first line)
+        self.duplicates: list[tuple[Any, int, int, int]] = []  # (key, line, column, first line)
 
     def line_of(self, key: Any) -> int | None:
         return self.key_lines.get(key, self.line)
 
+    def column_of(self, key: Any) -> int | None:
+        return self.key_columns.get(key, self.column)
+
 
 class LineList(list[Any]):
-    """A sequence that knows its own line and each item's line."""
+    """A sequence that knows its own position and each item's position."""
 
-    def __init__(self, line: int | None = None) -> None:
+    def __init__(self, line: int | None = None, column: int | None = None) -> None:
         super().__init__()
         self.line = line
+        self.column = column
         self.item_lines: list[int] = []
+        self.item_columns: list[int] = []
 
     def line_at(self, index: int) -> int | None:
         return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
 
+    def column_at(self, index: int) -> int | None:
+        return self.item_columns[index] if 0 <= index < len(self.item_columns) else self.column
+
 
 def _line(node: Node) -> int:
     return int(node.start_mark.line) + 1
+
+
+def _column(node: Node) -> int:
+    return int(node.start_mark.column) + 1
 
 
 class _Loader(yaml.SafeLoader):
@@ -72,7 +88,7 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
-    data = LineDict(_line(node))
+    data = LineDict(_line(node), _column(node))
     yield data
     own = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
     loader.flatten_mapping(node)
@@ -91,11 +107,13 @@ def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
             ) from None
         if index >= merged:
             if key in own_keys:
-                data.duplicates.append((key, _line(key_node), data.key_lines[key]))
+                dup = (key, _line(key_node), _column(key_node), data.key_lines[key])
+                data.duplicates.append(dup)
                 continue  # keep the first: the file is rejected anyway
             own_keys.add(key)
         data[key] = loader.construct_object(value_node)
         data.key_lines[key] = _line(key_node)
+        data.key_columns[key] = _column(key_node)
         if isinstance(key_node, ScalarNode):
             data.key_text[key] = key_node.value
         if isinstance(value_node, ScalarNode):
@@ -105,10 +123,11 @@ def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
 
 
 def _construct_seq(loader: _Loader, node: SequenceNode) -> Iterator[LineList]:
-    data = LineList(_line(node))
+    data = LineList(_line(node), _column(node))
     yield data
     data.extend(loader.construct_object(child) for child in node.value)
     data.item_lines = [_line(child) for child in node.value]
+    data.item_columns = [_column(child) for child in node.value]
 
 
 def _refuse(loader: _Loader, node: Node) -> None:
@@ -148,13 +167,16 @@ def _syntax_error(exc: yaml.YAMLError, file: str, text: str) -> ConfigError:
     if isinstance(exc, yaml.reader.ReaderError):
         char = f" #x{exc.character:04x}" if isinstance(exc.character, int) else ""
         reason = f"unacceptable character{char}: {exc.reason}"
-        return ConfigError(file, text.count("\n", 0, exc.position) + 1, "yaml", reason)
+        at = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return ConfigError(file, at, "yaml", reason, col)
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else int(mark.line) + 1
+        column = None if mark is None else int(mark.column) + 1
         problem = exc.problem or "invalid YAML"
         reason = f"{exc.context}: {problem}" if exc.context else problem
-        return ConfigError(file, line, "yaml", reason)
+        return ConfigError(file, line, "yaml", reason, column)
     return ConfigError(file, None, "yaml", str(exc))
 
 
@@ -174,9 +196,10 @@ def _duplicate_errors(data: Any, file: str) -> list[ConfigError]:
             continue
         seen.add(id(value))
         if isinstance(value, LineDict):
-            for key, line, first in value.duplicates:
+            for key, line, column, first in value.duplicates:
                 reason = f"duplicate key (first defined on line {first})"
-                errors.append(ConfigError(file, line, _key_path(path, value, key), reason))
+                field = _key_path(path, value, key)
+                errors.append(ConfigError(file, line, field, reason, column))
             stack.extend((v, _key_path(path, value, k)) for k, v in value.items())
         else:
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
@@ -218,5 +241,6 @@ def read_yaml_file(
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        return None, [ConfigError(file, line, "file", "not valid UTF-8 text")]
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1  # in bytes
+        return None, [ConfigError(file, line, "file", "not valid UTF-8 text", column)]
     return load_yaml(text, file)

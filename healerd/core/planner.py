@@ -71,11 +71,14 @@ def _oldest_first(containers: Sequence[ObservedContainer]) -> list[ObservedConta
 
 
 def is_available(c: ObservedContainer, spec: ServiceSpec, now: float) -> bool:
-    return (
-        c.running
-        and c.health not in ("starting", "unhealthy")
-        and now - c.created >= spec.update_config.min_ready_seconds
-    )
+    """Serving: running, not `starting` or `unhealthy`, and - for the current spec - up
+    for min_ready_seconds. An old-spec container has proven itself already; it is never
+    the one that has to wait before the rollout may count it."""
+    if not c.running or c.health in ("starting", "unhealthy"):
+        return False
+    if c.spec_hash != spec.spec_hash:
+        return True
+    return now - c.created >= spec.update_config.min_ready_seconds
 
 
 def min_available(spec: ServiceSpec) -> int:
@@ -137,10 +140,11 @@ def plan(
         # Enough current ones: extras go, not-yet-available and newest first; no old or
         # failed container is needed any more.
         ranked = sorted(cur, key=lambda c: (is_available(c, spec, now), -c.created))
-        for c in ranked[: len(cur) - desired]:
+        extras = ranked[: len(cur) - desired]
+        for c in extras:
             remove(c, f"scale down to {desired}")
-        for c in _oldest_first(stale):
-            remove(c, "replaced by containers with the current spec")
+        kept = [c for c in cur if c not in extras]
+        _drop_stale(spec, kept, stale, len(stale), now, remove)
         for c in _oldest_first(failed):
             remove(c, f"{_failure(c, ctx)}, not needed")
         return _done(actions, spec, mine, cur, stale, [], now)
@@ -155,19 +159,8 @@ def plan(
     made = max(0, missing)
 
     if missing < 0 and stale:
-        # More alive than wanted (a surge container is up): old ones go, but never below
-        # the availability floor; old ones that serve nothing go first.
-        available = sum(1 for c in cur + stale if is_available(c, spec, now))
-        floor, extra = min_available(spec), -missing
-        for c in _stale_victims(stale, spec, now):
-            if extra == 0:
-                break
-            if is_available(c, spec, now):
-                if available - 1 < floor:
-                    break
-                available -= 1
-            remove(c, "replaced by a container with the current spec")
-            extra -= 1
+        # More alive than wanted (a surge container is up): old ones go.
+        _drop_stale(spec, cur, stale, -missing, now, remove)
     elif stale and ctx.rollout_allowed:
         step = _rollout_step(spec, cur, stale, held_cur, made, now, remove, create)
         return dataclasses.replace(
@@ -224,6 +217,26 @@ def replacement_verdict(
     streak = c.crash_streak
     wait = 0.0 if streak == 0 else min(policy.max_delay, policy.delay * 2 ** min(streak - 1, 32))
     return died_at + wait, streak + 1
+
+
+def _drop_stale(
+    spec: ServiceSpec,
+    cur: list[ObservedContainer],
+    stale: list[ObservedContainer],
+    count: int,
+    now: float,
+    remove: Callable[[ObservedContainer, str], None],
+) -> None:
+    """Remove up to `count` old containers, those that serve nothing first, but never
+    below the availability floor (a new container still starting does not count)."""
+    available = sum(1 for c in cur + stale if is_available(c, spec, now))
+    floor = min(min_available(spec), available)
+    for c in _stale_victims(stale, spec, now)[:count]:
+        if is_available(c, spec, now):
+            if available - 1 < floor:
+                break
+            available -= 1
+        remove(c, "replaced by a container with the current spec")
 
 
 def _stale_victims(

@@ -31,6 +31,8 @@ from healerd.config import (
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
+from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine
 from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
@@ -56,7 +58,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resync-interval", type=float, help="seconds between full resyncs")
     p.add_argument("--workers", type=int, help="services reconciled at once")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--admin-group",
+        default=ApiOptions.admin_group,
+        help="group whose members may change things over the local API (root always may; "
+        "default healerd-admin; empty: root only)",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        type=_listen_address,
+        help="also serve /metrics over TCP on HOST:PORT (e.g. 127.0.0.1:9464); default off",
+    )
     return p
+
+
+def _listen_address(value: str) -> str:
+    try:
+        parse_listen(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def resolve_settings(args: argparse.Namespace) -> Settings:
@@ -87,6 +108,9 @@ def docker_host(settings: Settings) -> str:
 
 
 class Daemon:
+    # Local API options from the command line (main() sets them).
+    api_options: ApiOptions = ApiOptions()
+
     def __init__(self, settings: Settings, engine: Engine, clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -160,7 +184,7 @@ class Daemon:
         """Re-read every config file; broken files keep their last good services."""
         conf_dir = self.settings.config_dir / "conf.d"
         try:
-            results = load_conf_dir(conf_dir)
+            results = load_conf_dir(conf_dir, strict_modes=self.settings.strict_modes)
         except OSError as exc:
             log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)
             return
@@ -196,8 +220,9 @@ class Daemon:
             s.workers,
             s.resync_interval,
         )
-        log.info("local API socket %s: not served yet (flag accepted)", s.socket_path)
         self.reload()
+        confwatch = ConfigWatcher(s.config_dir, self.request_reload)
+        confwatch.start()
         log.info(
             "%d service(s) declared: %s",
             len(self.controller.desired.services),
@@ -214,6 +239,12 @@ class Daemon:
         ]
         for t in threads:
             t.start()
+        api = ApiServer(self, self.api_options)
+        try:
+            api.start()
+        except OSError as exc:
+            # Healing matters more than the API: keep going without it.
+            log.error("local API not served on %s: %s", s.socket_path, exc)
         log.info("ready: %s", self.controller.summary())
         next_resync = self.clock.monotonic() + s.resync_interval
         while not self._stop_requested:
@@ -230,7 +261,9 @@ class Daemon:
                 self.controller.enqueue_all()
                 next_resync = self.clock.monotonic() + s.resync_interval
         log.info("stopping; containers are left running")
+        api.stop()
         self._stop.set()
+        confwatch.stop()
         self.watcher.stop()
         self.controller.shutdown()
         for t in threads:
@@ -261,6 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         docker_host(settings), timeout=settings.engine_timeout, pool_size=settings.workers * 4
     )
     daemon = Daemon(settings, engine)
+    daemon.api_options = ApiOptions(
+        admin_group=args.admin_group or None, metrics_listen=args.metrics_listen
+    )
     daemon.install_signal_handlers()
     code = daemon.run()
     logging.shutdown()

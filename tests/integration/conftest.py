@@ -99,7 +99,7 @@ class ConfigDir:
             "services:",
             f"  {name}:",
             f"    image: {IMAGE}",
-            f"    command: {json.dumps(COMMAND)}",
+            f"    command: {fields.pop('command', json.dumps(COMMAND))}",
             "    stop_grace_period: 2s",
             f"    replicas: {replicas}",
         ]

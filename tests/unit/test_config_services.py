@@ -290,7 +290,7 @@ def test_image_is_required_at_the_service_line() -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [('""', "without whitespace"), ('"a b"', "whitespace"), ("3", "a string"), ("[a]", "a string")],
+    [('""', "must not be empty"), ('"a b"', "whitespace"), ("3", "a string"), ("[a]", "a string")],
 )
 def test_bad_images(value: str, text: str) -> None:
     errors = bad(f"services:\n  web:\n    image: {value}\n")
@@ -317,8 +317,22 @@ def test_unknown_service_key_did_you_mean(key: str, suggestion: str) -> None:
 
 
 def test_unknown_service_key_without_suggestion() -> None:
-    error = one_error("privileged: true")
-    assert error.reason == "unknown key 'privileged'"
+    error = one_error("frobnicate: always")
+    assert error.reason == "unknown key 'frobnicate'"
+
+
+@pytest.mark.parametrize(
+    ("key", "hint"),
+    [
+        ("restart: always", "never gives up; restart_policy sets its backoff"),
+        ("deploy: {replicas: 2}", "write replicas, update_config and restart_policy directly"),
+        ("container_name: x", "names containers"),
+    ],
+)
+def test_compose_keys_that_healerd_replaces_say_what_to_write(key: str, hint: str) -> None:
+    error = one_error(key)
+    assert error.reason.startswith(f"unknown key {key.split(':')[0]!r}: ")
+    assert hint in error.reason
 
 
 # --- command / entrypoint ------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 from healerd.config import (
     DesiredStore,
     FileResult,
+    is_config_name,
     list_config_files,
     load_conf_dir,
     parse_service_text,
@@ -116,12 +117,34 @@ def test_rule5_the_first_file_in_sorted_order_wins_a_name() -> None:
     state = store.update([later, good("a.yaml", "web")])
     assert state.services["web"].image == "busybox:1"
     assert state.services["web"].source_file == "a.yaml"
-    assert state.services["db"].source_file == "b.yaml"
+    # The losing file is refused whole, like a file with an error: b's db never applies.
+    assert "db" not in state.services
     assert len(state.errors) == 1
     error = state.errors[0]
-    assert (error.file, error.line, error.field) == ("b.yaml", 2, "services.web")
+    assert (error.file, error.line, error.column, error.field) == ("b.yaml", 2, 3, "services.web")
     assert "a.yaml" in error.reason and "b.yaml" in str(error)
-    assert state.broken_files == ()
+    assert state.broken_files == ("b.yaml",)
+    assert state.hold_orphans  # b.yaml was never good: db's containers must stay
+
+
+def test_rule5_the_name_already_applied_keeps_it_whatever_the_file_order() -> None:
+    store = DesiredStore()
+    store.update([good("b.yaml", "web", "db", image="busybox:2")])
+    state = store.update([good("a.yaml", "web"), good("b.yaml", "web", "db", image="busybox:2")])
+    assert state.services["web"].source_file == "b.yaml"
+    assert state.services["db"].source_file == "b.yaml"
+    assert state.broken_files == ("a.yaml",)
+    assert [(e.file, e.field) for e in state.errors] == [("a.yaml", "services.web")]
+    assert "the one in b.yaml is used" in state.errors[0].reason
+
+
+def test_rule5_a_refused_file_keeps_its_last_good_version() -> None:
+    store = DesiredStore()
+    store.update([good("a.yaml", "web"), good("b.yaml", "db")])
+    state = store.update([good("a.yaml", "web"), good("b.yaml", "db", "web")])
+    assert state.services["web"].source_file == "a.yaml"
+    assert state.services["db"].source_file == "b.yaml"
+    assert state.broken_files == ("b.yaml",)
     assert not state.hold_orphans
 
 
@@ -157,6 +180,82 @@ def test_whole_flow_on_disk(tmp_path: Path) -> None:
     state = store.update(load_conf_dir(conf))
     assert state.services["web"].replicas == 2
     assert state.broken_files == (str(conf / "a.yaml"),)
-    assert str(state.errors[0]).startswith(f"{conf / 'a.yaml'}:2: services.web.replicas:")
+    assert str(state.errors[0]).startswith(f"{conf / 'a.yaml'}:2:27: services.web.replicas:")
     (conf / "a.yaml").unlink()
     assert dict(store.update(load_conf_dir(conf)).services) == {}
+
+
+# --- what system tools leave behind --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".a.yaml",
+        ".a.yaml.swp",
+        ".#a.yaml",
+        "a.yaml~",
+        "#a.yaml#",
+        "a.yaml.swp",
+        "a.yaml.swx",
+        "a.yaml.tmp",
+        "a.yaml.bak",
+        "a.yaml.orig",
+        "a.yaml.dpkg-old",
+        "a.yaml.dpkg-new",
+        "a.yaml.dpkg-dist",
+        "a.yaml.dpkg-tmp",
+        "a.yaml.rpmnew",
+        "a.yaml.rpmsave",
+        "a.json",
+        "README",
+        ".yaml",
+    ],
+)
+def test_leftovers_are_not_config_files(tmp_path: Path, name: str) -> None:
+    assert not is_config_name(name)
+    (tmp_path / name).write_text("services:\n  x: {image: busybox}\n")
+    assert list_config_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["a.yaml", "a.yml", "10-web.yaml", "a.b.yaml"])
+def test_config_names(name: str) -> None:
+    assert is_config_name(name)
+
+
+# --- fixed host ports across files ---------------------------------------------------
+
+
+def ported(file: str, name: str, port: str = "8080:80", image: str = "busybox:1") -> FileResult:
+    text = f"services:\n  {name}:\n    image: {image}\n    ports: ['{port}']\n"
+    result = parse_service_text(text, file)
+    assert result.services is not None
+    return result
+
+
+def test_a_host_port_across_files_refuses_the_later_file_naming_both() -> None:
+    state = DesiredStore().update([ported("b.yaml", "web2"), ported("a.yaml", "web")])
+    assert list(state.services) == ["web"]
+    assert state.broken_files == ("b.yaml",)
+    [error] = state.errors
+    assert (error.file, error.line, error.column, error.field) == ("b.yaml", 2, 3, "services.web2")
+    assert "host port 8080/tcp is also published by service 'web' in a.yaml" in error.reason
+    assert state.hold_orphans
+
+
+def test_the_service_holding_a_port_keeps_it_whatever_the_file_order() -> None:
+    store = DesiredStore()
+    store.update([ported("b.yaml", "web2"), good("a.yaml", "web")])
+    # a.yaml's web now wants the port b.yaml's web2 holds: a.yaml is refused, web stays as it was.
+    state = store.update([ported("b.yaml", "web2"), ported("a.yaml", "web", image="busybox:2")])
+    assert state.services["web"].ports == ()
+    assert state.services["web2"].ports[0].host_port == 8080
+    assert state.broken_files == ("a.yaml",)
+    assert not state.hold_orphans
+    assert "also published by service 'web2' in b.yaml" in state.errors[0].reason
+
+
+def test_different_host_ports_across_files_are_fine() -> None:
+    state = DesiredStore().update([ported("a.yaml", "web"), ported("b.yaml", "web2", "8081:80")])
+    assert sorted(state.services) == ["web", "web2"]
+    assert state.errors == ()

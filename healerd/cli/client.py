@@ -1,0 +1,123 @@
+"""A small HTTP/JSON client for healerd's Unix socket, with errors an operator can act on."""
+
+from __future__ import annotations
+
+import errno
+import http.client
+import json
+import os
+import socket
+import stat
+from typing import Any
+from urllib.parse import quote, urlencode
+
+
+class DaemonUnreachable(Exception):
+    """No answer from healerd: the message says where we looked and what we found."""
+
+
+class ApiFailure(Exception):
+    """healerd answered, with an error status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def explain_unreachable(path: str, exc: BaseException) -> str:
+    """One line: where healerctl looked, whether the socket exists, and what went wrong."""
+    where = f"cannot reach healerd at {path}"
+    hint = "(set --socket or HEALERD_SOCKET if it listens elsewhere)"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"{where}: no such socket: healerd is not running or uses another socket {hint}"
+    except PermissionError:
+        return f"{where}: permission denied on the path to the socket {hint}"
+    except OSError as e:
+        return f"{where}: {e.strerror or e}"
+    if not stat.S_ISSOCK(st.st_mode):
+        return f"{where}: the file exists but is not a socket {hint}"
+    if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EACCES:
+        return (
+            f"{where}: permission denied: the socket exists but you may not open it "
+            "(it is for root and group healerd)"
+        )
+    if isinstance(exc, ConnectionRefusedError):
+        return f"{where}: the socket exists but nobody listens: healerd is not running"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return f"{where}: the socket exists but healerd did not answer in time"
+    return f"{where}: the socket exists but the connection failed: {exc}"
+
+
+class Client:
+    def __init__(self, socket_path: str, timeout: float = 30.0) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        raw: bool = False,
+    ) -> Any:
+        given = {k: v for k, v in (params or {}).items() if v is not None}
+        query = "?" + urlencode(given, doseq=True) if given else ""
+        conn = _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
+        try:
+            try:
+                conn.request(method, path + query, body=b"" if method == "POST" else None)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException) as exc:
+                if isinstance(exc, TimeoutError | socket.timeout) and conn.sock is not None:
+                    raise DaemonUnreachable(
+                        f"healerd at {self.socket_path} did not answer within {conn.timeout:g}s"
+                    ) from None
+                raise DaemonUnreachable(explain_unreachable(self.socket_path, exc)) from None
+        finally:
+            conn.close()
+        if resp.status >= 400:
+            try:
+                message = str(json.loads(data)["error"])
+            except (ValueError, KeyError, TypeError):
+                message = data.decode(errors="replace").strip()[:500] or resp.reason
+            raise ApiFailure(resp.status, message)
+        if raw:
+            return data
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise DaemonUnreachable(
+                f"healerd at {self.socket_path} sent an answer that is not JSON"
+            ) from None
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params)
+
+    def post(self, path: str) -> Any:
+        return self.request("POST", path)
+
+
+def service_path(name: str, verb: str) -> str:
+    return f"/v1/services/{quote(name, safe='')}/{verb}"

@@ -1,0 +1,87 @@
+"""`healerctl validate`: the daemon's own config checks, without a daemon.
+
+A PATH may be a service file, a conf.d directory, or a config directory (with conf.d/
+and an optional healerd.yaml). Directories go through the same loader and merge as the
+daemon's reload, so cross-file problems (a service declared twice) show up too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from healerd.config import (
+    ConfigError,
+    DesiredStore,
+    FileResult,
+    SettingsError,
+    load_conf_dir,
+    load_service_file,
+    load_settings,
+)
+
+SETTINGS_FILE = "healerd.yaml"
+
+
+@dataclass
+class Report:
+    files: list[str] = field(default_factory=list)
+    services: dict[str, str] = field(default_factory=dict)  # name -> file
+    errors: list[ConfigError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "files": self.files,
+            "services": [{"name": n, "file": f} for n, f in sorted(self.services.items())],
+            "errors": [
+                {"file": e.file, "line": e.line, "field": e.field, "reason": e.reason}
+                | {"message": str(e)}
+                for e in self.errors
+            ],
+        }
+
+
+def _add_results(report: Report, results: list[FileResult]) -> None:
+    # The daemon's merge: per-file errors plus services declared in more than one file.
+    state = DesiredStore().update(results)
+    report.files.extend(r.file for r in results)
+    report.errors.extend(state.errors)
+    for name, spec in state.services.items():
+        report.services.setdefault(name, spec.source_file)
+
+
+def _settings(report: Report, path: Path) -> None:
+    report.files.append(str(path))
+    try:
+        load_settings(path)
+    except SettingsError as exc:
+        report.errors.extend(exc.errors)
+
+
+def validate(paths: list[Path]) -> Report:
+    report = Report()
+    for path in paths:
+        if path.is_dir():
+            settings = path / SETTINGS_FILE
+            conf_d = path / "conf.d"
+            if conf_d.is_dir() or settings.is_file():
+                if settings.is_file():
+                    _settings(report, settings)
+                conf_dir = conf_d
+            else:
+                conf_dir = path
+            try:
+                _add_results(report, load_conf_dir(conf_dir))
+            except OSError as exc:
+                report.errors.append(ConfigError(str(conf_dir), None, "", f"cannot read: {exc}"))
+        elif path.name == SETTINGS_FILE:
+            _settings(report, path)
+        else:
+            _add_results(report, [load_service_file(path)])
+    return report

@@ -1,0 +1,150 @@
+"""env_file: environment values kept out of the service file, read at reconcile time.
+
+Compose semantics: `env_file` is a path or a list of paths, relative to the directory of
+the service file that names them; later files override earlier ones, and the service's
+`environment` overrides them all. Each line is one of:
+
+    # a comment              (only at the start of a line, after optional blanks)
+                             (blank lines are ignored)
+    KEY=VALUE                VALUE runs to the end of the line; " #" starts a comment
+    KEY=                     an empty value
+    export KEY=VALUE         the `export ` prefix of shell files is accepted
+    KEY='VALUE'              single quotes: taken literally
+    KEY="VALUE"              double quotes: \\n \\t \\r \\" \\\\ are unescaped
+
+There is no `${VAR}` interpolation and no multi-line value. Values are secrets: no
+error, log line or exception here ever shows one, only the file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from healerd.config.errors import ConfigError
+from healerd.model import ServiceSpec
+
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
+MAX_ENV_FILE_SIZE = 1024 * 1024
+
+
+class EnvFileError(ValueError):
+    """An env file that cannot be read or parsed; `error` locates it, never showing a value."""
+
+    def __init__(self, error: ConfigError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
+def _value(raw: str) -> str:
+    """Raises ValueError with a message that never contains the value."""
+    text = raw.lstrip()
+    if text[:1] == "'":
+        end = text.find("'", 1)
+        if end < 0:
+            raise ValueError("the single quote is not closed (multi-line values are not supported)")
+        rest, value = text[end + 1 :], text[1:end]
+    elif text[:1] == '"':
+        chars: list[str] = []
+        i = 1
+        while i < len(text) and text[i] != '"':
+            if text[i] == "\\" and i + 1 < len(text):
+                chars.append(_ESCAPES.get(text[i + 1], "\\" + text[i + 1]))
+                i += 2
+            else:
+                chars.append(text[i])
+                i += 1
+        if i >= len(text):
+            raise ValueError("the double quote is not closed (multi-line values are not supported)")
+        rest, value = text[i + 1 :], "".join(chars)
+    else:
+        comment = re.search(r"\s#", text)
+        return (text[: comment.start()] if comment else text).rstrip()
+    rest = rest.strip()
+    if rest and not rest.startswith("#"):
+        raise ValueError("has text after the closing quote")
+    return value
+
+
+def parse_env_text(text: str, file: str) -> tuple[tuple[tuple[str, str], ...], list[ConfigError]]:
+    """KEY=VALUE pairs in file order (a repeated key: the last wins) and every error found."""
+    pairs: dict[str, str] = {}
+    errors: list[ConfigError] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("export "):
+            stripped = stripped[len("export ") :].lstrip()
+        key, sep, raw = stripped.partition("=")
+        key = key.rstrip()
+        if not sep:
+            reason = "is not KEY=VALUE (the line is not shown: it may hold a secret)"
+            errors.append(ConfigError(file, number, "env_file", reason))
+            continue
+        if not _KEY_RE.fullmatch(key):
+            reason = (
+                "the name before '=' must be letters, digits, '_', '.' or '-', not starting "
+                "with a digit (the line is not shown: it may hold a secret)"
+            )
+            errors.append(ConfigError(file, number, "env_file", reason))
+            continue
+        try:
+            pairs.pop(key, None)
+            pairs[key] = _value(raw)
+        except ValueError as exc:
+            errors.append(ConfigError(file, number, f"env_file.{key}", str(exc)))
+    return tuple(pairs.items()), errors
+
+
+def read_env_file(path: Path) -> tuple[tuple[str, str], ...]:
+    """One env file's pairs; raises EnvFileError (the first problem) if it is unusable."""
+    file = str(path)
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_ENV_FILE_SIZE + 1)
+    except OSError as exc:
+        reason = f"cannot read: {exc.strerror or type(exc).__name__}"
+        raise EnvFileError(ConfigError(file, None, "env_file", reason)) from None
+    if len(raw) > MAX_ENV_FILE_SIZE:
+        reason = f"is larger than {MAX_ENV_FILE_SIZE // 1024} KiB"
+        raise EnvFileError(ConfigError(file, None, "env_file", reason))
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise EnvFileError(ConfigError(file, line, "env_file", "not valid UTF-8 text")) from None
+    pairs, errors = parse_env_text(text, file)
+    if errors:
+        raise EnvFileError(errors[0])
+    return pairs
+
+
+def read_env_files(spec: ServiceSpec) -> tuple[tuple[str, str], ...]:
+    """The values of every env file of `spec`, later files overriding earlier ones, sorted
+    by key. `spec.environment` is not included: see effective_environment.
+
+    Raises EnvFileError; its message names the file and line, never a value.
+    """
+    merged: dict[str, str] = {}
+    for path in spec.env_files:
+        merged.update(read_env_file(Path(path)))
+    return tuple(sorted(merged.items()))
+
+
+def effective_environment(spec: ServiceSpec) -> tuple[tuple[str, str], ...]:
+    """What the container gets: the env files' values with `environment` on top, sorted."""
+    merged = dict(read_env_files(spec))
+    merged.update(spec.environment)
+    return tuple(sorted(merged.items()))
+
+
+def env_digest(spec: ServiceSpec) -> str:
+    """sha256 (hex) of the parsed env file values, so that a label can roll containers when
+    an env file changes; "" for a service without env files. Raises EnvFileError."""
+    if not spec.env_files:
+        return ""
+    canonical = "\0".join(f"{k}={v}" for k, v in read_env_files(spec))
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,270 @@
+"""What the local API says: the daemon objects it reads, and their JSON shapes.
+
+Nothing here does socket I/O. Environment values never appear in any view: a
+ServiceSpec's environment is not rendered at all, and actions show only their target
+and reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import psutil
+
+from healerd import __version__
+from healerd.config import ConfigError, DesiredState, Settings
+from healerd.core.events import Event, EventLog
+from healerd.core.status import ContainerStatus, ServiceStatus
+from healerd.model import Action
+
+# States a service can be in without anything left to do.
+CONVERGED = "Converged"
+PAUSED = "Paused"
+# Where the engine keeps its data when it does not say otherwise.
+DEFAULT_DATA_ROOT = "/var/lib/docker"
+
+
+class StatsLike(Protocol):
+    @property
+    def passes(self) -> int: ...
+    @property
+    def list_calls(self) -> int: ...
+
+
+class ControllerLike(Protocol):
+    """The part of healerd.core.controller.Controller the API uses."""
+
+    @property
+    def desired(self) -> DesiredState: ...
+    @property
+    def events(self) -> EventLog: ...
+    @property
+    def engine_ok(self) -> bool | None: ...
+    @property
+    def engine_version(self) -> str | None: ...
+    @property
+    def stats(self) -> StatsLike: ...
+
+    def statuses(self) -> list[ServiceStatus]: ...
+    def container_statuses(self, service: str | None = None) -> list[ContainerStatus]: ...
+    def paused_services(self) -> set[str]: ...
+    def pause(self, service: str) -> None: ...
+    def resume(self, service: str) -> None: ...
+    def reconcile_now(self, service: str | None) -> None: ...
+    def preview(self, service: str | None) -> list[Action]: ...
+    def add_hooks(self, hooks: object) -> None: ...
+
+
+class DaemonLike(Protocol):
+    """The part of healerd.daemon.main.Daemon the API uses."""
+
+    @property
+    def controller(self) -> ControllerLike: ...
+    @property
+    def settings(self) -> Settings: ...
+
+    def request_reload(self) -> None: ...
+
+
+# -- services ------------------------------------------------------------------
+
+
+def effective_statuses(controller: ControllerLike) -> list[ServiceStatus]:
+    """The controller's statuses, completed with what it has not looked at yet.
+
+    A service declared since the last pass shows as Pending; a service whose replica
+    count changed since its last pass is not reported as converged on the old count
+    (so `healerctl reload && healerctl wait` cannot return early); a paused service
+    always shows as Paused.
+    """
+    desired = controller.desired.services
+    paused = controller.paused_services()
+    # Copies: the controller's objects are its own.
+    by_name = {s.name: dataclasses.replace(s) for s in controller.statuses() if s.name}
+    for name, spec in desired.items():
+        st = by_name.get(name)
+        if st is None:
+            by_name[name] = ServiceStatus(
+                name=name,
+                desired=spec.replicas,
+                state="Pending",
+                reason="declared; not reconciled yet",
+                source_file=spec.source_file,
+            )
+            continue
+        if st.desired != spec.replicas and st.state == CONVERGED:
+            st.state = "Progressing"
+            st.reason = f"replicas changed from {st.desired} to {spec.replicas}; pass pending"
+            st.desired = spec.replicas
+        if not st.source_file:
+            st.source_file = spec.source_file
+    for name in paused:
+        st = by_name.get(name)
+        if st is not None:
+            st.paused = True
+            if st.state != PAUSED:
+                st.state = PAUSED
+                st.reason = st.reason or "paused by an operator: healerd leaves it alone"
+    return sorted(by_name.values(), key=lambda s: s.name)
+
+
+def is_converged(st: ServiceStatus) -> bool:
+    return (
+        st.state == CONVERGED
+        and not st.paused
+        and st.running == st.desired
+        and st.up_to_date == st.desired
+        and st.available >= st.desired
+    )
+
+
+def service_view(st: ServiceStatus, now: float) -> dict[str, Any]:
+    return {
+        "name": st.name,
+        "desired": st.desired,
+        "running": st.running,
+        "ready": st.running,
+        "available": st.available,
+        "up_to_date": st.up_to_date,
+        "restarts": st.restarts,
+        "state": st.state,
+        "reason": st.reason,
+        "converged": is_converged(st),
+        "paused": st.paused,
+        "since": st.since or None,
+        "age_seconds": round(max(0.0, now - st.since), 3) if st.since else None,
+        "source_file": st.source_file,
+        "next_retry": st.next_retry,
+    }
+
+
+def config_error_view(err: ConfigError) -> dict[str, Any]:
+    return {
+        "file": err.file,
+        "line": err.line,
+        "field": err.field,
+        "reason": err.reason,
+        "message": str(err),
+    }
+
+
+def engine_view(controller: ControllerLike) -> dict[str, Any]:
+    return {"reachable": controller.engine_ok, "version": controller.engine_version}
+
+
+def data_root(controller: ControllerLike) -> str:
+    """The engine's data root if the controller knows it, else Docker's default (or /)."""
+    root = getattr(controller, "engine_data_root", None)
+    if isinstance(root, str) and root:
+        return root
+    return DEFAULT_DATA_ROOT if os.path.isdir(DEFAULT_DATA_ROOT) else "/"
+
+
+def host_view(disk_path: str) -> dict[str, Any]:
+    """Memory, disk and load via psutil; a part that cannot be read is null, never an error."""
+    out: dict[str, Any] = {"memory": None, "disk": None, "load": None, "cpus": os.cpu_count()}
+    try:
+        vm = psutil.virtual_memory()
+        out["memory"] = {
+            "total_bytes": vm.total,
+            "available_bytes": vm.available,
+            "used_percent": vm.percent,
+        }
+    except (OSError, RuntimeError):
+        pass
+    try:
+        du = psutil.disk_usage(disk_path)
+        out["disk"] = {
+            "path": disk_path,
+            "total_bytes": du.total,
+            "free_bytes": du.free,
+            "used_percent": du.percent,
+        }
+    except (OSError, RuntimeError):
+        pass
+    with contextlib.suppress(OSError):
+        out["load"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def status_payload(
+    controller: ControllerLike, names: Iterable[str] = (), now: float | None = None
+) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    wanted = set(names)
+    statuses = [s for s in effective_statuses(controller) if not wanted or s.name in wanted]
+    desired = controller.desired
+    return {
+        "services": [service_view(s, now) for s in statuses],
+        "missing": sorted(wanted - {s.name for s in statuses}),
+        "engine": engine_view(controller),
+        "host": host_view(data_root(controller)),
+        "config_errors": [config_error_view(e) for e in desired.errors],
+        "broken_files": list(desired.broken_files),
+        "paused": sorted(controller.paused_services()),
+        "daemon": {"version": __version__, "pid": os.getpid()},
+    }
+
+
+# -- containers, events, actions ------------------------------------------------
+
+
+def container_view(c: ContainerStatus, now: float) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "id": c.id,
+        "service": c.service,
+        "state": c.state,
+        "status": c.status,
+        "health": c.health,
+        "restarts": c.restarts,
+        "exit_code": c.exit_code,
+        "created": c.created,
+        "age_seconds": round(max(0.0, now - c.created), 3),
+        "image": c.image,
+        "up_to_date": c.up_to_date,
+    }
+
+
+def event_view(e: Event) -> dict[str, Any]:
+    return {
+        "seq": e.seq,
+        "time": e.time,
+        "kind": e.kind,
+        "service": e.service,
+        "container": e.container,
+        "message": e.message,
+    }
+
+
+def action_view(a: Action) -> dict[str, Any]:
+    """An action's target and reason only: its spec (and so its environment) stays home."""
+    c = a.container
+    return {
+        "kind": a.kind.value,
+        "service": a.service,
+        "container": c.name if c is not None else None,
+        "container_id": c.id if c is not None else None,
+        "image": a.spec.image if a.spec is not None else (c.image if c is not None else None),
+        "reason": a.reason,
+    }
+
+
+__all__ = [
+    "CONVERGED",
+    "PAUSED",
+    "ControllerLike",
+    "DaemonLike",
+    "action_view",
+    "container_view",
+    "effective_statuses",
+    "event_view",
+    "is_converged",
+    "service_view",
+    "status_payload",
+]

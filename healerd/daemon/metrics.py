@@ -1,0 +1,179 @@
+"""Prometheus metrics: counters and histograms fed by the controller's hooks, plus a
+collector that reads the controller's state at scrape time (so gauges are never stale).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from healerd import __version__
+from healerd.daemon.api_views import ControllerLike, effective_statuses, is_converged
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# States in which healerd is waiting out a backoff before it tries again.
+BACKOFF_STATES = frozenset({"CrashLoopBackOff", "CrashBackoff", "ImagePullBackOff"})
+# From a replica's loss to its replacement running: sub-second is the goal.
+HEAL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+PASS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class Metrics:
+    """Register with `controller.add_hooks(metrics)`; render with `render()`."""
+
+    def __init__(self, controller: ControllerLike) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.actions = Counter(
+            "healerd_actions",
+            "Actions healerd executed, by kind (create, remove, ...) and result (ok, error).",
+            ["kind", "result"],
+            registry=self.registry,
+        )
+        self.reconcile = Histogram(
+            "healerd_reconcile_duration_seconds",
+            "Duration of one reconcile pass of a service (observe, plan, act).",
+            ["service"],
+            buckets=PASS_BUCKETS,
+            registry=self.registry,
+        )
+        self.heal = Histogram(
+            "healerd_heal_latency_seconds",
+            "From a replica's loss (as healerd saw it) to its replacement running.",
+            ["service"],
+            buckets=HEAL_BUCKETS,
+            registry=self.registry,
+        )
+        self.state = StateCollector(controller)
+        self.registry.register(self.state)
+
+    # -- hooks the controller calls --------------------------------------------
+
+    def on_action(self, kind: str, service: str, ok: bool) -> None:
+        self.actions.labels(kind, "ok" if ok else "error").inc()
+
+    def on_pass(self, service: str, seconds: float) -> None:
+        if service:
+            self.reconcile.labels(service).observe(max(0.0, seconds))
+
+    def on_heal(self, service: str, latency_seconds: float) -> None:
+        if service:
+            self.heal.labels(service).observe(max(0.0, latency_seconds))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class StateCollector(Collector):
+    """Reads the controller at every scrape. Events are counted by kind from the ring
+    buffer, continuing from the last scrape (more than the buffer's capacity between
+    two scrapes would be undercounted)."""
+
+    def __init__(self, controller: ControllerLike) -> None:
+        self._controller = controller
+        self._lock = threading.Lock()
+        self._event_seq = 0
+        self._event_counts: dict[str, int] = {}
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def _count_events(self) -> dict[str, int]:
+        with self._lock:
+            for e in self._controller.events.since(self._event_seq):
+                self._event_counts[e.kind] = self._event_counts.get(e.kind, 0) + 1
+                self._event_seq = max(self._event_seq, e.seq)
+            return dict(self._event_counts)
+
+    def collect(self) -> Iterator[Metric]:
+        c = self._controller
+        info = GaugeMetricFamily("healerd_build_info", "healerd's version.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+
+        per_service = {
+            "desired": ("healerd_service_desired_replicas", "Replicas declared."),
+            "running": ("healerd_service_running_replicas", "Containers running."),
+            "available": (
+                "healerd_service_available_replicas",
+                "Containers running and healthy (or without a healthcheck).",
+            ),
+            "up_to_date": (
+                "healerd_service_up_to_date_replicas",
+                "Running containers of the current spec.",
+            ),
+            "restarts": ("healerd_service_restarts", "Replacements of the service's replicas."),
+        }
+        families = {
+            field: GaugeMetricFamily(name, doc, labels=["service"])
+            for field, (name, doc) in per_service.items()
+        }
+        converged = GaugeMetricFamily(
+            "healerd_service_converged", "1 when what runs is what is declared.", labels=["service"]
+        )
+        paused = GaugeMetricFamily(
+            "healerd_service_paused", "1 while an operator paused the service.", labels=["service"]
+        )
+        backoff = GaugeMetricFamily(
+            "healerd_service_in_backoff",
+            "1 while healerd waits out a backoff before acting on the service again.",
+            labels=["service"],
+        )
+        state = GaugeMetricFamily(
+            "healerd_service_state", "The service's current state (1).", labels=["service", "state"]
+        )
+        for st in effective_statuses(c):
+            for field, fam in families.items():
+                fam.add_metric([st.name], float(getattr(st, field)))
+            converged.add_metric([st.name], 1.0 if is_converged(st) else 0.0)
+            paused.add_metric([st.name], 1.0 if st.paused else 0.0)
+            in_backoff = st.state in BACKOFF_STATES or st.next_retry is not None
+            backoff.add_metric([st.name], 1.0 if in_backoff else 0.0)
+            state.add_metric([st.name, st.state], 1.0)
+        yield from families.values()
+        yield from (converged, paused, backoff, state)
+
+        up = GaugeMetricFamily(
+            "healerd_engine_up", "1 when the last engine call succeeded, 0 otherwise."
+        )
+        up.add_metric([], 1.0 if c.engine_ok else 0.0)
+        yield up
+        if c.engine_version:
+            ev = GaugeMetricFamily(
+                "healerd_engine_info", "The engine's version.", labels=["version"]
+            )
+            ev.add_metric([c.engine_version], 1.0)
+            yield ev
+
+        desired = c.desired
+        yield GaugeMetricFamily(
+            "healerd_config_errors", "Errors in the service files.", value=len(desired.errors)
+        )
+        yield GaugeMetricFamily(
+            "healerd_config_broken_files",
+            "Service files skipped because of errors.",
+            value=len(desired.broken_files),
+        )
+        yield GaugeMetricFamily(
+            "healerd_services_declared", "Services declared.", value=len(desired.services)
+        )
+
+        events = CounterMetricFamily(
+            "healerd_events",
+            "Events healerd recorded, by kind (created, removed, backoff, config-error, ...).",
+            labels=["kind"],
+        )
+        for kind, n in sorted(self._count_events().items()):
+            events.add_metric([kind], n)
+        yield events
+
+        stats = c.stats
+        yield CounterMetricFamily(
+            "healerd_reconcile_passes", "Reconcile passes run.", value=stats.passes
+        )
+        yield CounterMetricFamily(
+            "healerd_engine_list_calls", "Container list calls made.", value=stats.list_calls
+        )

@@ -1,0 +1,200 @@
+"""The config watcher on real directories: prompt, debounced, robust to the directory going away."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from healerd.daemon.confwatch import ConfigWatcher
+
+GOOD = "services:\n  web: {image: busybox}\n"
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.times.append(time.monotonic())
+
+    @property
+    def count(self) -> int:
+        with self.lock:
+            return len(self.times)
+
+
+def wait_until(what: str, predicate: Callable[[], bool], timeout: float = 3.0) -> float:
+    """Polls until `predicate` holds; returns how long it took."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+@pytest.fixture(params=["inotify", "polling"])
+def setup(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[ConfigWatcher, Calls, Path]]:
+    root = tmp_path / "etc"
+    (root / "conf.d").mkdir(parents=True)
+    calls = Calls()
+    inotify = request.param == "inotify"
+    watcher = ConfigWatcher(root, calls, use_inotify=inotify, poll_interval=0.2)
+    watcher.start()
+    assert watcher.mode == request.param
+    yield watcher, calls, root / "conf.d"
+    watcher.stop()
+    assert watcher.mode == "stopped"
+
+
+def settle(calls: Calls, watcher: ConfigWatcher) -> int:
+    """Waits until no callback is pending (longer than the debounce) and returns the count."""
+    before = -1
+    while before != calls.count:
+        before = calls.count
+        deadline = time.monotonic() + watcher._max_delay + 0.4
+        while time.monotonic() < deadline and calls.count == before:
+            time.sleep(0.02)
+    return calls.count
+
+
+def test_create_change_rename_delete_each_trigger_within_a_second(
+    setup: tuple[ConfigWatcher, Calls, Path],
+) -> None:
+    watcher, calls, conf_d = setup
+    path = conf_d / "a.yaml"
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("create", lambda: path.write_text(GOOD)),
+        ("change", lambda: path.write_text(GOOD + "# changed, longer\n")),
+        ("rename away", lambda: path.rename(conf_d.parent / "a.yaml")),
+        ("rename in", lambda: (conf_d.parent / "a.yaml").rename(conf_d / "b.yaml")),
+        ("chmod", lambda: os.chmod(conf_d / "b.yaml", 0o600)),
+        ("delete", lambda: (conf_d / "b.yaml").unlink()),
+    ]
+    for what, step in steps:
+        before = settle(calls, watcher)
+        step()
+        took = wait_until(what, lambda b=before: calls.count > b, timeout=2.0)  # type: ignore[misc]
+        if watcher.mode == "inotify":
+            assert took < 1.0, f"{what} took {took:.2f}s"
+
+
+def test_ignored_names_do_not_trigger(setup: tuple[ConfigWatcher, Calls, Path]) -> None:
+    watcher, calls, conf_d = setup
+    before = settle(calls, watcher)
+    for name in [".a.yaml.swp", "a.yaml~", "a.yaml.dpkg-new", "notes.txt", "#a.yaml#"]:
+        (conf_d / name).write_text("x")
+    # A relevant file afterwards: exactly one callback for it, none for the leftovers.
+    (conf_d / "z.yaml").write_text(GOOD)
+    wait_until("the relevant change", lambda: calls.count > before)
+    assert settle(calls, watcher) == before + 1
+
+
+def test_a_burst_of_writes_is_debounced(tmp_path: Path) -> None:
+    (tmp_path / "conf.d").mkdir()
+    calls = Calls()
+    watcher = ConfigWatcher(tmp_path, calls)
+    watcher.start()
+    try:
+        path = tmp_path / "conf.d" / "a.yaml"
+        start = time.monotonic()
+        with path.open("w") as f:  # a slow writer: one chunk every 50 ms for 1.5 s
+            for i in range(30):
+                f.write(f"# chunk {i}\n")
+                f.flush()
+                time.sleep(0.05)
+        wait_until("a callback", lambda: calls.count > 0)
+        # At most one callback per max_delay (0.8 s) while the writes go on, not one per write.
+        assert 1 <= settle(calls, watcher) <= 4
+        assert calls.times[0] - start < 1.0  # the first one still came within a second
+    finally:
+        watcher.stop()
+
+
+def test_conf_d_deleted_and_recreated(setup: tuple[ConfigWatcher, Calls, Path]) -> None:
+    watcher, calls, conf_d = setup
+    (conf_d / "a.yaml").write_text(GOOD)
+    before = settle(calls, watcher)
+    shutil.rmtree(conf_d)
+    wait_until("deletion noticed", lambda: calls.count > before)
+    before = settle(calls, watcher)
+    conf_d.mkdir()
+    (conf_d / "b.yaml").write_text(GOOD)
+    wait_until("recreation noticed", lambda: calls.count > before)
+    before = settle(calls, watcher)
+    (conf_d / "b.yaml").write_text(GOOD + "# again\n")  # the new directory is watched
+    wait_until("a change in the new directory", lambda: calls.count > before, timeout=2.0)
+
+
+def test_config_dir_deleted_and_recreated(setup: tuple[ConfigWatcher, Calls, Path]) -> None:
+    watcher, calls, conf_d = setup
+    before = settle(calls, watcher)
+    shutil.rmtree(conf_d.parent)
+    wait_until("deletion noticed", lambda: calls.count > before)
+    before = settle(calls, watcher)
+    conf_d.mkdir(parents=True)
+    (conf_d / "a.yaml").write_text(GOOD)
+    wait_until("recreation noticed", lambda: calls.count > before, timeout=3.0)
+    before = settle(calls, watcher)
+    (conf_d / "a.yaml").write_text(GOOD + "# again\n")
+    wait_until("a change after recreation", lambda: calls.count > before, timeout=3.0)
+
+
+def test_settings_change_is_logged_as_needing_a_restart(
+    setup: tuple[ConfigWatcher, Calls, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    watcher, calls, conf_d = setup
+    before = settle(calls, watcher)
+    (conf_d.parent / "healerd.yaml").write_text("workers: 2\n")
+    wait_until("settings change", lambda: calls.count > before)
+    wait_until("the warning", lambda: "apply only when healerd restarts" in caplog.text)
+
+
+def test_a_failing_callback_does_not_stop_the_watcher(tmp_path: Path) -> None:
+    (tmp_path / "conf.d").mkdir()
+    calls = Calls()
+
+    def callback() -> None:
+        calls()
+        raise RuntimeError("boom")
+
+    watcher = ConfigWatcher(tmp_path, callback)
+    watcher.start()
+    try:
+        (tmp_path / "conf.d" / "a.yaml").write_text(GOOD)
+        wait_until("first", lambda: calls.count >= 1)
+        before = settle(calls, watcher)
+        (tmp_path / "conf.d" / "b.yaml").write_text(GOOD)
+        wait_until("second", lambda: calls.count > before)
+    finally:
+        watcher.stop()
+
+
+def test_missing_config_dir_at_start_is_picked_up_later(tmp_path: Path) -> None:
+    calls = Calls()
+    watcher = ConfigWatcher(tmp_path / "etc", calls)
+    watcher.start()
+    try:
+        (tmp_path / "etc" / "conf.d").mkdir(parents=True)
+        (tmp_path / "etc" / "conf.d" / "a.yaml").write_text(GOOD)
+        wait_until("the new directory", lambda: calls.count >= 1, timeout=3.0)
+    finally:
+        watcher.stop()
+
+
+def test_stop_is_prompt(tmp_path: Path) -> None:
+    watcher = ConfigWatcher(tmp_path, Calls())
+    watcher.start()
+    start = time.monotonic()
+    watcher.stop()
+    assert time.monotonic() - start < 0.5
