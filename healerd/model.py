@@ -85,6 +85,7 @@ CONTAINER_FIELDS = (
     "entrypoint",
     "environment",
     "env_files",
+    "env_digest",
     "labels",
     "user",
     "working_dir",
@@ -109,6 +110,9 @@ class ServiceSpec:
     entrypoint: tuple[str, ...] | None = None
     environment: tuple[tuple[str, str], ...] = ()
     env_files: tuple[str, ...] = ()
+    # sha256 of the env files' values (read when the config is loaded): part of the hash,
+    # so that editing an env file rolls the containers, while no value sits in the spec.
+    env_digest: str = ""
     labels: tuple[tuple[str, str], ...] = ()
     user: str | None = None
     working_dir: str | None = None

@@ -6,6 +6,8 @@ error in the file is collected and the operator can fix them in one go.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import ipaddress
 import math
 import posixpath
@@ -17,7 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
 
-from healerd.config.envfile import EnvFileError, read_env_file
+from healerd.config.envfile import EnvFileError, env_digest, read_env_file
 from healerd.config.errors import ConfigError, sort_errors, unknown_key_reason
 from healerd.config.imageref import image_reference_problem
 from healerd.config.trust import trust_problem
@@ -732,6 +734,10 @@ def _service(name: str, body: object, at: _At) -> ServiceSpec | None:
         restart_policy=_optional(body, at, "restart_policy", _restart_policy, RestartPolicy()),
         source_file=at.file,
     )
+    if spec.env_files:
+        # Errors were reported above; a digest is only taken of files that read cleanly.
+        with contextlib.suppress(EnvFileError, OSError):
+            spec = dataclasses.replace(spec, env_digest=env_digest(spec))
     if spec.replicas > 1 and spec.has_fixed_host_port:
         at.key(body, "ports").error("a fixed host port allows only one replica")
     update = body.get("update_config")

@@ -120,6 +120,7 @@ class Controller:
         self._engine_back = False
         self.engine_ok: bool | None = None
         self.engine_version: str | None = None
+        self.engine_data_root: str | None = None
         self._engine_down_logged_at: float | None = None
         self.last_progress = clock.monotonic()
         self.on_engine_back: Callable[[], None] = lambda: None
@@ -301,6 +302,7 @@ class Controller:
         if self.engine_version is None or self.engine_ok is not True:
             with contextlib.suppress(EngineError):
                 self.engine_version = self._engine.version()
+                self.engine_data_root = self._engine.data_root()
         self.engine_ok = True
 
     # -- one pass -------------------------------------------------------------------
@@ -407,12 +409,12 @@ class Controller:
         elif p.note:
             self.queue.forget(key)
             self._set_status(key, "Held", p.note, spec, mine, p)
-        elif p.converged or (spec is None and not mine):
+        elif spec is None and not mine:
             self.queue.forget(key)
-            if spec is None:
-                self._drop(key)
-            else:
-                self._set_status(key, "Converged", "", spec, mine, p)
+            self._drop(key)
+        elif p.converged and spec is not None and p.available >= spec.replicas:
+            self.queue.forget(key)
+            self._set_status(key, "Converged", "", spec, mine, p)
         else:
             self._set_status(key, "Progressing", _waiting_reason(spec, p), spec, mine, p)
 

@@ -6,6 +6,7 @@ is success), so a pass interrupted half-way is simply finished by the next one.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import string
@@ -13,10 +14,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from healerd.config import EnvFileError, effective_environment
 from healerd.engine import Engine, EngineError, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,
     LABEL_RESTARTS,
+    LABEL_SPEC_HASH,
     NAME_HASH_LEN,
     Action,
     ActionKind,
@@ -88,9 +91,16 @@ class Executor:
     def _create(self, action: Action, spec: ServiceSpec) -> ActionResult:
         last: NameConflict | None = None
         labels = {
+            LABEL_SPEC_HASH: spec.spec_hash,
             LABEL_RESTARTS: str(action.restarts),
             LABEL_CRASH_STREAK: str(action.crash_streak),
         }
+        if spec.env_files:
+            # Secrets are read now, not kept in memory; errors name file and line only.
+            try:
+                spec = dataclasses.replace(spec, environment=effective_environment(spec))
+            except (EnvFileError, OSError) as exc:
+                raise EngineError(f"env_file: {exc}") from None
         for _ in range(_NAME_ATTEMPTS):
             name = container_name(spec)
             try:

@@ -253,7 +253,7 @@ class Daemon:
                 break
             if self._reload_requested:
                 self._reload_requested = False
-                log.info("reloading configuration (SIGHUP)")
+                log.info("reloading configuration (SIGHUP, file change or API request)")
                 self.reload()
             if self.clock.monotonic() >= next_resync:
                 # Level-triggered repair: re-read files and look at every service again.

@@ -36,6 +36,10 @@ class Engine(Protocol):
         """The engine's version string; raises EngineUnavailable when unreachable."""
         ...
 
+    def data_root(self) -> str | None:
+        """Where the engine keeps images and containers (for disk figures)."""
+        ...
+
     def list_managed(self) -> list[ObservedContainer]:
         """Every healerd-labelled container, running or not, in one list call."""
         ...

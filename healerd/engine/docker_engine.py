@@ -153,6 +153,11 @@ class DockerEngine:
         with _translated("version"):
             return str(self._api.version(api_version=False).get("Version", "?"))
 
+    def data_root(self) -> str | None:
+        with _translated("info"):
+            root = self._api.info().get("DockerRootDir")
+        return str(root) if root else None
+
     def list_managed(self) -> list[ObservedContainer]:
         with _translated("list containers"):
             raw = self._api.containers(all=True, filters={"label": LABEL_SERVICE})
@@ -181,9 +186,14 @@ class DockerEngine:
             raise ImagePullFailed(str(exc)) from exc
 
     def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
-        labels = {**dict(spec.labels), **labels}
-        labels[LABEL_SERVICE] = spec.name
-        labels[LABEL_SPEC_HASH] = spec.spec_hash
+        # The caller's labels win: it may pass the hash of the spec as declared, before
+        # it filled in values (env files) that must not change the hash.
+        labels = {
+            **dict(spec.labels),
+            LABEL_SERVICE: spec.name,
+            LABEL_SPEC_HASH: spec.spec_hash,
+            **labels,
+        }
         binds = [
             f"{v.source}:{v.target}:{'ro' if v.read_only else 'rw'}"
             for v in spec.volumes

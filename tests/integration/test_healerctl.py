@@ -31,6 +31,10 @@ NOBODY = 65534
 AS_NOBODY = (
     "import os, sys\n"
     "import healerd.cli.healerctl as h\n"
+    # Python's own files may sit under /root (0700): load what argparse and the client
+    # import lazily while still root, then drop to nobody.
+    "import shutil, gettext, textwrap, json, http.client, encodings.idna\n"
+    "h.build_parser()\n"
     f"os.setgroups([]); os.setgid({NOBODY}); os.setuid({NOBODY})\n"
     "assert os.getuid() == os.geteuid() == " + str(NOBODY) + "\n"
     "sys.exit(h.main(sys.argv[1:]))\n"

@@ -212,3 +212,28 @@ def test_a_crash_loop_backs_off_and_a_neighbour_still_heals_in_two_seconds(
     log = healerd.log()
     assert re.search(r"crash: CrashLoopBackOff .*back-off \d+s restarting failed container "
                      r"crash-\w+-\w+, exit code 1; next try in \d+s", log)
+
+
+def test_env_file_values_reach_the_container_roll_on_change_and_are_never_logged(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
+) -> None:
+    secrets = config.root / "secrets.env"
+    secrets.write_text("# db credentials\nDB_PASSWORD=hunter2-first\n")
+    secrets.chmod(0o600)
+    config.service("envf.yaml", "envf", 1, env_file=str(secrets))
+    t0 = time.time()
+    healerd.start()
+    wait_for("1 replica", lambda: cluster.converged("envf", 1), timeout=30)
+    (c,) = cluster.running("envf")
+    assert "DB_PASSWORD=hunter2-first" in api.inspect_container(c["Id"])["Config"]["Env"]
+    secrets.write_text("DB_PASSWORD=hunter2-second\n")
+    healerd.signal(signal.SIGHUP)
+    wait_for("a container with the new value", lambda: [
+        x for x in cluster.running("envf")
+        if "DB_PASSWORD=hunter2-second" in api.inspect_container(x["Id"])["Config"]["Env"]
+    ] and cluster.converged("envf", 1), timeout=30)
+    (new_hash,) = hashes(cluster, "envf")
+    holds_for("no churn: one container with the current hash",
+              lambda: cluster.converged("envf", 1, new_hash), 1.5)
+    assert "hunter2" not in healerd.log(since_start=False)
+    assert cluster.count_events("envf", "create", t0) == 2

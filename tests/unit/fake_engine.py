@@ -29,6 +29,9 @@ class FakeEngine:
         self._check()
         return "fake"
 
+    def data_root(self) -> str | None:
+        return None
+
     def _check(self) -> None:
         if self.down:
             raise EngineUnavailable("fake engine down")
