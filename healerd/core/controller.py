@@ -138,8 +138,10 @@ class Controller:
         for err in state.errors:
             if err not in old.errors:
                 self.events.record("config-error", "", str(err))
+        broken_changed = set(old.broken_files) ^ set(state.broken_files)
         for name in set(old.services) | set(state.services):
-            if old.services.get(name) != state.services.get(name):
+            spec = state.services.get(name)
+            if old.services.get(name) != spec or (spec and spec.source_file in broken_changed):
                 self.queue.add(name, force=True)
         if old.hold_orphans != state.hold_orphans:
             self.queue.add(DISCOVER, force=True)
@@ -414,7 +416,12 @@ class Controller:
             self._drop(key)
         elif p.converged and spec is not None and p.available >= spec.replicas:
             self.queue.forget(key)
-            self._set_status(key, "Converged", "", spec, mine, p)
+            broken = self._file_error(spec)
+            if broken:
+                # Running as declared, but by a version of its file that is no longer there.
+                self._set_status(key, "ConfigError", broken, spec, mine, p)
+            else:
+                self._set_status(key, "Converged", "", spec, mine, p)
         else:
             self._set_status(key, "Progressing", _waiting_reason(spec, p), spec, mine, p)
 
@@ -515,6 +522,15 @@ class Controller:
             f"no new container became available for {deadline:.0f}s (progress deadline); "
             "the old containers keep serving"
         )
+
+    def _file_error(self, spec: ServiceSpec) -> str:
+        """The first error of the service's file, if that file is broken now."""
+        desired = self._desired
+        if not spec.source_file or spec.source_file not in desired.broken_files:
+            return ""
+        first = next((e for e in desired.errors if e.file == spec.source_file), None)
+        detail = f": {first}" if first else ""
+        return f"its file is invalid, the last good spec keeps running{detail}"
 
     def _ensure_image(self, key: str, spec: ServiceSpec) -> tuple[str, str] | None:
         """Make sure the image is there before anything is created or stopped for it.

@@ -333,3 +333,23 @@ def test_a_die_event_that_the_list_never_confirms_stops_being_rechecked() -> Non
     # About one look every 20 ms for the 2 s window, then quiet.
     assert 50 <= engine.calls.count("list") <= 110
     assert ctrl.queue.next_delay() is None
+
+
+def test_a_service_whose_file_broke_keeps_running_and_says_config_error() -> None:
+    from healerd.config import ConfigError
+
+    ctrl, engine, clock = make()
+    s = spec("web", 2, source_file="/etc/healerd/conf.d/web.yaml")
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    before = set(engine.containers)
+    err = ConfigError("/etc/healerd/conf.d/web.yaml", 3, "services.web.replica", "unknown key")
+    ctrl.set_desired(DesiredState(services={"web": s}, errors=(err,), hold_orphans=False,
+                                  broken_files=("/etc/healerd/conf.d/web.yaml",)))
+    drive(ctrl, clock)
+    st = {x.name: x for x in ctrl.statuses()}["web"]
+    assert st.state == "ConfigError" and "services.web.replica: unknown key" in st.reason
+    assert set(engine.containers) == before
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    assert state(ctrl, "web") == "Converged"
