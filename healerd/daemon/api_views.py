@@ -147,6 +147,7 @@ def config_error_view(err: ConfigError) -> dict[str, Any]:
     return {
         "file": err.file,
         "line": err.line,
+        "column": err.column,
         "field": err.field,
         "reason": err.reason,
         "message": str(err),

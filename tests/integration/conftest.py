@@ -32,6 +32,7 @@ def dockerd() -> Iterator[PrivateDockerd]:
     d = PrivateDockerd(PRIVATE_ROOT / f"run-{os.getpid()}")
     d.start()
     yield d
+    d.remove_networks()
     d.stop()
     d.remove()
 

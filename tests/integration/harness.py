@@ -47,11 +47,20 @@ def holds_for(what: str, predicate: Callable[[], bool], duration: float) -> None
 
 
 class PrivateDockerd:
-    """A dockerd of our own (own socket, data and exec roots, no bridge, no iptables),
-    so tests can stop and restart it without disturbing the host's engine."""
+    """A dockerd of our own (own socket, data and exec roots, own bridge, no iptables),
+    so tests can stop and restart it without disturbing the host's engine.
+
+    Not `--bridge=none`: with it dockerd deletes the host's docker0, breaking the
+    system engine. Its own bridge interface is made here and deleted at the end."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        run_id = root.name.removeprefix("run-")
+        self.bridge = f"hdt{run_id[-8:]}"
+        # A /24 per run in 172.31.128.0/17, only ever used between the host and its
+        # containers on this bridge.
+        n = int(run_id) if run_id.isdigit() else 0
+        self.subnet = f"172.31.{128 + n % 127}.1/24"
         self.sock = root / "docker.sock"
         self.url = f"unix://{self.sock}"
         self.log_path = root / "dockerd.log"
@@ -63,6 +72,7 @@ class PrivateDockerd:
             raise RuntimeError("dockerd not installed: run tests/support/engine.sh (or .ci/run)")
         self.root.mkdir(parents=True, exist_ok=True)
         self._kill_stale()
+        self._make_bridge()
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
             [
@@ -75,7 +85,7 @@ class PrivateDockerd:
                 str(self.root / "exec"),
                 "--pidfile",
                 str(self.root / "docker.pid"),
-                "--bridge=none",
+                f"--bridge={self.bridge}",
                 "--iptables=false",
                 "--ip6tables=false",
                 "--ip-masq=false",
@@ -112,6 +122,29 @@ class PrivateDockerd:
             except (ValueError, ProcessLookupError):
                 pass
 
+    def _make_bridge(self) -> None:
+        if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode:
+            for cmd in (
+                ["ip", "link", "add", "name", self.bridge, "type", "bridge"],
+                ["ip", "addr", "add", self.subnet, "dev", self.bridge],
+                ["ip", "link", "set", self.bridge, "up"],
+            ):
+                subprocess.run(cmd, check=True, capture_output=True)
+
+    def remove_networks(self) -> None:
+        """User-defined networks leave bridge interfaces in the host: remove them first."""
+        client = docker.APIClient(base_url=self.url, version="1.41", timeout=10)
+        try:
+            for net in client.networks():
+                if net["Name"] not in ("bridge", "host", "none"):
+                    for cid in net.get("Containers") or {}:
+                        client.remove_container(cid, force=True)
+                    client.remove_network(net["Id"])
+        except Exception:  # noqa: BLE001 - best effort at teardown
+            pass
+        finally:
+            client.close()
+
     def stop(self) -> None:
         if self.proc is None:
             return
@@ -124,8 +157,9 @@ class PrivateDockerd:
         self.proc = None
 
     def remove(self) -> None:
-        """Delete the data of a stopped engine (its mounts are gone with it)."""
+        """Delete the data and the bridge of a stopped engine."""
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], check=False)
+        subprocess.run(["ip", "link", "del", self.bridge], check=False, capture_output=True)
 
     @classmethod
     def reap_stale(cls, parent: Path) -> None:
