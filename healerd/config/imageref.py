@@ -72,3 +72,12 @@ def image_reference_problem(image: str) -> str | None:
             "separated by '.', '_', '__' or '-'"
         )
     return None
+
+
+# The same grammar as one regular expression (ECMAScript-compatible, for the JSON Schema).
+# Unlike image_reference_problem it does not limit the name's length.
+_PATH_PART = _PATH_COMPONENT_RE.pattern
+IMAGE_REFERENCE_PATTERN = (
+    rf"^(?:{_DOMAIN_RE.pattern}/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    rf"(?::{_TAG_RE.pattern})?(?:@{_DIGEST_RE.pattern})?$"
+)

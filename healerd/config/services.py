@@ -14,14 +14,14 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
 
 from healerd.config.envfile import EnvFileError, env_digest, read_env_file
 from healerd.config.errors import ConfigError, sort_errors, unknown_key_reason
-from healerd.config.imageref import image_reference_problem
+from healerd.config.imageref import IMAGE_REFERENCE_PATTERN, image_reference_problem
 from healerd.config.trust import trust_problem
 from healerd.config.yamlload import LineDict, LineList, load_yaml, read_yaml_file
 from healerd.model import (
@@ -36,18 +36,8 @@ from healerd.model import (
 SERVICE_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")
 RESERVED_LABEL_PREFIX = "io.healerd."
 MAX_STOP_GRACE_PERIOD = 3600.0
-# The file's keys are the spec's fields, so the two cannot drift apart; only env_file
-# is spelled as in Compose (the spec holds the resolved paths, hence the plural).
-SERVICE_KEYS = frozenset(f.name for f in fields(ServiceSpec)) - {
-    "name",
-    "source_file",
-    "env_files",
-} | {"env_file"}
 PULL_POLICIES = ("always", "missing", "never")
 UPDATE_ORDERS = ("start-first", "stop-first")
-_HEALTHCHECK_KEYS = frozenset(f.name for f in fields(HealthcheckSpec))
-_UPDATE_CONFIG_KEYS = frozenset(f.name for f in fields(UpdateConfig))
-_RESTART_POLICY_KEYS = frozenset(f.name for f in fields(RestartPolicy))
 _HEALTHCHECK_KINDS = ("CMD", "CMD-SHELL", "NONE")
 # Compose keys whose job healerd does itself, with what to write instead.
 _REPLACED_KEYS = {
@@ -64,7 +54,8 @@ _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs)")
 _DURATION_RE = re.compile(f"(?:{_DURATION_PART_RE.pattern})+")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-_SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kmg]?)b?")
+_SIZE_PATTERN = r"([0-9]+(?:\.[0-9]+)?)([kmgKMG]?)[bB]?"
+_SIZE_RE = re.compile(_SIZE_PATTERN)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _PORT_FORMAT = "[[IP:]HOST:]CONTAINER[/tcp|udp]"
 
@@ -710,30 +701,12 @@ def _service(name: str, body: object, at: _At) -> ServiceSpec | None:
             at.key(body, key).error(unknown_key_reason(key, SERVICE_KEYS))
     if body.get("image") is None:
         at.here("image").error("is required")
-    spec = ServiceSpec(
-        name=name,
-        image=_optional(body, at, "image", _image, ""),
-        replicas=_optional(body, at, "replicas", _replicas, 1),
-        command=_optional(body, at, "command", _argv, None),
-        entrypoint=_optional(body, at, "entrypoint", _argv, None),
-        environment=_optional(body, at, "environment", _environment, ()),
-        env_files=_optional(body, at, "env_file", _env_files, ()),
-        labels=_optional(body, at, "labels", _labels, ()),
-        user=_optional(body, at, "user", _user, None),
-        working_dir=_optional(body, at, "working_dir", _working_dir, None),
-        volumes=_optional(body, at, "volumes", _volumes, ()),
-        ports=_optional(body, at, "ports", _ports, ()),
-        networks=_optional(body, at, "networks", _networks, ()),
-        mem_limit=_optional(body, at, "mem_limit", _mem_limit, None),
-        cpus=_optional(body, at, "cpus", _cpus, None),
-        stop_grace_period=_optional(body, at, "stop_grace_period", _stop_grace_period, 10.0),
-        healthcheck=_optional(body, at, "healthcheck", _healthcheck, None),
-        pull_policy=_optional(body, at, "pull_policy", _pull_policy, "missing"),
-        unhealthy_grace=_optional(body, at, "unhealthy_grace", _unhealthy_grace, 0.0),
-        update_config=_optional(body, at, "update_config", _update_config, UpdateConfig()),
-        restart_policy=_optional(body, at, "restart_policy", _restart_policy, RestartPolicy()),
-        source_file=at.file,
-    )
+    values = {
+        key.attr or key.name: _optional(body, at, key.name, key.check, key.default)
+        for key in SERVICE_FIELDS
+        if key.check is not None
+    }
+    spec = ServiceSpec(name=name, source_file=at.file, **values)
     if spec.env_files:
         # Errors were reported above; a digest is only taken of files that read cleanly.
         with contextlib.suppress(EnvFileError, OSError):
@@ -751,6 +724,506 @@ def _service(name: str, body: object, at: _At) -> ServiceSpec | None:
             "fixed host port: use stop-first"
         )
     return spec
+
+
+# --- the table of keys ---------------------------------------------------------------------
+#
+# One entry per key a service file may hold. The checker above reads its keys, checks and
+# defaults from here; healerd.config.schema turns the same entries into the JSON Schema
+# shipped in config/ and into CONFIG.md, so that the three cannot disagree about fields.
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a service file (or of a mapping inside one).
+
+    `schema` is the JSON Schema of a value that passes `check`, as closely as JSON Schema
+    can say it (checks that span several values, such as a fixed host port with
+    replicas > 1, are beyond it). `default` is the model's value when the key is absent or
+    null; `example` is YAML for the value. Keys of nested mappings have no `check`: their
+    parent's check reads them, and `children` lists them.
+    """
+
+    name: str
+    type: str
+    schema: Mapping[str, Any]
+    doc: str
+    example: str
+    default: Any = None
+    check: Callable[[Any, _At], Any] | None = None
+    compose: str = ""
+    attr: str = ""
+    required: bool = False
+    children: tuple[Key, ...] = ()
+
+
+_DURATION_TEXT = rf"^(?:{_NUMBER_RE.pattern}|{_DURATION_RE.pattern})$"
+_ZERO_DURATION_TEXT = r"^(?:(?:0+(?:\.0*)?|\.0+)(?:h|ms|m|s|us|µs)?)+$"
+DURATION_SCHEMA: Mapping[str, Any] = {
+    "anyOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": _DURATION_TEXT},
+    ]
+}
+POSITIVE_DURATION_SCHEMA: Mapping[str, Any] = {
+    "anyOf": [
+        {"type": "number", "exclusiveMinimum": 0},
+        {
+            "type": "string",
+            "pattern": _DURATION_TEXT,
+            "not": {"pattern": _ZERO_DURATION_TEXT},
+        },
+    ]
+}
+_PORT_NUMBER = (
+    r"0*(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+)
+_PORT_TEXT = (
+    rf"^(?:(?:(?:[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}}|\[[0-9a-fA-F:.]+\])?:)?(?:{_PORT_NUMBER})?:)?"
+    rf"{_PORT_NUMBER}(?:/(?:[tT][cC][pP]|[uU][dD][pP]))?$"
+)
+_VOLUME_TARGET = r"/(?=[^:]*[^:/.])[^:]*"  # absolute, and not / itself
+_VOLUME_TEXT = (
+    rf"^(?:(?:/[^:]*|{_VOLUME_NAME_RE.pattern}):{_VOLUME_TARGET}(?::(?:ro|rw))?|{_VOLUME_TARGET})$"
+)
+_PAIR_KEY = r"[^=]+"
+_NO_RESERVED = rf"(?!{re.escape(RESERVED_LABEL_PREFIX)})"
+
+
+def _pairs_schema(labels: bool) -> Mapping[str, Any]:
+    prefix = _NO_RESERVED if labels else ""
+    return {
+        "anyOf": [
+            {
+                "type": "object",
+                "propertyNames": {"pattern": f"^{prefix}{_PAIR_KEY}$"},
+                "additionalProperties": {"type": ["string", "number", "null"]},
+            },
+            {
+                "type": "array",
+                "items": {"type": "string", "pattern": f"^{prefix}{_PAIR_KEY}="},
+            },
+        ]
+    }
+
+
+_ARGV_SCHEMA: Mapping[str, Any] = {
+    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+}
+_NETWORK_NAME = {"type": "string", "pattern": f"^{_NETWORK_NAME_RE.pattern}$"}
+_STRINGS = {"type": "string"}
+_SHELL_TEST = {"type": "string", "pattern": r"\S"}
+
+HEALTHCHECK_FIELDS: tuple[Key, ...] = (
+    Key(
+        "test",
+        "list of strings, or string",
+        {
+            "anyOf": [
+                _SHELL_TEST,
+                {
+                    "type": "array",
+                    "items": [{"const": "CMD"}],
+                    "additionalItems": _STRINGS,
+                    "minItems": 2,
+                },
+                {
+                    "type": "array",
+                    "items": [{"const": "CMD-SHELL"}, _STRINGS],
+                    "minItems": 2,
+                    "maxItems": 2,
+                },
+                {"type": "array", "items": [{"const": "NONE"}], "minItems": 1, "maxItems": 1},
+            ]
+        },
+        "The check: [CMD, prog, arg...], [CMD-SHELL, command], [NONE], or a string (run by "
+        "the shell, as CMD-SHELL).",
+        '["CMD", "wget", "-q", "-O-", "http://127.0.0.1:8080/"]',
+        default=(),
+        compose="healthcheck.test",
+    ),
+    Key(
+        "interval",
+        "duration > 0",
+        POSITIVE_DURATION_SCHEMA,
+        "Time between checks (the image's, else the engine's 30s, when absent).",
+        "5s",
+        compose="healthcheck.interval",
+    ),
+    Key(
+        "timeout",
+        "duration > 0",
+        POSITIVE_DURATION_SCHEMA,
+        "How long one check may take.",
+        "2s",
+        compose="healthcheck.timeout",
+    ),
+    Key(
+        "retries",
+        "integer >= 1",
+        {"type": "integer", "minimum": 1},
+        "Failed checks in a row before the container is unhealthy.",
+        "3",
+        compose="healthcheck.retries",
+    ),
+    Key(
+        "start_period",
+        "duration",
+        DURATION_SCHEMA,
+        "Time after the start during which failed checks do not count.",
+        "10s",
+        compose="healthcheck.start_period",
+    ),
+    Key(
+        "disable",
+        "boolean",
+        {"type": "boolean"},
+        "true turns off the image's healthcheck (same as test: [NONE]).",
+        "true",
+        default=False,
+        compose="healthcheck.disable",
+    ),
+)
+
+_UPDATE_DEFAULTS = UpdateConfig()
+UPDATE_CONFIG_FIELDS: tuple[Key, ...] = (
+    Key(
+        "parallelism",
+        "integer >= 1",
+        {"type": "integer", "minimum": 1},
+        "Containers replaced at a time during a rollout.",
+        "2",
+        default=_UPDATE_DEFAULTS.parallelism,
+        compose="deploy.update_config.parallelism",
+    ),
+    Key(
+        "delay",
+        "duration",
+        DURATION_SCHEMA,
+        "Pause between two steps of a rollout.",
+        "5s",
+        default=_UPDATE_DEFAULTS.delay,
+        compose="deploy.update_config.delay",
+    ),
+    Key(
+        "order",
+        "start-first | stop-first",
+        {"enum": list(UPDATE_ORDERS)},
+        "Start the new container before stopping the old one, or the reverse. A service with "
+        "a fixed host port always goes stop-first.",
+        "stop-first",
+        default=_UPDATE_DEFAULTS.order,
+        compose="deploy.update_config.order",
+    ),
+    Key(
+        "min_ready_seconds",
+        "duration",
+        DURATION_SCHEMA,
+        "How long a new container must run (and be healthy, if it has a healthcheck) to count "
+        "as ready.",
+        "10s",
+        default=_UPDATE_DEFAULTS.min_ready_seconds,
+        compose="(Kubernetes minReadySeconds)",
+    ),
+    Key(
+        "progress_deadline",
+        "duration > 0",
+        POSITIVE_DURATION_SCHEMA,
+        "A rollout that makes no progress for this long halts (old containers stay).",
+        "5m",
+        default=_UPDATE_DEFAULTS.progress_deadline,
+        compose="(Kubernetes progressDeadlineSeconds)",
+    ),
+)
+
+_RESTART_DEFAULTS = RestartPolicy()
+RESTART_POLICY_FIELDS: tuple[Key, ...] = (
+    Key(
+        "delay",
+        "duration > 0",
+        POSITIVE_DURATION_SCHEMA,
+        "First backoff before a crashed replica is restarted; it doubles with each crash.",
+        "5s",
+        default=_RESTART_DEFAULTS.delay,
+        compose="deploy.restart_policy.delay",
+    ),
+    Key(
+        "max_delay",
+        "duration > 0, >= delay",
+        POSITIVE_DURATION_SCHEMA,
+        "The longest backoff.",
+        "2m",
+        default=_RESTART_DEFAULTS.max_delay,
+    ),
+    Key(
+        "window",
+        "duration > 0",
+        POSITIVE_DURATION_SCHEMA,
+        "A replica that runs this long has its backoff reset.",
+        "10m",
+        default=_RESTART_DEFAULTS.window,
+        compose="deploy.restart_policy.window",
+    ),
+)
+
+SERVICE_FIELDS: tuple[Key, ...] = (
+    Key(
+        "image",
+        "image reference",
+        {"type": "string", "pattern": IMAGE_REFERENCE_PATTERN},
+        "The image to run, as Docker names it: [registry/]path[:tag][@sha256:digest].",
+        "busybox:1.36",
+        check=_image,
+        default="",
+        compose="image",
+        required=True,
+    ),
+    Key(
+        "replicas",
+        "integer >= 0",
+        {"type": "integer", "minimum": 0},
+        "How many identical containers to keep running; 0 stops them all.",
+        "3",
+        check=_replicas,
+        default=1,
+        compose="deploy.replicas",
+    ),
+    Key(
+        "command",
+        "list of strings, or string",
+        _ARGV_SCHEMA,
+        "Arguments to the entrypoint; a string is split into words as a shell would (without "
+        "expanding variables). Absent: the image's CMD.",
+        '["httpd", "-f", "-p", "8080"]',
+        check=_argv,
+        compose="command",
+    ),
+    Key(
+        "entrypoint",
+        "list of strings, or string",
+        _ARGV_SCHEMA,
+        "The program to run, in the same forms as command. Absent: the image's ENTRYPOINT.",
+        '["/bin/sh", "-c"]',
+        check=_argv,
+        compose="entrypoint",
+    ),
+    Key(
+        "environment",
+        "mapping, or list of KEY=value",
+        _pairs_schema(labels=False),
+        "Environment variables. Values are strings or numbers (quote true/false); null or "
+        "KEY= gives an empty value. Overrides env_file.",
+        "{TZ: UTC, LOG_LEVEL: info}",
+        check=_environment,
+        default=(),
+        compose="environment",
+    ),
+    Key(
+        "env_file",
+        "path, or list of paths",
+        {
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
+            ]
+        },
+        "Files of KEY=VALUE lines, relative to the service file's directory, read when "
+        "containers are created and never logged (see Secrets in README.md). Later files "
+        "override earlier ones.",
+        "[web.env]",
+        check=_env_files,
+        default=(),
+        compose="env_file",
+        attr="env_files",
+    ),
+    Key(
+        "labels",
+        "mapping, or list of key=value",
+        _pairs_schema(labels=True),
+        f"Container labels; keys starting with {RESERVED_LABEL_PREFIX} are reserved.",
+        "{team: platform}",
+        check=_labels,
+        default=(),
+        compose="labels",
+    ),
+    Key(
+        "user",
+        "string or integer",
+        {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\S+$"}]},
+        "User (and group) to run as: name, uid or uid:gid. Absent: the image's USER.",
+        '"1000:1000"',
+        check=_user,
+        compose="user",
+    ),
+    Key(
+        "working_dir",
+        "absolute path",
+        {"type": "string", "pattern": "^/"},
+        "The working directory inside the container. Absent: the image's WORKDIR.",
+        "/app",
+        check=_working_dir,
+        compose="working_dir",
+    ),
+    Key(
+        "volumes",
+        "list of SOURCE:TARGET[:ro|rw]",
+        {"type": "array", "items": {"type": "string", "pattern": _VOLUME_TEXT}},
+        "Mounts, short syntax only: SOURCE is an absolute host path or a volume name, TARGET "
+        "an absolute path in the container; a bare /path is an anonymous volume.",
+        '["data:/var/lib/app", "/srv/conf:/etc/app:ro"]',
+        check=_volumes,
+        default=(),
+        compose="volumes",
+    ),
+    Key(
+        "ports",
+        f"list of {_PORT_FORMAT}",
+        {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": 65535},
+                    {"type": "string", "pattern": _PORT_TEXT},
+                ]
+            },
+        },
+        "Published ports, short syntax only. Without HOST the engine picks a free host port "
+        "for each replica; a fixed HOST port allows only one replica and stop-first rollouts.",
+        '["8080", "127.0.0.1:8081:80", "9000:9000/udp"]',
+        check=_ports,
+        default=(),
+        compose="ports",
+    ),
+    Key(
+        "networks",
+        "list of names, or mapping of names to null",
+        {
+            "anyOf": [
+                {"type": "array", "items": _NETWORK_NAME, "uniqueItems": True},
+                {
+                    "type": "object",
+                    "propertyNames": _NETWORK_NAME,
+                    "additionalProperties": {"type": ["object", "null"], "maxProperties": 0},
+                },
+            ]
+        },
+        "Existing networks to connect the containers to (healerd does not create them).",
+        "[backend]",
+        check=_networks,
+        default=(),
+        compose="networks",
+    ),
+    Key(
+        "mem_limit",
+        "size",
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {
+                    "type": "string",
+                    "pattern": f"^{_SIZE_PATTERN}$",
+                    "not": {"pattern": "^0*(?:\\.0+)?[kmgKMG]?[bB]?$"},
+                },
+            ]
+        },
+        "Memory limit: bytes, or a number with k, m or g (binary units) and an optional b.",
+        "256m",
+        check=_mem_limit,
+        compose="mem_limit",
+    ),
+    Key(
+        "cpus",
+        "number > 0",
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {
+                    "type": "string",
+                    "pattern": f"^(?:{_NUMBER_RE.pattern})$",
+                    "not": {"pattern": r"^0*\.?0*$"},
+                },
+            ]
+        },
+        "CPU limit, in CPUs.",
+        "0.5",
+        check=_cpus,
+        compose="cpus",
+    ),
+    Key(
+        "stop_grace_period",
+        f"duration <= {MAX_STOP_GRACE_PERIOD:.0f}s",
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": MAX_STOP_GRACE_PERIOD},
+                {"type": "string", "pattern": _DURATION_TEXT},
+            ]
+        },
+        "How long the engine waits after SIGTERM before it kills a container.",
+        "30s",
+        check=_stop_grace_period,
+        default=10.0,
+        compose="stop_grace_period",
+    ),
+    Key(
+        "healthcheck",
+        "mapping",
+        {},
+        "The container's healthcheck, overriding the image's. An unhealthy container is "
+        "replaced after unhealthy_grace.",
+        "{test: [CMD, true], interval: 5s}",
+        check=_healthcheck,
+        compose="healthcheck",
+        children=HEALTHCHECK_FIELDS,
+    ),
+    Key(
+        "pull_policy",
+        "always | missing | never",
+        {"enum": [*PULL_POLICIES, "if_not_present"]},
+        "When to pull the image: before every container create, only when it is not present "
+        "(if_not_present is a synonym), or never.",
+        "always",
+        check=_pull_policy,
+        default="missing",
+        compose="pull_policy",
+    ),
+    Key(
+        "unhealthy_grace",
+        "duration",
+        DURATION_SCHEMA,
+        "How long a container may stay unhealthy before healerd replaces it.",
+        "30s",
+        check=_unhealthy_grace,
+        default=0.0,
+    ),
+    Key(
+        "update_config",
+        "mapping",
+        {},
+        "How a changed spec rolls out to the running containers.",
+        "{parallelism: 1, order: stop-first}",
+        check=_update_config,
+        default=UpdateConfig(),
+        compose="deploy.update_config",
+        children=UPDATE_CONFIG_FIELDS,
+    ),
+    Key(
+        "restart_policy",
+        "mapping",
+        {},
+        "Backoff for a replica that keeps crashing. healerd always restarts and never gives "
+        "up, so Compose's condition and max_attempts are refused.",
+        "{delay: 5s, max_delay: 2m}",
+        check=_restart_policy,
+        default=RestartPolicy(),
+        compose="deploy.restart_policy",
+        children=RESTART_POLICY_FIELDS,
+    ),
+)
+
+SERVICE_KEYS = frozenset(key.name for key in SERVICE_FIELDS)
+_HEALTHCHECK_KEYS = frozenset(key.name for key in HEALTHCHECK_FIELDS)
+_UPDATE_CONFIG_KEYS = frozenset(key.name for key in UPDATE_CONFIG_FIELDS)
+_RESTART_POLICY_KEYS = frozenset(key.name for key in RESTART_POLICY_FIELDS)
 
 
 _Positions = dict[str, tuple[int, int | None]]

@@ -33,6 +33,8 @@ from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
+from healerd.daemon.journal import make_handler
+from healerd.daemon.notify import Notifier
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine
 from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
@@ -142,6 +144,7 @@ class Daemon:
         self._reload_requested = False
         self._last_errors: tuple[ConfigError, ...] = ()
         self._warned_missing_dir = False
+        self.notifier = Notifier()
 
     # -- signals: flags only ----------------------------------------------------
 
@@ -246,21 +249,28 @@ class Daemon:
             # Healing matters more than the API: keep going without it.
             log.error("local API not served on %s: %s", s.socket_path, exc)
         log.info("ready: %s", self.controller.summary())
+        self.notifier.ready(self.controller.summary())
         next_resync = self.clock.monotonic() + s.resync_interval
         while not self._stop_requested:
-            self._sleep(next_resync - self.clock.monotonic())
+            self._sleep(min(next_resync - self.clock.monotonic(), self.notifier.tick_interval))
             if self._stop_requested:
                 break
+            self.notifier.tick(
+                self.controller.summary, self.controller.last_progress, self.clock.monotonic()
+            )
             if self._reload_requested:
                 self._reload_requested = False
                 log.info("reloading configuration (SIGHUP, file change or API request)")
+                self.notifier.reloading()
                 self.reload()
+                self.notifier.ready(self.controller.summary())
             if self.clock.monotonic() >= next_resync:
                 # Level-triggered repair: re-read files and look at every service again.
                 self.reload()
                 self.controller.enqueue_all()
                 next_resync = self.clock.monotonic() + s.resync_interval
         log.info("stopping; containers are left running")
+        self.notifier.stopping()
         api.stop()
         self._stop.set()
         confwatch.stop()
@@ -272,11 +282,8 @@ class Daemon:
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    # Structured journal entries under systemd, plain stderr lines elsewhere.
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[make_handler()])
     # Every engine request at debug level would drown what healerd itself says.
     logging.getLogger("urllib3").setLevel(logging.WARNING)
 

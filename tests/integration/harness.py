@@ -140,7 +140,7 @@ class PrivateDockerd:
                     for cid in net.get("Containers") or {}:
                         client.remove_container(cid, force=True)
                     client.remove_network(net["Id"])
-        except Exception:  # noqa: BLE001 - best effort at teardown
+        except Exception:  # best effort at teardown
             pass
         finally:
             client.close()

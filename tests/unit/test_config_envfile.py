@@ -101,17 +101,21 @@ def test_a_single_path_string(tmp_path: Path) -> None:
     )
 
 
-def test_env_file_paths_are_in_the_hash_values_are_not(tmp_path: Path) -> None:
+def test_env_file_values_reach_the_hash_only_as_a_digest(tmp_path: Path) -> None:
+    # Editing an env file must roll the containers, yet no value may sit in the spec.
     (tmp_path / "conf.d").mkdir()
     env = tmp_path / "conf.d" / "app.env"
-    env.write_text("A=1\n")
+    env.write_text(f"A={SECRET}\n")
     spec = load(write_service(tmp_path, "app.env"))
     plain = ServiceSpec(name="app", image="busybox")
     assert spec.spec_hash != plain.spec_hash
     digest = env_digest(spec)
-    assert len(digest) == 64
+    assert len(digest) == 64 and spec.env_digest == digest
+    assert SECRET not in repr(spec)
     env.write_text("A=2\n")
     assert env_digest(spec) != digest
+    assert load(write_service(tmp_path, "app.env")).spec_hash != spec.spec_hash
+    env.write_text(f"A={SECRET}\n")
     assert load(write_service(tmp_path, "app.env")).spec_hash == spec.spec_hash
     assert env_digest(plain) == ""
 
