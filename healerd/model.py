@@ -201,6 +201,7 @@ class EngineEvent:
     service: str
     container_id: str
     action: str
+    signal: str = ""  # for "kill": the signal sent
 
 
 class ActionKind(StrEnum):

@@ -33,7 +33,14 @@ from healerd.core.planner import (
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.workqueue import WorkQueue
 from healerd.engine import Engine, EngineError, EngineUnavailable, ImagePullFailed
-from healerd.model import Action, ActionKind, EngineEvent, ObservedContainer, ServiceSpec
+from healerd.model import (
+    Action,
+    ActionKind,
+    ContainerState,
+    EngineEvent,
+    ObservedContainer,
+    ServiceSpec,
+)
 
 log = logging.getLogger("healerd.controller")
 
@@ -41,6 +48,9 @@ log = logging.getLogger("healerd.controller")
 DISCOVER = ""
 # Events after which the container should no longer be listed as running.
 SUSPECT_ACTIONS = frozenset({"die", "pause", "oom"})
+# Events that mean the container is dead for sure, even while the list (which lags the
+# event by tens of milliseconds) still says running: acting on them at once saves that.
+SIGKILL = frozenset({"9", "SIGKILL", "KILL"})
 # Events that say someone stopped the container on purpose: no crash, no backoff.
 MANUAL_ACTIONS = frozenset({"kill", "stop"})
 # How long, and how often, to look again while the list still disagrees with an event.
@@ -48,6 +58,9 @@ SUSPECT_WINDOW = 2.0
 SUSPECT_RECHECK = 0.02
 DEFAULT_BACKOFF = Backoff(0.005, 60.0)
 IMAGE_BACKOFF = Backoff(2.0, 300.0)
+# How long an image seen present is taken to be still there (a create that finds it
+# gone fails and is retried with backoff anyway).
+IMAGE_SEEN_TTL = 30.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,8 @@ class Controller:
         self._observed: list[ObservedContainer] = []
         self._mem = _Memory()
         self._suspects: dict[str, dict[str, float]] = {}
+        self._died: dict[str, float] = {}
+        self._images_seen: dict[str, float] = {}
         self._rollouts: dict[str, _Rollout] = {}
         self._image_failures: dict[str, int] = {}
         self._pulled: set[tuple[str, str]] = set()
@@ -159,6 +174,12 @@ class Controller:
         log.debug("event %s %s %s", event.action, event.service, event.container_id[:12])
         if event.container_id:
             with self._lock:
+                if event.action in ("die", "oom") or (
+                    event.action == "kill" and event.signal in SIGKILL
+                ):
+                    self._died[event.container_id] = self._clock.monotonic()
+                elif event.action == "start":
+                    self._died.pop(event.container_id, None)
                 if event.action in SUSPECT_ACTIONS:
                     self._suspects.setdefault(event.service, {})[event.container_id] = (
                         self._clock.monotonic()
@@ -263,7 +284,10 @@ class Controller:
             self._seen = {c.service for c in observed if c.service}
             self._observed = observed
             mem = self._mem
-            mem.prune({c.id for c in observed})
+            present = {c.id for c in observed}
+            mem.prune(present)
+            for cid in [cid for cid in self._died if cid not in present]:
+                del self._died[cid]
             for c in observed:
                 if c.running:
                     mem.dead_since.pop(c.id, None)
@@ -336,10 +360,26 @@ class Controller:
             self.queue.add(service)
         self.queue.forget(DISCOVER)
 
+    def _as_dead(self, c: ObservedContainer) -> ObservedContainer:
+        """A container an event said died (or got SIGKILL) counts as exited, even while
+        the list still says running; a later `start` event, or 2 s, ends this."""
+        if not c.running:
+            return c
+        with self._lock:
+            died = self._died.get(c.id)
+        if died is None:
+            return c
+        if self._clock.monotonic() - died > SUSPECT_WINDOW:
+            with self._lock:
+                self._died.pop(c.id, None)
+            return c
+        return replace(c, state=ContainerState.EXITED)
+
     def _reconcile(self, key: str, observed: Sequence[ObservedContainer]) -> None:
         now = self._clock.time()
         spec = self._desired.services.get(key)
-        mine = [c for c in observed if c.service == key]
+        mine = [self._as_dead(c) for c in observed if c.service == key]
+        observed = mine
         with self._lock:
             self.stats.passes += 1
             paused = key in self._paused
@@ -536,8 +576,14 @@ class Controller:
         """Make sure the image is there before anything is created or stopped for it.
         Returns (state, reason) when it cannot be had."""
         image, policy = spec.image, spec.pull_policy
+        seen = self._images_seen.get(image)
+        if seen is not None and self._clock.monotonic() - seen < IMAGE_SEEN_TTL:
+            if policy != "always" or (key, spec.spec_hash) in self._pulled:
+                return None  # seen a moment ago: a heal need not ask again
         try:
             present = self._engine.image_present(image)
+            if present:
+                self._images_seen[image] = self._clock.monotonic()
             must_pull = policy == "always" and (key, spec.spec_hash) not in self._pulled
             if present and not must_pull:
                 return None

@@ -307,6 +307,7 @@ class DockerEngine:
                                 service=str(service),
                                 container_id=str(actor.get("ID", "")),
                                 action=str(event.get("Action", "")),
+                                signal=str((actor.get("Attributes") or {}).get("signal", "")),
                             )
                         )
         except (AttributeError, ValueError, OSError, requests.exceptions.RequestException) as exc:

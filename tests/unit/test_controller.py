@@ -10,7 +10,7 @@ from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.model import EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
+from healerd.model import ContainerState, EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
 from tests.unit.builders import spec
 from tests.unit.fake_engine import FakeEngine
 
@@ -306,33 +306,69 @@ def test_preview_plans_without_acting() -> None:
     assert [a.kind.value for a in actions] == ["create"] * 3 and engine.containers == {}
 
 
-def test_a_die_event_ahead_of_the_list_is_checked_again_until_the_list_agrees() -> None:
+def test_a_die_event_ahead_of_the_list_is_acted_on_at_once() -> None:
     ctrl, engine, clock = make()
     ctrl.set_desired(desired(spec("a", 1)))
     drive(ctrl, clock)
     (c,) = engine.running("a")
     ctrl.on_event(EngineEvent("a", c.id, "die"))  # the list still says running
     ctrl.process_once()
+    (new,) = engine.running("a")
+    assert new.id != c.id and c.id not in engine.containers
+
+
+def test_a_sigkill_counts_as_death_but_another_signal_does_not() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    (c,) = engine.running("a")
+    ctrl.on_event(EngineEvent("a", c.id, "kill", signal="1"))
+    drive(ctrl, clock, max_seconds=1)
+    assert engine.running("a") == [c]
+    ctrl.on_event(EngineEvent("a", c.id, "kill", signal="9"))
+    ctrl.process_once()
+    assert c.id not in engine.containers and len(engine.running("a")) == 1
+
+
+def test_a_start_after_a_die_means_it_runs_again() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    (c,) = engine.running("a")
+    ctrl.on_event(EngineEvent("a", c.id, "die"))
+    ctrl.on_event(EngineEvent("a", c.id, "start"))
+    drive(ctrl, clock, max_seconds=3)
+    assert engine.running("a") == [c]
+
+
+def test_a_pause_event_ahead_of_the_list_is_checked_again_until_the_list_agrees() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    (c,) = engine.running("a")
+    ctrl.on_event(EngineEvent("a", c.id, "pause"))  # the list still says running
+    ctrl.process_once()
     assert engine.running("a") == [c]
     assert ctrl.queue.next_delay() == pytest.approx(0.02)
-    engine.kill(c.id)
+    engine.set(c.id, state=ContainerState.PAUSED)
     clock.advance(0.02)
     ctrl.process_once()
     (new,) = engine.running("a")
     assert new.id != c.id
 
 
-def test_a_die_event_that_the_list_never_confirms_stops_being_rechecked() -> None:
+def test_an_event_that_the_list_never_confirms_stops_being_rechecked() -> None:
     ctrl, engine, clock = make()
     ctrl.set_desired(desired(spec("a", 1)))
     drive(ctrl, clock)
     (c,) = engine.running("a")
-    ctrl.on_event(EngineEvent("a", c.id, "die"))
+    ctrl.on_event(EngineEvent("a", c.id, "pause"))
     engine.calls.clear()
     drive(ctrl, clock, max_seconds=5.0)
     # About one look every 20 ms for the 2 s window, then quiet.
     assert 50 <= engine.calls.count("list") <= 110
     assert ctrl.queue.next_delay() is None
+    assert engine.running("a") == [c]
 
 
 def test_a_service_whose_file_broke_keeps_running_and_says_config_error() -> None:

@@ -1,0 +1,318 @@
+"""Many replicas: the engine's parallel create rate, a storm of kills, a cold start, the
+cost of one pass, and healerd's cost while idle."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import docker
+import psutil
+
+from bench.lib import (
+    BENCH_LABEL,
+    COMMAND,
+    IMAGE,
+    REPO,
+    EventClock,
+    Healerd,
+    api,
+    cleanup,
+    image_id,
+    label_of,
+    managed,
+    pct,
+    swarm,
+    wait_for,
+)
+
+
+def create_rate(client: docker.APIClient, n: int, parallel: int) -> float:
+    """Containers created and started per second, `parallel` at a time."""
+
+    def one(_: int) -> str:
+        cid = client.create_container(IMAGE, COMMAND, labels={BENCH_LABEL: "1"})["Id"]
+        client.start(cid)
+        return str(cid)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(parallel) as pool:
+        ids = list(pool.map(one, range(n)))
+    rate = n / (time.monotonic() - t0)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda c: client.remove_container(c, force=True), ids))
+    return rate
+
+
+def converged(client: docker.APIClient, service: str, n: int) -> bool:
+    cs = managed(client, service, running_only=False)
+    return len(cs) == n and all(c["State"] == "running" for c in cs)
+
+
+def storm_and_cold(replicas: int = 100, killed: int = 50) -> dict[str, Any]:
+    client = api()
+    image_id(client)
+    cleanup(client)
+    out: dict[str, Any] = {}
+    rates = {f"parallel_{p}": create_rate(client, replicas, p) for p in (8, 4)}
+    rates["sequential"] = create_rate(client, 30, 1)
+    best = max(rates.values())
+    out["engine_create_rate_per_s"] = rates
+    h = Healerd("fleet")
+    try:
+        with EventClock(client) as events:
+            h.service("bench-fleet", 0)
+            h.start()
+            time.sleep(2)  # let it start up; the cold start is timed from the edit
+            t0 = time.time()
+            h.service("bench-fleet", replicas)
+            wait_for("cold start", lambda: converged(client, "bench-fleet", replicas), 300, 0.05)
+            cold = time.time() - t0
+            out["cold_start_s"] = cold
+            out["cold_start_bound_s"] = replicas / best
+            time.sleep(6)  # let them pass min_ready_seconds; nothing is timed here
+            victims = [c["Id"] for c in managed(client, "bench-fleet")[:killed]]
+            t0 = time.time()
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(client.kill, victims))
+            wait_for(
+                "storm healed",
+                lambda: (
+                    converged(client, "bench-fleet", replicas)
+                    and not set(victims)
+                    & {c["Id"] for c in managed(client, "bench-fleet", running_only=False)}
+                ),
+                300,
+                0.05,
+            )
+            storm = time.time() - t0
+            time.sleep(2)
+            creates = events.count(
+                lambda e: (
+                    e.get("Action") == "create"
+                    and label_of(e, "io.healerd.service") == "bench-fleet"
+                ),
+                t0,
+            )
+            out["storm_s"] = storm
+            out["storm_bound_s"] = killed / best
+            out["storm_creates"] = creates
+    finally:
+        h.stop()
+        cleanup(client)
+    with swarm(client) as have_swarm:
+        if have_swarm:
+            out["swarm_cold_start_s"] = _swarm_cold(client, replicas)
+    out["ratios"] = {
+        "cold_over_bound": out["cold_start_s"] / out["cold_start_bound_s"],
+        "storm_over_bound": out["storm_s"] / out["storm_bound_s"],
+    }
+    out["goals"] = {
+        "storm <= 1.3 x (50 / best parallel create rate)": out["ratios"]["storm_over_bound"] <= 1.3,
+        "storm: exactly 50 creates": out["storm_creates"] == killed,
+        "cold start <= 1.3 x (100 / best parallel create rate)": out["ratios"]["cold_over_bound"]
+        <= 1.3,
+    }
+    return out
+
+
+def _swarm_cold(client: docker.APIClient, replicas: int) -> float:
+    import docker.types
+
+    img = image_id(client)
+    task = docker.types.TaskTemplate(
+        container_spec=docker.types.ContainerSpec(img, COMMAND[0], args=COMMAND[1:]),
+        restart_policy=docker.types.RestartPolicy(condition="any", delay=0),
+    )
+    t0 = time.time()
+    client.create_service(
+        task, name="bench-swarm-cold", mode=docker.types.ServiceMode("replicated", replicas)
+    )
+    label = "com.docker.swarm.service.name=bench-swarm-cold"
+    try:
+        wait_for(
+            "swarm cold start",
+            lambda: (
+                len(
+                    [
+                        c
+                        for c in client.containers(filters={"label": label})
+                        if c["State"] == "running"
+                    ]
+                )
+                >= replicas
+            ),
+            600,
+            0.1,
+        )
+        return time.time() - t0
+    finally:
+        cleanup(client)
+        wait_for(
+            "swarm tasks gone",
+            lambda: not client.containers(all=True, filters={"label": label}),
+            120,
+            0.2,
+        )
+
+
+def _metrics(sock: str) -> dict[str, float]:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sock)
+    s.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    s.close()
+    out: dict[str, float] = {}
+    for line in data.decode().split("\r\n\r\n", 1)[-1].splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def _import_floor() -> float:
+    code = (
+        "import docker, yaml, psutil\n"
+        "try:\n import systemd.daemon\nexcept ImportError:\n pass\n"
+        "print(psutil.Process().memory_info().rss)"
+    )
+    return int(subprocess.check_output([sys.executable, "-c", code])) / 2**20
+
+
+def scale_and_idle(
+    sizes: tuple[int, ...] = (10, 100, 300), idle_seconds: float = 120.0
+) -> dict[str, Any]:
+    """Time of one full pass next to a bare list call at each size, then the idle cost."""
+    sys.path.insert(0, str(REPO))
+    from healerd.config import DesiredStore, load_conf_dir
+    from healerd.core.clock import SystemClock
+    from healerd.core.controller import Controller, LoopSettings
+    from healerd.engine.docker_engine import DOCKER_HOST as _
+    from healerd.engine.docker_engine import DockerEngine
+
+    client = api()
+    image_id(client)
+    cleanup(client)
+    h = Healerd("scale")
+    out: dict[str, Any] = {"pass": {}}
+    try:
+        h.service("bench-scale", 0)
+        h.start()
+        for n in sizes:
+            h.service("bench-scale", n)
+            wait_for(f"{n} replicas", lambda n=n: converged(client, "bench-scale", n), 600, 0.1)
+            engine = DockerEngine("unix:///var/run/docker.sock")
+            ctrl = Controller(engine, SystemClock(), LoopSettings())
+            ctrl.set_desired(
+                DesiredStore().update(load_conf_dir(h.dir / "conf.d", strict_modes=False))
+            )
+            ctrl.process_once()  # warm up: first status, connection pool
+            passes, lists = [], []
+            for _ in range(20):
+                ctrl.queue.add("bench-scale", force=True)
+                t = time.perf_counter()
+                ctrl.process_once()
+                passes.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                client.containers(all=True, filters={"label": "io.healerd.service"})
+                lists.append(time.perf_counter() - t)
+            assert ctrl.stats.creates == 0 and ctrl.stats.removes == 0
+            ctrl.shutdown()
+            out["pass"][n] = {
+                "pass_p50_ms": pct(passes, 0.5) * 1000,
+                "list_p50_ms": pct(lists, 0.5) * 1000,
+                "ratio": pct(passes, 0.5) / pct(lists, 0.5),
+            }
+        time.sleep(10)  # settle: the last containers pass min_ready_seconds
+        proc = psutil.Process(h.pid)
+        sock = str(h.dir / "healerd.sock")
+        m0, c0, t0 = _metrics(sock), proc.cpu_times(), time.monotonic()
+        time.sleep(idle_seconds)
+        m1, c1, t1 = _metrics(sock), proc.cpu_times(), time.monotonic()
+        minutes = (t1 - t0) / 60
+
+        def delta(key: str) -> float:
+            return m1.get(key, 0.0) - m0.get(key, 0.0)
+
+        actions = sum(v for k, v in m1.items() if k.startswith("healerd_actions_total")) - sum(
+            v for k, v in m0.items() if k.startswith("healerd_actions_total")
+        )
+        out["idle"] = {
+            "containers": sizes[-1],
+            "seconds": t1 - t0,
+            "cpu_percent_of_one_core": 100
+            * ((c1.user + c1.system) - (c0.user + c0.system))
+            / (t1 - t0),
+            "list_calls_per_min": delta("healerd_engine_list_calls_total") / minutes,
+            "actions": actions,
+            "rss_mib": proc.memory_info().rss / 2**20,
+            "import_floor_mib": _import_floor(),
+        }
+    finally:
+        h.stop()
+        cleanup(client)
+    idle = out["idle"]
+    out["goals"] = {
+        f"pass <= 1.5 x bare list at {n}": v["ratio"] <= 1.5 for n, v in out["pass"].items()
+    } | {
+        "idle CPU < 0.5% of one core": idle["cpu_percent_of_one_core"] < 0.5,
+        "idle RSS <= 45 MiB": idle["rss_mib"] <= 45,
+        "idle RSS within 13 MiB of the import floor": idle["rss_mib"] - idle["import_floor_mib"]
+        <= 13,
+        "idle: no action, nothing per container": idle["actions"] == 0,
+    }
+    return out
+
+
+def reload_latency(edits: int = 20) -> dict[str, Any]:
+    """File edit -> the first action, through inotify (no SIGHUP)."""
+    client = api()
+    image_id(client)
+    cleanup(client)
+    h = Healerd("reload")
+    samples = []
+    try:
+        with EventClock(client) as events:
+            h.service("bench-reload", 1)
+            h.start()
+            wait_for("1 replica", lambda: converged(client, "bench-reload", 1), 60)
+            for i in range(edits):
+                n = 2 + i
+                t0 = time.time()
+                h.service("bench-reload", n)
+                ev = events.wait(
+                    lambda e: (
+                        e.get("Action") == "create"
+                        and label_of(e, "io.healerd.service") == "bench-reload"
+                    ),
+                    after=t0,
+                )
+                samples.append(ev["timeNano"] / 1e9 - t0)
+                wait_for(f"{n} replicas", lambda n=n: converged(client, "bench-reload", n), 60)
+    finally:
+        h.stop()
+        cleanup(client)
+    out = {
+        "edit_to_first_action": {
+            "p50": pct(samples, 0.5),
+            "p99": pct(samples, 0.99),
+            "n": len(samples),
+        }
+    }
+    out["goals"] = {"reload p99 < 1 s": out["edit_to_first_action"]["p99"] < 1.0}
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(storm_and_cold(), indent=2))
+    _ = (signal, threading)

@@ -1,0 +1,60 @@
+"""Run the benchmarks: `python -m bench.run [all|heal|fleet|scale|reload]` (from the repo).
+
+Writes bench/results.json and prints the figures with their ratios and goals.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import fleet, heal
+from bench.lib import api, cleanup
+
+SUITES = {
+    "heal": heal.run,
+    "fleet": fleet.storm_and_cold,
+    "scale": fleet.scale_and_idle,
+    "reload": fleet.reload_latency,
+}
+
+
+def main(argv: list[str]) -> int:
+    names = argv[1:] or ["all"]
+    if names == ["all"]:
+        names = list(SUITES)
+    client = api()
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.node()} {platform.machine()}, {_cores()} cores, "
+        f"engine {client.version()['Version']}",
+    }
+    try:
+        for name in names:
+            print(f"== {name}", flush=True)
+            results[name] = SUITES[name]()
+            print(json.dumps(results[name], indent=2, default=str), flush=True)
+    finally:
+        cleanup(client)
+    path = Path(__file__).with_name("results.json")
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    goals = {f"{n}: {g}": ok for n in names for g, ok in results[n].get("goals", {}).items()}
+    print("\n== goals")
+    for goal, ok in goals.items():
+        print(f"{'met   ' if ok else 'MISSED'} {goal}")
+    print(f"results: {path}")
+    return 0
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
