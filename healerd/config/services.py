@@ -1170,7 +1170,7 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         {},
         "The container's healthcheck, overriding the image's. An unhealthy container is "
         "replaced after unhealthy_grace.",
-        "{test: [CMD, true], interval: 5s}",
+        "{test: [CMD, /bin/check], interval: 5s}",
         check=_healthcheck,
         compose="healthcheck",
         children=HEALTHCHECK_FIELDS,

@@ -104,6 +104,67 @@ _CHECKS: dict[str, Callable[[object], Any]] = {
     "strict_modes": _bool,
 } | dict.fromkeys(_INTERVALS, _interval)
 
+
+@dataclass(frozen=True)
+class SettingDoc:
+    """What CONFIG.md says about one key of healerd.yaml (its check is in _CHECKS)."""
+
+    type: str
+    doc: str
+    example: str
+
+
+_UNUSED = (
+    " Accepted, but not read at present: each service's restart_policy sets its crash backoff."
+)
+# One entry per key of _CHECKS (a unit test holds them equal); defaults come from Settings.
+SETTINGS_DOCS: dict[str, SettingDoc] = {
+    "docker_host": SettingDoc(
+        "engine address or null",
+        "The Docker engine to manage; null means $DOCKER_HOST, else the local socket.",
+        "unix:///var/run/docker.sock",
+    ),
+    "socket_path": SettingDoc(
+        "absolute path", "Where healerd listens for healerctl.", "/run/healerd/healerd.sock"
+    ),
+    "resync_interval": SettingDoc(
+        "duration > 0",
+        "How often every service is checked in full, besides reacting to engine events and "
+        "config changes.",
+        "1m",
+    ),
+    "workers": SettingDoc(
+        f"integer 1 to {MAX_WORKERS}", "How many reconcile workers run in parallel.", "8"
+    ),
+    "backoff_base": SettingDoc(
+        "duration > 0, <= backoff_max", "First retry delay after a failed engine call.", "10ms"
+    ),
+    "backoff_max": SettingDoc("duration > 0", "The longest retry delay after failures.", "30s"),
+    "crash_backoff_base": SettingDoc(
+        "duration > 0, <= crash_backoff_max",
+        "First restart delay for a crashing container." + _UNUSED,
+        "1s",
+    ),
+    "crash_backoff_max": SettingDoc("duration > 0", "The longest restart delay." + _UNUSED, "5m"),
+    "crash_backoff_reset": SettingDoc(
+        "duration > 0",
+        "How long a container must run before its backoff starts over." + _UNUSED,
+        "10m",
+    ),
+    "engine_timeout": SettingDoc("duration > 0", "Limit for one engine API call.", "1m"),
+    "engine_down_log_interval": SettingDoc(
+        "duration > 0", "While the engine is unreachable, how often to say so in the log.", "1m"
+    ),
+    "log_level": SettingDoc(f"{' | '.join(LOG_LEVELS)}", "Log verbosity.", "debug"),
+    "strict_modes": SettingDoc(
+        "boolean",
+        "Refuse config files, env files and directories that anyone but root (or healerd's "
+        "own user) owns or could write, as sshd's StrictModes does. false is for development "
+        "only.",
+        "false",
+    ),
+}
+
 # Pairs whose order matters: a base above its maximum makes backoff nonsense.
 _ORDERED = (("backoff_base", "backoff_max"), ("crash_backoff_base", "crash_backoff_max"))
 

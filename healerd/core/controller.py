@@ -577,9 +577,9 @@ class Controller:
         Returns (state, reason) when it cannot be had."""
         image, policy = spec.image, spec.pull_policy
         seen = self._images_seen.get(image)
-        if seen is not None and self._clock.monotonic() - seen < IMAGE_SEEN_TTL:
-            if policy != "always" or (key, spec.spec_hash) in self._pulled:
-                return None  # seen a moment ago: a heal need not ask again
+        fresh = seen is not None and self._clock.monotonic() - seen < IMAGE_SEEN_TTL
+        if fresh and (policy != "always" or (key, spec.spec_hash) in self._pulled):
+            return None  # seen a moment ago: a heal need not ask again
         try:
             present = self._engine.image_present(image)
             if present:

@@ -796,3 +796,70 @@ _fields = st.dictionaries(st.sampled_from(_KEYS), _values)
 @given(st.dictionaries(st.text(max_size=8), _fields | _values, max_size=3))
 def test_structured_yaml_never_raises(services: dict[str, object]) -> None:
     _check_result(yaml.safe_dump({"services": services}))
+
+
+# Structured documents that look like real service files: every known key (nested keys
+# too), typos, x- keys, and values drawn from what each kind of field accepts or nearly
+# accepts, so that the checks themselves (not only the type guards) run on odd input.
+_PLAUSIBLE = st.sampled_from(
+    [
+        "10s", "1m30s", "0s", "-1s", "500ms", "1h1s", "256m", "0m", "1.5g", "10t", "0.5",
+        "8080", "8080:80", "127.0.0.1:80:80", "[::1]:80:80/udp", "80/sctp", "1-2:3",
+        "70000:80", ":80", "data:/data", "/a:/b:ro", "/a:/", "a:b:c:d", "/x",
+        "busybox:1.36", "BusyBox", "a@sha256:00", "localhost:5000/x", "CMD", "CMD-SHELL",
+        "NONE", "start-first", "stop-first", "always", "build", "if_not_present",
+        "KEY=value", "=x", "io.healerd.x=1", "1000:1000", "app", "/app", "echo 'x",
+        "missing.env", "", " ", "x-y", "<<", "true", "null",
+    ]
+)  # fmt: skip
+_leaf = _PLAUSIBLE | _scalars
+_any = st.recursive(
+    _leaf,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(_PLAUSIBLE | st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+_NESTED = {
+    "healthcheck": ["test", "interval", "timeout", "retries", "start_period", "disable"],
+    "update_config": ["parallelism", "delay", "order", "min_ready_seconds", "progress_deadline"],
+    "restart_policy": ["delay", "max_delay", "window", "condition", "max_attempts"],
+}
+
+
+def _nested(keys: list[str]) -> st.SearchStrategy[dict[str, object]]:
+    return st.dictionaries(st.sampled_from([*keys, "bogus", "x-note"]), _any, max_size=5)
+
+
+_ALL_KEYS = sorted(
+    {"image", "replicas", "command", "entrypoint", "environment", "env_file", "labels"}
+    | {"user", "working_dir", "volumes", "ports", "networks", "mem_limit", "cpus"}
+    | {"stop_grace_period", "pull_policy", "unhealthy_grace", "restart", "deploy", "replica"}
+    | {"x-meta", "env_digest", "container_name"}
+)
+_service_body = st.fixed_dictionaries(
+    {},
+    optional={
+        **{key: _any for key in _ALL_KEYS},
+        **{key: _nested(sub) | _any for key, sub in _NESTED.items()},
+    },
+)
+_service_names = st.sampled_from(["web", "db", "x-y", "-bad", "a" * 51]) | st.text(max_size=6)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(
+    st.dictionaries(_service_names, _service_body | _any, max_size=3),
+    st.dictionaries(st.sampled_from(["x-a", "service", "version"]), _any, max_size=2),
+)
+def test_service_like_yaml_never_raises(
+    services: dict[str, object], extra: dict[str, object]
+) -> None:
+    text = yaml.safe_dump({"services": services, **extra}, allow_unicode=True)
+    _check_result(text)
+    result = parse_service_text(text, F)
+    # Every problem in well-formed YAML points at a line and a column.
+    assert all(e.line is not None and e.column is not None for e in result.errors)
+    if result.services is not None:
+        assert all(isinstance(s, ServiceSpec) for s in result.services.values())
