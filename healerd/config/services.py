@@ -1309,5 +1309,22 @@ def load_service_file(
     file = str(path) if display_name is None else display_name
     if strict_modes and (problem := trust_problem(path)):
         return FileResult(file, None, (ConfigError(file, None, "file", problem),))
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:
+            # A file truncated to be rewritten (cp, `>` redirection) is empty for a moment:
+            # that must not read as "remove its services". Delete the file for that.
+            return FileResult(
+                file,
+                None,
+                (
+                    ConfigError(
+                        file,
+                        None,
+                        "file",
+                        "empty (still being written?): its services keep their last good state; "
+                        "delete the file to remove them, or write `services: {}`",
+                    ),
+                ),
+            )
     data, errors = read_yaml_file(path, file)
     return _result(data, errors, file, _Context(path.parent, strict_modes))

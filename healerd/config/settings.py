@@ -36,9 +36,6 @@ class Settings:
     workers: int = 4
     backoff_base: float = 0.005
     backoff_max: float = 60.0
-    crash_backoff_base: float = 0.25
-    crash_backoff_max: float = 60.0
-    crash_backoff_reset: float = 120.0
     engine_timeout: float = 30.0
     engine_down_log_interval: float = 30.0
     log_level: str = "info"
@@ -90,9 +87,6 @@ _INTERVALS = (
     "resync_interval",
     "backoff_base",
     "backoff_max",
-    "crash_backoff_base",
-    "crash_backoff_max",
-    "crash_backoff_reset",
     "engine_timeout",
     "engine_down_log_interval",
 )
@@ -114,9 +108,6 @@ class SettingDoc:
     example: str
 
 
-_UNUSED = (
-    " Accepted, but not read at present: each service's restart_policy sets its crash backoff."
-)
 # One entry per key of _CHECKS (a unit test holds them equal); defaults come from Settings.
 SETTINGS_DOCS: dict[str, SettingDoc] = {
     "docker_host": SettingDoc(
@@ -140,17 +131,6 @@ SETTINGS_DOCS: dict[str, SettingDoc] = {
         "duration > 0, <= backoff_max", "First retry delay after a failed engine call.", "10ms"
     ),
     "backoff_max": SettingDoc("duration > 0", "The longest retry delay after failures.", "30s"),
-    "crash_backoff_base": SettingDoc(
-        "duration > 0, <= crash_backoff_max",
-        "First restart delay for a crashing container." + _UNUSED,
-        "1s",
-    ),
-    "crash_backoff_max": SettingDoc("duration > 0", "The longest restart delay." + _UNUSED, "5m"),
-    "crash_backoff_reset": SettingDoc(
-        "duration > 0",
-        "How long a container must run before its backoff starts over." + _UNUSED,
-        "10m",
-    ),
     "engine_timeout": SettingDoc("duration > 0", "Limit for one engine API call.", "1m"),
     "engine_down_log_interval": SettingDoc(
         "duration > 0", "While the engine is unreachable, how often to say so in the log.", "1m"
@@ -166,7 +146,7 @@ SETTINGS_DOCS: dict[str, SettingDoc] = {
 }
 
 # Pairs whose order matters: a base above its maximum makes backoff nonsense.
-_ORDERED = (("backoff_base", "backoff_max"), ("crash_backoff_base", "crash_backoff_max"))
+_ORDERED = (("backoff_base", "backoff_max"),)
 
 
 def _checked(

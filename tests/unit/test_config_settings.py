@@ -32,7 +32,6 @@ def test_defaults() -> None:
     assert s.socket_path == Path("/run/healerd/healerd.sock")
     assert (s.resync_interval, s.workers, s.log_level) == (30.0, 4, "info")
     assert (s.backoff_base, s.backoff_max) == (0.005, 60.0)
-    assert (s.crash_backoff_base, s.crash_backoff_max, s.crash_backoff_reset) == (0.25, 60.0, 120.0)
     assert (s.engine_timeout, s.engine_down_log_interval) == (30.0, 30.0)
     assert check_settings(s) == []
 
@@ -61,9 +60,6 @@ resync_interval: 1m30s
 workers: 64
 backoff_base: 10ms
 backoff_max: 5
-crash_backoff_base: 0.5
-crash_backoff_max: 2m
-crash_backoff_reset: 1h
 engine_timeout: 2.5
 engine_down_log_interval: "45"
 log_level: DEBUG
@@ -77,9 +73,6 @@ x-note: ignored
         workers=64,
         backoff_base=0.01,
         backoff_max=5.0,
-        crash_backoff_base=0.5,
-        crash_backoff_max=120.0,
-        crash_backoff_reset=3600.0,
         engine_timeout=2.5,
         engine_down_log_interval=45.0,
         log_level="debug",
@@ -132,11 +125,8 @@ def test_intervals_must_be_positive_durations(tmp_path: Path, value: str) -> Non
 
 
 def test_backoff_base_above_max(tmp_path: Path) -> None:
-    found = errors_of(tmp_path, "backoff_max: 1s\nbackoff_base: 2s\ncrash_backoff_base: 61\n")
-    assert [(line, field) for line, field, _ in found] == [
-        (2, "backoff_base"),
-        (3, "crash_backoff_base"),
-    ]
+    found = errors_of(tmp_path, "backoff_max: 1s\nbackoff_base: 2s\n")
+    assert [(line, field) for line, field, _ in found] == [(2, "backoff_base")]
 
 
 def test_no_order_error_when_one_side_is_invalid(tmp_path: Path) -> None:

@@ -83,3 +83,17 @@ def test_signals_only_set_flags(tmp_path: Path) -> None:
         signal.set_wakeup_fd(-1)
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def test_a_file_truncated_to_empty_keeps_its_services(tmp_path: Path) -> None:
+    d, _ = daemon(tmp_path)
+    f = tmp_path / "conf.d" / "a.yaml"
+    f.write_text("services:\n  web:\n    image: img:1\n    replicas: 2\n")
+    d.reload()
+    f.write_text("")  # `cp` or `>` truncates before it writes
+    d.reload()
+    assert d.controller.desired.services["web"].replicas == 2
+    assert any("empty" in e.reason for e in d.controller.desired.errors)
+    f.write_text("services: {}\n")
+    d.reload()
+    assert d.controller.desired.services == {}

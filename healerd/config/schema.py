@@ -1,0 +1,283 @@
+"""The published forms of the config's key tables: a JSON Schema and CONFIG.md.
+
+Both are generated from the tables the checker itself runs on (services.SERVICE_FIELDS
+and its nested tables, settings.SETTINGS_DOCS with the Settings defaults), and unit tests
+hold the committed files equal to what is generated here. To regenerate them:
+
+    python -m healerd.config.schema          # writes config/healerd-services.schema.json
+                                             # and CONFIG.md in the current directory
+
+The schema is for editors (YAML language servers) and is as strict as JSON Schema can be,
+but some checks are beyond it: a file that passes the schema can still be refused by
+healerd (duplicate keys, a host port published twice, a fixed host port with replicas
+above 1, env files that are missing or untrusted, ...). `healerctl validate` has the last
+word.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from healerd.config.services import SERVICE_FIELDS, SERVICE_NAME_RE, Key
+from healerd.config.settings import SETTINGS_DOCS, Settings
+from healerd.model import HealthcheckSpec, RestartPolicy, UpdateConfig
+
+SCHEMA_FILE = Path("config") / "healerd-services.schema.json"
+REFERENCE_FILE = Path("CONFIG.md")
+_EXTENSION = {"^x-": {"description": "Ignored by healerd: a place for YAML anchors."}}
+
+
+def _value_schema(key: Key) -> dict[str, Any]:
+    if key.children:
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {child.name: _key_schema(child) for child in key.children},
+            "patternProperties": _EXTENSION,
+            "additionalProperties": False,
+        }
+    else:
+        schema = dict(key.schema)
+    return schema
+
+
+def _key_schema(key: Key) -> dict[str, Any]:
+    """A required key must hold a value; any other may be null, which counts as absent."""
+    value = _value_schema(key)
+    schema: dict[str, Any] = {"description": key.doc}
+    default = _json_default(key)
+    if default is not None:
+        schema["default"] = default
+    if key.required:
+        return schema | value
+    schema["anyOf"] = [{"type": "null"}, value]
+    return schema
+
+
+def _json_default(key: Key) -> Any:
+    if key.children or key.default is None or key.default in ((), ""):
+        return None
+    if isinstance(key.default, float) and "duration" in key.type:
+        return format_duration(key.default)
+    return key.default
+
+
+def service_schema() -> dict[str, Any]:
+    """The JSON Schema (draft-07) of a service file."""
+    service = {
+        "type": "object",
+        "description": "One service: containers of one image, kept running by healerd.",
+        "required": [key.name for key in SERVICE_FIELDS if key.required],
+        "properties": {key.name: _key_schema(key) for key in SERVICE_FIELDS},
+        "patternProperties": _EXTENSION,
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "healerd service file",
+        "description": "A file in healerd's conf.d directory. Generated from healerd's own "
+        "checks (healerd/config/schema.py); see CONFIG.md. healerd checks more than a schema "
+        "can (duplicate keys, host ports across services, env files): `healerctl validate` "
+        "has the last word.",
+        "type": ["object", "null"],
+        "properties": {
+            "services": {
+                "description": "Service names (1 to 50 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit, unique across files) to services.",
+                "anyOf": [
+                    {"type": "null"},
+                    {
+                        "type": "object",
+                        "propertyNames": {"pattern": f"^{SERVICE_NAME_RE.pattern}$"},
+                        "additionalProperties": {"$ref": "#/definitions/service"},
+                    },
+                ],
+            }
+        },
+        "patternProperties": _EXTENSION,
+        "additionalProperties": False,
+        "definitions": {"service": service},
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(service_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+# --- CONFIG.md ------------------------------------------------------------------------------
+
+
+def format_duration(seconds: float) -> str:
+    """10.0 -> 10s, 600.0 -> 10m, 0.25 -> 250ms: how the docs write default durations."""
+    if seconds == 0:
+        return "0s"
+    for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0)):
+        if seconds >= size and math.isclose(seconds / size, round(seconds / size)):
+            return f"{round(seconds / size)}{unit}"
+    return f"{round(seconds * 1000)}ms"
+
+
+def _default_text(key: Key) -> str:
+    if key.required:
+        return "required"
+    if key.children:
+        return "see below"
+    default = key.default
+    if default is None or default in ((), ""):
+        return "none"
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, float) and "duration" in key.type:
+        return format_duration(default)
+    return str(default)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if text else "—"
+
+
+def _key_table(keys: Iterable[Key], prefix: str = "") -> list[str]:
+    rows = [
+        "| Key | Type | Default | Compose | Example | Meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key in keys:
+        compose = key.compose
+        compose_text = compose if compose.startswith("(") else _code(compose)
+        example = f"{key.name}: {key.example}"
+        rows.append(
+            f"| `{prefix}{key.name}` | {_cell(key.type)} | {_cell(_default_text(key))} "
+            f"| {_cell(compose_text)} | {_cell(_code(example))} | {_cell(key.doc)} |"
+        )
+    return rows
+
+
+def _settings_table() -> list[str]:
+    defaults = Settings()
+    rows = ["| Key | Type | Default | Example | Meaning |", "|---|---|---|---|---|"]
+    for name, doc in SETTINGS_DOCS.items():
+        value = getattr(defaults, name)
+        if value is None:
+            default = "null"
+        elif isinstance(value, bool):
+            default = str(value).lower()
+        elif isinstance(value, float):
+            default = format_duration(value)
+        else:
+            default = str(value)
+        rows.append(
+            f"| `{name}` | {_cell(doc.type)} | `{default}` | `{name}: {_cell(doc.example)}` "
+            f"| {_cell(doc.doc)} |"
+        )
+    return rows
+
+
+_INTRO = """\
+# Configuration reference
+
+<!-- Generated by `python -m healerd.config.schema` from the tables healerd checks files
+with (healerd/config/services.py, healerd/config/settings.py). Do not edit by hand: a unit
+test fails when this page and the tables differ. -->
+
+healerd reads two kinds of files from its config directory (default `/etc/healerd`):
+`healerd.yaml`, the daemon's settings, and the service files `conf.d/*.yaml` (`*.yml`).
+How files are picked up, what happens to a file with errors, and who may write them is
+told in README.md ("Declaring services"); the example files are `config/healerd.yaml` and
+`config/conf.d/example.yaml`.
+
+Common value forms:
+
+- **duration**: a number of seconds, or a string of numbers with units `h`, `m`, `s`,
+  `ms`, `us` such as `500ms`, `10s`, `1m30s`, `2h`.
+- **size**: a whole number of bytes, or a number with `k`, `m` or `g` (binary units:
+  `256m` is 256 MiB) and an optional `b`, in either case.
+- **null** counts as absent, for every key but `image`: a key whose list is all commented
+  out keeps its default.
+- Keys starting with `x-` are ignored at the top level and inside a service and its
+  mappings (handy for YAML anchors); any other unknown key is an error, with a
+  suggestion when it looks like a typo.
+
+Editors can check service files as they are typed with the JSON Schema
+`config/healerd-services.schema.json` (generated from the same tables); put
+`# yaml-language-server: $schema=<path or URL of the schema>` at the top of a file. The
+schema cannot see everything healerd checks: duplicate keys, a host port used twice,
+a fixed host port with more than one replica or with `order: start-first`, env files
+that are missing, malformed or writable by others. `healerctl validate` runs the real
+checks.
+
+## Service files
+
+```yaml
+services:
+  web:                      # the service name
+    image: busybox:1.36
+    replicas: 2
+```
+
+A service file holds one top-level key, `services`, mapping service names to services.
+A service name is 1 to 50 letters, digits, `_`, `.` or `-`, starting with a letter or
+digit, and must be unique across all files.
+
+### Service keys
+"""
+
+_COMPOSE_NOTE = """
+Compose keys that healerd does not accept, because it does their job itself: `restart`
+(healerd restarts containers and never gives up; see `restart_policy`), `deploy` (write
+`replicas`, `update_config` and `restart_policy` directly in the service),
+`container_name` (healerd names containers `<service>-<hash>-<random>`). Only the short
+syntax of `ports` and `volumes` is supported.
+"""
+
+_SETTINGS_INTRO = """
+## healerd.yaml
+
+Every key is optional and a missing file means all defaults. Unlike a service file, an
+invalid `healerd.yaml` stops healerd at startup, with every error listed. The config
+directory itself is chosen on the command line (`--config-dir`), not here; `docker_host`,
+`socket_path`, `resync_interval`, `workers` and `log_level` can be overridden there too.
+
+"""
+
+
+def reference_text() -> str:
+    """CONFIG.md: every key of a service file and of healerd.yaml."""
+    lines = [_INTRO]
+    lines += _key_table(SERVICE_FIELDS)
+    lines.append(_COMPOSE_NOTE)
+    for key in SERVICE_FIELDS:
+        if key.children:
+            lines.append(f"### {key.name}\n")
+            lines.append(f"{key.doc} Example: `{key.name}: {key.example}`\n")
+            lines += _key_table(key.children, f"{key.name}.")
+            lines.append("")
+    lines.append(_SETTINGS_INTRO.rstrip("\n") + "\n")
+    lines += _settings_table()
+    return "\n".join(lines) + "\n"
+
+
+def model_fields() -> Mapping[str, frozenset[str]]:
+    """The model's attribute names for each table (tests hold the tables to them)."""
+    return {
+        "healthcheck": frozenset(f.name for f in fields(HealthcheckSpec)),
+        "update_config": frozenset(f.name for f in fields(UpdateConfig)),
+        "restart_policy": frozenset(f.name for f in fields(RestartPolicy)),
+    }
+
+
+def write(root: Path) -> None:
+    (root / SCHEMA_FILE).write_text(schema_text(), encoding="utf-8")
+    (root / REFERENCE_FILE).write_text(reference_text(), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd())

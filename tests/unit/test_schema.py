@@ -1,0 +1,206 @@
+"""The JSON Schema and CONFIG.md are generated from the checker's tables and kept current.
+
+The schema must accept every example in config/ and reject each file of the invalid
+corpus at the place the corpus index names (files whose error is beyond JSON Schema are
+marked there, with why).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from healerd.config.schema import (
+    REFERENCE_FILE,
+    SCHEMA_FILE,
+    format_duration,
+    model_fields,
+    reference_text,
+    schema_text,
+    service_schema,
+)
+from healerd.config.services import (
+    HEALTHCHECK_FIELDS,
+    RESTART_POLICY_FIELDS,
+    SERVICE_FIELDS,
+    SERVICE_KEYS,
+    UPDATE_CONFIG_FIELDS,
+    parse_service_text,
+)
+from healerd.config.settings import _CHECKS, SETTINGS_DOCS
+from healerd.config.yamlload import load_yaml
+from healerd.model import RestartPolicy, ServiceSpec, UpdateConfig
+from tests.unit.test_config_corpus import CASES, CORPUS
+
+REPO = Path(__file__).resolve().parents[2]
+REGENERATE = "regenerate with: python -m healerd.config.schema"
+
+
+def validator() -> jsonschema.Draft7Validator:
+    schema = json.loads((REPO / SCHEMA_FILE).read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def load(text: str, file: str) -> Any:
+    data, errors = load_yaml(text, file)
+    assert errors == [], [str(e) for e in errors]
+    return data
+
+
+# --- one table drives the checker, the schema and the reference ------------------------------
+
+
+def test_shipped_schema_is_current() -> None:
+    assert (REPO / SCHEMA_FILE).read_text(encoding="utf-8") == schema_text(), REGENERATE
+
+
+def test_shipped_reference_is_current() -> None:
+    assert (REPO / REFERENCE_FILE).read_text(encoding="utf-8") == reference_text(), REGENERATE
+
+
+def test_the_table_covers_the_model() -> None:
+    attrs = {key.attr or key.name for key in SERVICE_FIELDS}
+    derived = {"name", "source_file", "env_digest"}  # set by healerd, never written
+    assert attrs == {f.name for f in dataclasses.fields(ServiceSpec)} - derived
+    assert all(key.check is not None for key in SERVICE_FIELDS)
+    nested = {key.name: key.children for key in SERVICE_FIELDS if key.children}
+    assert nested == {
+        "healthcheck": HEALTHCHECK_FIELDS,
+        "update_config": UPDATE_CONFIG_FIELDS,
+        "restart_policy": RESTART_POLICY_FIELDS,
+    }
+    for name, children in nested.items():
+        assert {key.name for key in children} == model_fields()[name], name
+
+
+def test_table_defaults_are_the_models() -> None:
+    spec = ServiceSpec(name="web", image="busybox")
+    for key in SERVICE_FIELDS:
+        if not key.required:
+            assert key.default == getattr(spec, key.attr or key.name), key.name
+    for key in UPDATE_CONFIG_FIELDS:
+        assert key.default == getattr(UpdateConfig(), key.name)
+    for key in RESTART_POLICY_FIELDS:
+        assert key.default == getattr(RestartPolicy(), key.name)
+
+
+def test_every_table_example_is_accepted_by_checker_and_schema() -> None:
+    check = validator()
+    for key in SERVICE_FIELDS:
+        text = f"services:\n  web:\n    image: busybox\n    {key.name}: {key.example}\n"
+        if key.name == "image":
+            text = f"services:\n  web:\n    image: {key.example}\n"
+        if key.name == "env_file":
+            continue  # names a file that must exist: covered by test_config_envfile
+        result = parse_service_text(text, "t.yaml")
+        assert result.errors == (), [str(e) for e in result.errors]
+        assert list(check.iter_errors(load(text, "t.yaml"))) == [], key.name
+        for child in key.children:
+            text = (
+                f"services:\n  web:\n    image: busybox\n    {key.name}:\n"
+                f"      {child.name}: {child.example}\n"
+            )
+            if key.name == "healthcheck" and child.name not in ("test", "disable"):
+                text += "      test: [CMD, /bin/check]\n"
+            result = parse_service_text(text, "t.yaml")
+            assert result.errors == (), [str(e) for e in result.errors]
+            assert list(check.iter_errors(load(text, "t.yaml"))) == [], child.name
+
+
+def test_unknown_keys_follow_the_table() -> None:
+    assert frozenset(service_schema()["definitions"]["service"]["properties"]) == SERVICE_KEYS
+    result = parse_service_text("services:\n  web:\n    image: a\n    env_digest: x\n", "t.yaml")
+    assert [e.field for e in result.errors] == ["services.web.env_digest"]
+
+
+def test_format_duration() -> None:
+    assert [format_duration(s) for s in (0, 0.005, 0.25, 10, 90, 600, 7200)] == [
+        "0s",
+        "5ms",
+        "250ms",
+        "10s",
+        "90s",
+        "10m",
+        "2h",
+    ]
+
+
+# --- the schema against real files ------------------------------------------------------
+
+
+EXAMPLES = sorted(p for p in (REPO / "config" / "conf.d").glob("*.y*ml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_schema_accepts_every_example_in_config(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# yaml-language-server: $schema=../healerd-services.schema.json\n")
+    errors = list(validator().iter_errors(load(text, path.name)))
+    assert errors == [], [e.message for e in errors]
+
+
+def test_schema_accepts_the_commented_out_fields_of_the_example() -> None:
+    """example.yaml shows optional fields as comments: uncommented, they must pass too."""
+    text = (REPO / "config" / "conf.d" / "example.yaml").read_text(encoding="utf-8")
+    body = text[text.index("services:") :]
+    uncommented = re.sub(r"^(\s*)# (?=[a-z_]+:|  [a-z_]+:|  - )", r"\1", body, flags=re.M)
+    uncommented = re.sub(r"^\s*#   # disable: true.*\n", "", uncommented, flags=re.M)
+    uncommented = text[: text.index("services:")] + uncommented
+    data = load(uncommented, "example.yaml")
+    hello = data["services"]["hello"]
+    assert {"volumes", "ports", "healthcheck", "update_config", "restart_policy"} <= set(hello)
+    errors = list(validator().iter_errors(data))
+    assert errors == [], [e.message for e in errors]
+    # What remains for the checker is what the schema cannot see.
+    result = parse_service_text(uncommented, str(REPO / "config" / "conf.d" / "example.yaml"))
+    assert {e.field for e in result.errors} == {
+        "services.hello.env_file[0]",  # hello.env does not exist
+        "services.hello.ports",  # a fixed host port with replicas: 2
+        "services.hello.update_config.order",  # start-first with a fixed host port
+    }
+
+
+SCHEMA_CASES = sorted(name for name, case in CASES.items() if case["schema"] is not False)
+
+
+def test_how_many_corpus_files_the_schema_can_check() -> None:
+    unchecked = {name: case["why"] for name, case in CASES.items() if case["schema"] is False}
+    assert all(unchecked.values())
+    assert len(SCHEMA_CASES) >= 45 and len(unchecked) <= 17, unchecked
+
+
+@pytest.mark.parametrize("name", SCHEMA_CASES)
+def test_schema_rejects_the_invalid_corpus_where_it_should(name: str) -> None:
+    data = load((CORPUS / name).read_text(encoding="utf-8"), name)
+    errors = list(validator().iter_errors(data))
+    assert errors, f"{name}: the schema accepts it"
+    assert CASES[name]["schema"] in places(errors)
+
+
+def places(errors: list[jsonschema.ValidationError]) -> set[str]:
+    """Where errors sit, counting those inside anyOf branches (their `context`)."""
+    found: set[str] = set()
+    stack = list(errors)
+    while stack:
+        error = stack.pop()
+        found.add("/".join(str(p) for p in error.absolute_path))
+        stack.extend(error.context or ())
+    return found
+
+
+def test_settings_docs_cover_every_setting() -> None:
+    assert set(SETTINGS_DOCS) == set(_CHECKS)
+    reference = reference_text()
+    for name in _CHECKS:
+        assert f"| `{name}` |" in reference
+    for key in SERVICE_FIELDS:
+        assert f"| `{key.name}` |" in reference
+        for child in key.children:
+            assert f"| `{key.name}.{child.name}` |" in reference
