@@ -25,6 +25,7 @@ from bench.lib import (
     Healerd,
     api,
     cleanup,
+    docker_host,
     image_id,
     label_of,
     managed,
@@ -197,7 +198,6 @@ def scale_and_idle(
     from healerd.config import DesiredStore, load_conf_dir
     from healerd.core.clock import SystemClock
     from healerd.core.controller import Controller, LoopSettings
-    from healerd.engine.docker_engine import DOCKER_HOST as _
     from healerd.engine.docker_engine import DockerEngine
 
     client = api()
@@ -211,7 +211,7 @@ def scale_and_idle(
         for n in sizes:
             h.service("bench-scale", n)
             wait_for(f"{n} replicas", lambda n=n: converged(client, "bench-scale", n), 600, 0.1)
-            engine = DockerEngine("unix:///var/run/docker.sock")
+            engine = DockerEngine(docker_host())
             ctrl = Controller(engine, SystemClock(), LoopSettings())
             ctrl.set_desired(
                 DesiredStore().update(load_conf_dir(h.dir / "conf.d", strict_modes=False))

@@ -1,8 +1,9 @@
 """Shared pieces of the benchmarks: the engine, a healerd process, event timing, stats.
 
-Benchmarks run against the host's engine (tests/support/engine.sh starts it), because
-Swarm, the reference, needs the real one. Everything they create carries the label
-`healerd-bench=1` (or is a healerd/Swarm service named bench-*) and is removed at the end.
+Benchmarks run against a private dockerd of their own (like the integration tests), so
+that they never touch the host's containers (a healerd here would remove another
+healerd's containers as undeclared) and can turn it into a single-node Swarm for the
+reference. Everything is removed at the end, the engine included.
 """
 
 from __future__ import annotations
@@ -29,7 +30,31 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.busybox_image import build  # noqa: E402
 
-DOCKER_HOST = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+_HOST = {"url": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")}
+BENCH_ROOT = Path("/var/lib/healerd-bench")
+
+
+def docker_host() -> str:
+    return _HOST["url"]
+
+
+@contextlib.contextmanager
+def private_engine() -> Iterator[str]:
+    """Start a private dockerd for the run; yields its URL."""
+    from tests.integration.harness import PrivateDockerd
+
+    PrivateDockerd.reap_stale(BENCH_ROOT)
+    d = PrivateDockerd(BENCH_ROOT / f"run-{os.getpid()}")
+    d.start()
+    _HOST["url"] = d.url
+    try:
+        yield d.url
+    finally:
+        d.remove_networks()
+        d.stop()
+        d.remove()
+
+
 IMAGE = "healerd-bench/busybox:1"
 BENCH_LABEL = "healerd-bench"
 # Exits at once on SIGTERM; busybox sleep as PID 1 would ignore it.
@@ -37,7 +62,7 @@ COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"]
 
 
 def api() -> docker.APIClient:
-    return docker.APIClient(base_url=DOCKER_HOST, version="1.41", timeout=120)
+    return docker.APIClient(base_url=docker_host(), version="1.41", timeout=120)
 
 
 def image_id(client: docker.APIClient) -> str:
@@ -161,7 +186,7 @@ class Healerd:
                 "--config-dir",
                 str(self.dir),
                 "--docker-host",
-                DOCKER_HOST,
+                docker_host(),
                 "--socket",
                 str(self.dir / "healerd.sock"),
             ],
@@ -210,7 +235,7 @@ def swarm(client: docker.APIClient) -> Iterator[bool]:
     created = False
     try:
         if client.info().get("Swarm", {}).get("LocalNodeState") != "active":
-            client.init_swarm(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377")
+            client.init_swarm(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2378")
             created = True
         yield True
     except docker.errors.APIError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import fleet, heal
-from bench.lib import api, cleanup
+from bench.lib import api, cleanup, private_engine
 
 SUITES = {
     "heal": heal.run,
@@ -27,6 +27,11 @@ def main(argv: list[str]) -> int:
     names = argv[1:] or ["all"]
     if names == ["all"]:
         names = list(SUITES)
+    with private_engine():
+        return _run(names)
+
+
+def _run(names: list[str]) -> int:
     client = api()
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

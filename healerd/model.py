@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from enum import StrEnum
 
 LABEL_SERVICE = "io.healerd.service"
@@ -130,7 +131,7 @@ class ServiceSpec:
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
     source_file: str = field(default="", compare=False)
 
-    @property
+    @cached_property
     def spec_hash(self) -> str:
         """Hash of what shapes a container; replicas, rollout and restart settings and the
         origin are left out, so changing them never replaces containers."""

@@ -233,6 +233,10 @@ class Controller:
         workers = self._settings.workers
         while not stop.is_set():
             if not self._slots.acquire(timeout=0.5):
+                # Every worker is busy (a long pull, a slow stop): the loop itself is alive.
+                # Each engine call is bounded by engine_timeout, so a worker cannot hang
+                # for ever unnoticed.
+                self.last_progress = self._clock.monotonic()
                 continue
             slots = 1
             while slots < workers and self._slots.acquire(blocking=False):
@@ -592,7 +596,12 @@ class Controller:
                     "ErrImageNeverPull",
                     f"image {image} is not present and pull_policy is never",
                 )
-            log.info("%s: pulling %s", key, image)
+            log.info(
+                "%s: pulling %s",
+                key,
+                image,
+                extra={"healerd_service": key, "action": "pull", "reason": image},
+            )
             self._engine.pull(image)
             self._pulled.add((key, spec.spec_hash))
             self.events.record("pulled", key, f"pulled {image}")
@@ -623,14 +632,41 @@ class Controller:
             kind = a.kind.value
             if r.ok:
                 name = r.container_name or r.container_id or ""
-                log.info("%s: %sd %s (%s)", key, kind, name, a.reason)
+                log.info(
+                    "%s: %sd %s (%s)",
+                    key,
+                    kind,
+                    name,
+                    a.reason,
+                    extra={
+                        "healerd_service": key,
+                        "container_id": r.container_id or "",
+                        "container_name": name,
+                        "action": kind,
+                        "reason": a.reason,
+                    },
+                )
                 self.events.record(f"{kind}d", key, a.reason, name)
                 if a.kind is ActionKind.CREATE and a.container is not None:
                     died = self._mem.dead_since.get(a.container.id)
                     if died is not None:
                         self._hook("on_heal", key, max(0.0, self._clock.time() - died))
             else:
-                log.warning("%s: %s failed: %s", key, kind, r.error)
+                log.warning(
+                    "%s: %s failed: %s",
+                    key,
+                    kind,
+                    r.error,
+                    extra={
+                        "healerd_service": key,
+                        # The container removed (none for a failed create).
+                        "container_id": a.container.id
+                        if a.container is not None and a.kind is not ActionKind.CREATE
+                        else "",
+                        "action": kind,
+                        "reason": r.error,
+                    },
+                )
                 self.events.record("failed", key, f"{kind}: {r.error}")
             self._hook("on_action", kind, key, r.ok)
         with self._lock:
@@ -678,6 +714,7 @@ class Controller:
                 st.running,
                 st.desired,
                 f": {reason}" if reason else "",
+                extra={"healerd_service": key, "healerd_state": state, "reason": reason},
             )
             if state in (
                 "CrashLoopBackOff",

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Proof under a real systemd: build the .deb, install it in a Debian 12 container whose
+# PID 1 is systemd, and check the unit end to end (issue 6, item 5).
+#
+#   bash packaging/test-systemd.sh        (as root, on Debian 12; about 4 min warm)
+#
+# - The systemd image is made from Debian's packages with debootstrap and `docker import`,
+#   cached as a tarball under /var/cache/healerd-test and as a local image.
+# - The container runs on the system dockerd (tests/support/engine.sh starts it).
+# - healerd inside talks to a dockerd of this script's own (own socket, data root and
+#   bridge, no iptables), mounted as /var/run/docker.sock: a healerd removes every
+#   labelled container it was not told about, so it must not see the system engine,
+#   where other healerds (the example, benchmarks) keep theirs.
+# Everything it starts is removed at exit, pass or fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+unset DOCKER_HOST
+
+cache=/var/cache/healerd-test
+pkgs=systemd,systemd-sysv,dbus,procps,python3,python3-docker,python3-yaml,python3-psutil,python3-systemd,python3-prometheus-client
+tag=$(printf '%s' "bookworm $pkgs" | sha256sum | cut -c1-12)
+image=healerd-test/systemd:bookworm-$tag
+run=/var/lib/healerd-systest/run-$$
+bridge=hst$$
+subnet=172.31.126
+ctr=healerd-systest-$$
+svc=systest-$$
+t0=$(date +%s)
+
+step() { printf '\n== [%3ss] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
+ok() { printf '   ok: %s\n' "$*"; }
+fail() { printf '   FAIL: %s\n' "$*" >&2; dump; exit 1; }
+in_ctr() { docker exec "$ctr" "$@"; }
+pdocker() { docker -H "unix://$run/docker.sock" "$@"; }
+dump() {
+  docker exec "$ctr" journalctl -u healerd --no-pager -n 40 2>/dev/null >&2 || true
+}
+wait_until() { # SECONDS WHAT COMMAND...
+  local limit=$1 what=$2; shift 2
+  local end=$(( $(date +%s) + limit ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$end" ] || fail "timed out after ${limit}s: $what"
+    sleep 0.5
+  done
+}
+prop() { in_ctr systemctl show -p "$1" --value healerd; }
+
+cleanup() {
+  set +e
+  docker rm -f "$ctr" >/dev/null 2>&1
+  if [ -f "$run/docker.pid" ]; then
+    local pid; pid=$(cat "$run/docker.pid")
+    kill "$pid" 2>/dev/null
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null
+  fi
+  ip link delete "$bridge" 2>/dev/null
+  rm -rf --one-file-system "$run"
+  rmdir /var/lib/healerd-systest 2>/dev/null
+}
+
+exec 9>/run/healerd-systest.lock
+flock -n 9 || { echo "test-systemd.sh: another run is going on" >&2; exit 1; }
+trap cleanup EXIT
+
+step "system dockerd and tools"
+bash tests/support/engine.sh
+need=()
+command -v debootstrap >/dev/null || need+=(debootstrap)
+[ ${#need[@]} -eq 0 ] || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; }
+
+step "systemd image $image"
+if docker image inspect "$image" >/dev/null 2>&1; then
+  ok "cached image"
+else
+  mkdir -p "$cache"
+  tarball=$cache/bookworm-systemd-$tag.tar
+  if [ ! -s "$tarball" ]; then
+    rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
+    debootstrap --variant=minbase --include="$pkgs" bookworm "$rootfs" http://deb.debian.org/debian \
+      > "$cache/debootstrap.log" 2>&1 || { tail -20 "$cache/debootstrap.log"; exit 1; }
+    tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+    rm -rf --one-file-system "$rootfs"
+    ok "debootstrap done"
+  fi
+  docker import -c 'CMD ["/sbin/init"]' "$tarball" "$image" >/dev/null
+  ok "imported $tarball"
+fi
+
+step "build the .deb (packaging/build-deb)"
+deb=$(packaging/build-deb)
+ok "$deb"
+
+step "private dockerd for healerd ($run/docker.sock, bridge $bridge)"
+mkdir -p "$run"
+ip link add name "$bridge" type bridge
+ip addr add "$subnet.1/24" dev "$bridge"
+ip link set "$bridge" up
+setsid dockerd --host "unix://$run/docker.sock" --data-root "$run/data" --exec-root "$run/exec" \
+  --pidfile "$run/docker.pid" --bridge="$bridge" --iptables=false --ip6tables=false \
+  --ip-masq=false >"$run/dockerd.log" 2>&1 </dev/null &
+wait_until 60 "private dockerd answers" pdocker version
+ok "dockerd $(pdocker version --format '{{.Server.Version}}')"
+
+step "start systemd in a container"
+docker run -d --name "$ctr" --cgroupns=host -e container=docker \
+  -v /sys/fs/cgroup:/sys/fs/cgroup:rw -v "$run/docker.sock:/var/run/docker.sock" \
+  --tmpfs /run --tmpfs /run/lock "$image" /sbin/init >/dev/null
+wait_until 60 "systemd is up" in_ctr sh -c 'systemctl is-system-running | grep -qE "running|degraded"'
+ok "PID 1: $(in_ctr ps -o comm= -p 1), $(in_ctr systemctl --version | head -1), system $(in_ctr systemctl is-system-running || true)"
+
+step "test image from busybox-static, built with Debian's python3-docker inside"
+docker cp /bin/busybox "$ctr:/bin/busybox"
+docker cp tests/support/busybox_image.py "$ctr:/tmp/busybox_image.py"
+in_ctr python3 -c 'import docker; print("   docker SDK", docker.__version__)'
+in_ctr python3 /tmp/busybox_image.py healerd-systest/busybox:1 >/dev/null
+ok "healerd-systest/busybox:1 on the private engine"
+
+step "install: dpkg -i (dependencies are Debian's packages, preinstalled by debootstrap)"
+docker cp "$deb" "$ctr:/tmp/healerd.deb"
+in_ctr dpkg -i /tmp/healerd.deb
+in_ctr systemctl is-enabled healerd | grep -qx enabled || fail "not enabled by postinst"
+wait_until 30 "healerd active after install" in_ctr systemctl is-active -q healerd
+ok "enabled and started by the maintainer scripts"
+in_ctr test -f /etc/healerd/healerd.yaml && in_ctr test -d /etc/healerd/conf.d || fail "/etc/healerd missing"
+in_ctr sh -c 'dpkg-query --control-show healerd conffiles' | grep -q healerd.yaml || fail "no conffile"
+in_ctr test -f /usr/share/doc/healerd/examples/example.yaml || fail "no example"
+in_ctr getent group healerd >/dev/null || fail "no group healerd"
+ok "conffile, conf.d, example, group healerd"
+
+step "systemd-analyze verify and security"
+# --man=no: this minimal image has no man-db to look the Documentation= pages up with;
+# they are checked to be installed right below.
+out=$(in_ctr systemd-analyze verify --man=no /lib/systemd/system/healerd.service 2>&1) || true
+[ -z "$out" ] || { echo "$out"; fail "systemd-analyze verify is not clean"; }
+in_ctr test -f /usr/share/man/man8/healerd.8.gz -a -f /usr/share/man/man1/healerctl.1.gz || fail "man pages missing"
+ok "systemd-analyze verify: clean; man pages healerd(8), healerctl(1) installed"
+in_ctr sh -c 'sed "/^# Hardening/,/^\[Install\]/{/^\[Install\]/!d}" /lib/systemd/system/healerd.service > /tmp/healerd-unhardened.service'
+before=$(in_ctr systemd-analyze security --offline=yes /tmp/healerd-unhardened.service 2>/dev/null | tail -1)
+after=$(in_ctr systemd-analyze security healerd 2>/dev/null | tail -1)
+echo "   before hardening: $before"
+echo "   after hardening:  $after"
+
+step "systemctl start: active (running) with the STATUS text"
+in_ctr systemctl stop healerd
+in_ctr systemctl start healerd   # returns once READY=1 arrived (Type=notify)
+[ "$(prop SubState)" = running ] || fail "not running after start"
+status=$(prop StatusText)
+echo "$status" | grep -q "services converged" || fail "no STATUS text: '$status'"
+in_ctr systemctl status healerd --no-pager -n 0 | sed 's/^/   | /'
+ok "active (running), Status: \"$status\""
+
+step "healing end to end"
+in_ctr sh -c "cat > /etc/healerd/conf.d/systest.yaml <<EOF
+services:
+  $svc:
+    image: healerd-systest/busybox:1
+    command: [\"sh\", \"-c\", \"exec sleep 3600\"]
+    stop_grace_period: 1s
+    replicas: 2
+EOF
+chmod 644 /etc/healerd/conf.d/systest.yaml"
+running() { pdocker ps -q --filter "label=io.healerd.service=$svc" --filter status=running | wc -l; }
+wait_until 30 "2 replicas running" sh -c "[ \$(docker -H unix://$run/docker.sock ps -q --filter label=io.healerd.service=$svc --filter status=running | wc -l) -eq 2 ]"
+in_ctr healerctl wait --timeout 30s
+victim=$(pdocker ps -q --filter "label=io.healerd.service=$svc" | head -1)
+pdocker kill "$victim" >/dev/null
+wait_until 30 "a replacement for the killed container" sh -c "[ \$(docker -H unix://$run/docker.sock ps -q --filter label=io.healerd.service=$svc --filter status=running | wc -l) -eq 2 ] && ! docker -H unix://$run/docker.sock ps -q --no-trunc --filter status=running | grep -q ^$victim"
+ok "docker kill $victim: replaced; $(running) running"
+wait_until 15 "STATUS shows the service converged" sh -c "docker exec $ctr systemctl show -p StatusText --value healerd | grep -q '1/1 services converged, 2 containers'"
+ok "Status: \"$(prop StatusText)\""
+
+step "systemctl reload"
+pid=$(prop MainPID)
+since=$(in_ctr date '+%Y-%m-%d %H:%M:%S')
+sleep 1
+in_ctr sed -i 's/replicas: 2/replicas: 3/' /etc/healerd/conf.d/systest.yaml
+in_ctr systemctl reload healerd
+wait_until 15 "reload logged" sh -c "docker exec $ctr journalctl -u healerd --since '$since' | grep -q 'reloading configuration'"
+wait_until 30 "3 replicas after reload" sh -c "[ \$(docker -H unix://$run/docker.sock ps -q --filter label=io.healerd.service=$svc --filter status=running | wc -l) -eq 3 ]"
+[ "$(prop MainPID)" = "$pid" ] || fail "reload restarted healerd"
+[ "$(prop ActiveState)" = active ] || fail "not active after reload"
+ok "reloaded in place (MainPID $pid), 3 replicas"
+
+step "kill -9 of the main PID: restarted by systemd"
+restarts=$(prop NRestarts)
+in_ctr kill -9 "$pid"
+wait_until 30 "a new main PID" sh -c "p=\$(docker exec $ctr systemctl show -p MainPID --value healerd); [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && docker exec $ctr systemctl is-active -q healerd"
+pid2=$(prop MainPID)
+[ "$(prop NRestarts)" -gt "$restarts" ] || fail "NRestarts did not grow"
+ok "MainPID $pid -> $pid2, NRestarts $(prop NRestarts)"
+
+step "SIGSTOP of the main PID: restarted by the watchdog (WatchdogSec=$(prop WatchdogUSec))"
+restarts=$(prop NRestarts)
+since=$(in_ctr date '+%Y-%m-%d %H:%M:%S')
+in_ctr kill -STOP "$pid2"
+stopped=$(date +%s)
+wait_until 120 "the watchdog restart" sh -c "p=\$(docker exec $ctr systemctl show -p MainPID --value healerd); [ \"\$p\" != 0 ] && [ \"\$p\" != $pid2 ] && docker exec $ctr systemctl is-active -q healerd"
+in_ctr journalctl -u healerd --since "$since" --no-pager | grep -qi watchdog || fail "no watchdog message in the journal"
+in_ctr journalctl -u healerd --since "$since" --no-pager -o cat | grep -i watchdog | sed 's/^/   | /'
+ok "restarted $(( $(date +%s) - stopped ))s after SIGSTOP; MainPID $(prop MainPID), NRestarts $(prop NRestarts)"
+
+step "journal: structured fields"
+in_ctr journalctl -u healerd -o verbose --no-pager "HEALERD_SERVICE=$svc" > "$run/journal.txt" || true
+n=$(grep -c '^    MESSAGE=' "$run/journal.txt" || true)
+echo "   journalctl -u healerd HEALERD_SERVICE=$svc: $n entries, for instance:"
+in_ctr journalctl -u healerd -o cat --no-pager "HEALERD_SERVICE=$svc" | tail -5 | sed 's/^/   | /'
+[ "$n" -gt 0 ] || fail "no entry with HEALERD_SERVICE=$svc"
+for field in CONTAINER_ID ACTION REASON; do
+  grep -q "^    $field=" "$run/journal.txt" || fail "no $field= field on the service's entries"
+done
+grep -E '^    (HEALERD_SERVICE|CONTAINER_ID|CONTAINER_NAME|ACTION|REASON|HEALERD_STATE|PRIORITY|SYSLOG_IDENTIFIER)=' "$run/journal.txt" | sort | uniq -c | sort -rn | head -12 | sed 's/^/   | /'
+ok "HEALERD_SERVICE, CONTAINER_ID, ACTION, REASON present"
+
+step "purge: removes what it installed, never a container"
+before_n=$(pdocker ps -aq --filter "label=io.healerd.service=$svc" | wc -l)
+in_ctr rm /etc/healerd/conf.d/systest.yaml
+in_ctr dpkg --purge healerd
+in_ctr systemctl is-active -q healerd && fail "still running after purge"
+in_ctr test -e /etc/healerd && fail "/etc/healerd left behind"
+in_ctr test -e /lib/systemd/system/healerd.service && fail "unit left behind"
+in_ctr test -e /usr/lib/python3/dist-packages/healerd && fail "python package left behind"
+after_n=$(pdocker ps -aq --filter "label=io.healerd.service=$svc" | wc -l)
+[ "$after_n" -eq "$before_n" ] || fail "purge changed the containers: $before_n -> $after_n"
+ok "gone: service, /etc/healerd, unit, modules; $after_n containers untouched"
+
+step "PASS in $(( $(date +%s) - t0 ))s"
