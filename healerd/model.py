@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
-from functools import cached_property
 from enum import StrEnum
+from functools import cached_property
 
 LABEL_SERVICE = "io.healerd.service"
 LABEL_SPEC_HASH = "io.healerd.spec-hash"
