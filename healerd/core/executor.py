@@ -59,11 +59,13 @@ class Executor:
         """Run all actions, at most `parallel` at once, and wait for every one.
 
         Running containers are stopped first, so that what they hold (a fixed host port,
-        memory) is free before their replacements start; everything else runs at once.
+        memory) is free before their replacements start. Then the creates, at full
+        parallelism: they are what heals. Dead containers are cleared away last.
         """
-        first = [a for a in actions if a.kind is ActionKind.REMOVE and _running(a)]
-        rest = [a for a in actions if not (a.kind is ActionKind.REMOVE and _running(a))]
-        return self._run_all(first) + self._run_all(rest)
+        stops = [a for a in actions if a.kind is ActionKind.REMOVE and _running(a)]
+        creates = [a for a in actions if a.kind is ActionKind.CREATE]
+        clears = [a for a in actions if a.kind is ActionKind.REMOVE and not _running(a)]
+        return self._run_all(stops) + self._run_all(creates) + self._run_all(clears)
 
     def _run_all(self, actions: Sequence[Action]) -> list[ActionResult]:
         if len(actions) <= 1:

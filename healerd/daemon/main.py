@@ -31,6 +31,7 @@ from healerd.config import (
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.journal import make_handler
@@ -42,6 +43,7 @@ from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
 log = logging.getLogger("healerd")
 
 EXIT_CONFIG = 2
+EXIT_RUNNING = 3
 SHUTDOWN_GRACE = 3.0
 
 
@@ -297,6 +299,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"healerd: {err}", file=sys.stderr)
         return EXIT_CONFIG
     setup_logging(settings.log_level)
+    try:
+        lock_fd = instance.acquire(docker_host(settings))
+    except (instance.AlreadyRunning, OSError) as exc:
+        log.error("%s", exc)
+        return EXIT_RUNNING
     engine = DockerEngine(
         docker_host(settings), timeout=settings.engine_timeout, pool_size=settings.workers * 4
     )
@@ -306,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     daemon.install_signal_handlers()
     code = daemon.run()
+    os.close(lock_fd)
     logging.shutdown()
     # Worker threads may sit in a slow engine call; the next start adopts whatever
     # they leave, so do not wait for them.

@@ -57,10 +57,10 @@ class PrivateDockerd:
         self.root = root
         run_id = root.name.removeprefix("run-")
         self.bridge = f"hdt{run_id[-8:]}"
-        # A /24 per run in 172.31.128.0/17, only ever used between the host and its
-        # containers on this bridge.
+        # A /20 per run (room for 4000 containers) in 172.31.128.0/17, only ever used
+        # between the host and its containers on this bridge.
         n = int(run_id) if run_id.isdigit() else 0
-        self.subnet = f"172.31.{128 + n % 127}.1/24"
+        self.subnet = f"172.31.{128 + 16 * (n % 8)}.1/20"
         self.sock = root / "docker.sock"
         self.url = f"unix://{self.sock}"
         self.log_path = root / "dockerd.log"
@@ -157,7 +157,13 @@ class PrivateDockerd:
         self.proc = None
 
     def remove(self) -> None:
-        """Delete the data and the bridge of a stopped engine."""
+        """Delete the data and the bridge of a stopped engine (lazily unmounting what an
+        engine that died left mounted there: network namespaces, overlay layers)."""
+        prefix = str(self.root) + "/"
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f if line.split()[1].startswith(prefix)]
+        for mount in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], check=False)
         subprocess.run(["ip", "link", "del", self.bridge], check=False, capture_output=True)
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import docker
+import pytest
 
 from healerd.config import load_service_file
 from tests.integration.conftest import ConfigDir
@@ -173,3 +174,17 @@ def test_containers_of_an_undeclared_service_are_removed_after_restart(
     path.unlink()
     healerd.start()
     wait_for("orphans removed", lambda: cluster.containers("old") == [], timeout=20)
+
+
+def test_a_second_healerd_for_the_same_engine_refuses_to_start(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, tmp_path: Path
+) -> None:
+    config.service("one.yaml", "one", 1)
+    healerd.start()
+    wait_for("1 replica", lambda: cluster.converged("one", 1), timeout=20)
+    second = Healerd(config.root, healerd.docker_host, tmp_path / "second.log")
+    with pytest.raises(AssertionError, match="exited at start"):
+        second.start()
+    assert second.proc is not None and second.proc.wait(timeout=10) == 3
+    assert "refusing to start a second one" in second.log()
+    assert healerd.alive() and cluster.converged("one", 1)
