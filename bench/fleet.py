@@ -4,13 +4,17 @@ cost of one pass, and healerd's cost while idle."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -109,6 +113,9 @@ def storm_and_cold(replicas: int = 100, killed: int = 50) -> dict[str, Any]:
         h.stop()
         cleanup(client)
     out["engine_kill_and_replace_s"] = _engine_storm(client, replicas, killed)
+    compose = _compose_cold(replicas)
+    if compose is not None:
+        out["compose_up_scale_s"] = compose
     with swarm(client) as have_swarm:
         if have_swarm:
             out["swarm_cold_start_s"] = _swarm_cold(client, replicas)
@@ -148,6 +155,35 @@ def _engine_storm(client: docker.APIClient, replicas: int, killed: int) -> float
     elapsed = time.time() - t0
     creator.shutdown()
     cleanup(client)
+    return elapsed
+
+
+def _compose_cold(replicas: int) -> float | None:
+    """`docker-compose up -d --scale` (Debian's docker-compose) to `replicas`, or None."""
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        print("docker-compose not installed: no compose figure", file=sys.stderr)
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        spec = {
+            "version": "2.4",
+            "services": {
+                "web": {"image": IMAGE, "command": COMMAND, "labels": {BENCH_LABEL: "compose"}}
+            },
+        }
+        path = Path(d) / "docker-compose.yml"
+        path.write_text(json.dumps(spec))
+        env = dict(os.environ, DOCKER_HOST=docker_host())
+        base = [exe, "-p", "benchcompose", "-f", str(path)]
+        t0 = time.time()
+        subprocess.run(
+            [*base, "up", "-d", "--scale", f"web={replicas}"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        elapsed = time.time() - t0
+        subprocess.run([*base, "down", "-t", "1"], env=env, check=False, capture_output=True)
     return elapsed
 
 
