@@ -119,7 +119,9 @@ class Controller:
         self._key_pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="healerd-key")
         self._slots = threading.Semaphore(settings.workers)
         self._lock = threading.Lock()
-        self._desired = DesiredState(services={}, errors=(), hold_orphans=False, broken_files=())
+        # Until a config has been read, nothing counts as undeclared: a conf.d that cannot
+        # be read at start must not read as "remove everything".
+        self._desired = DesiredState(services={}, errors=(), hold_orphans=True, broken_files=())
         self._seen: set[str] = set()
         self._observed: list[ObservedContainer] = []
         self._mem = _Memory()
@@ -174,9 +176,7 @@ class Controller:
         log.debug("event %s %s %s", event.action, event.service, event.container_id[:12])
         if event.container_id:
             with self._lock:
-                if event.action in ("die", "oom") or (
-                    event.action == "kill" and event.signal in SIGKILL
-                ):
+                if event.action == "die" or (event.action == "kill" and event.signal in SIGKILL):
                     self._died[event.container_id] = self._clock.monotonic()
                 elif event.action == "start":
                     self._died.pop(event.container_id, None)
@@ -247,7 +247,11 @@ class Controller:
                 self._slots.release()
             if not keys:
                 continue
-            observed = self._observe(keys)
+            try:
+                observed = self._observe(keys)
+            except Exception:
+                log.exception("observing the engine failed unexpectedly")
+                observed = None
             for key in keys:
                 self._key_pool.submit(self._run_key, key, observed)
 
@@ -381,7 +385,9 @@ class Controller:
 
     def _reconcile(self, key: str, observed: Sequence[ObservedContainer]) -> None:
         now = self._clock.time()
-        spec = self._desired.services.get(key)
+        # One snapshot for the whole pass: set_desired may swap it meanwhile.
+        desired = self._desired
+        spec = desired.services.get(key)
         mine = [self._as_dead(c) for c in observed if c.service == key]
         observed = mine
         with self._lock:
@@ -392,7 +398,7 @@ class Controller:
             self._set_status(key, "Paused", "paused by operator", spec, mine)
             return
         self._track_rollout(key, spec, mine, now)
-        ctx, wake_at, backoff_note = self._context(key, spec, mine, now)
+        ctx, wake_at, backoff_note = self._context(key, spec, mine, now, desired)
         p = plan(key, spec, observed, ctx)
 
         if spec is not None and (p.creates or p.rollout_step):
@@ -402,7 +408,7 @@ class Controller:
                 n = self._image_failures.get(key, 0) + 1
                 self._image_failures[key] = n
                 delay = self._settings.image_backoff.delay(n)
-                self.queue.add_after(key, delay)
+                self.queue.add_backoff(key, delay)
                 self._set_status(
                     key,
                     state,
@@ -460,7 +466,7 @@ class Controller:
             self._drop(key)
         elif p.converged and spec is not None and p.available >= spec.replicas:
             self.queue.forget(key)
-            broken = self._file_error(spec)
+            broken = self._file_error(spec, desired)
             if broken:
                 # Running as declared, but by a version of its file that is no longer there.
                 self._set_status(key, "ConfigError", broken, spec, mine, p)
@@ -470,11 +476,16 @@ class Controller:
             self._set_status(key, "Progressing", _waiting_reason(spec, p), spec, mine, p)
 
     def _context(
-        self, key: str, spec: ServiceSpec | None, mine: Sequence[ObservedContainer], now: float
+        self,
+        key: str,
+        spec: ServiceSpec | None,
+        mine: Sequence[ObservedContainer],
+        now: float,
+        desired: DesiredState,
     ) -> tuple[PlanContext, float | None, str]:
         """Turn remembered times into the planner's verdicts, plus when to look again."""
         if spec is None:
-            return PlanContext(now=now, hold_orphans=self._desired.hold_orphans), None, ""
+            return PlanContext(now=now, hold_orphans=desired.hold_orphans), None, ""
         wake: list[float] = []
         failed_running: set[str] = set()
         replacements: dict[str, Replacement] = {}
@@ -567,9 +578,8 @@ class Controller:
             "the old containers keep serving"
         )
 
-    def _file_error(self, spec: ServiceSpec) -> str:
+    def _file_error(self, spec: ServiceSpec, desired: DesiredState) -> str:
         """The first error of the service's file, if that file is broken now."""
-        desired = self._desired
         if not spec.source_file or spec.source_file not in desired.broken_files:
             return ""
         first = next((e for e in desired.errors if e.file == spec.source_file), None)
@@ -608,6 +618,12 @@ class Controller:
             return None
         except ImagePullFailed as exc:
             self.events.record("pull-failed", key, str(exc))
+            if present:
+                # pull_policy always, registry away, image on disk: a heal must not wait
+                # for the registry. Use the local image; the next spec change pulls again.
+                log.warning("%s: cannot pull %s (%s); using the local image", key, image, exc)
+                self._pulled.add((key, spec.spec_hash))
+                return None
             return "ImagePullBackOff", f"cannot pull {image}: {exc}"
 
     def _still_suspect(self, key: str, mine: Sequence[ObservedContainer]) -> bool:
@@ -731,6 +747,9 @@ class Controller:
         with self._lock:
             self._status.pop(key, None)
             self._rollouts.pop(key, None)
+            self._suspects.pop(key, None)
+            self._image_failures.pop(key, None)
+            self._pulled = {p for p in self._pulled if p[0] != key}
 
     def statuses(self) -> list[ServiceStatus]:
         """Every declared service and every service with containers, by name."""
@@ -773,6 +792,7 @@ class Controller:
     def preview(self, service: str | None = None) -> list[Action]:
         """What a pass would do right now, without doing it (one list call)."""
         observed = self._engine.list_managed()
+        desired = self._desired
         now = self._clock.time()
         keys = (
             {service}
@@ -783,10 +803,10 @@ class Controller:
         for key in sorted(keys):
             if key in self.paused_services():
                 continue
-            ctx, _, _ = self._context(
-                key, self._desired.services.get(key), [c for c in observed if c.service == key], now
-            )
-            actions.extend(plan(key, self._desired.services.get(key), observed, ctx).actions)
+            spec = desired.services.get(key)
+            mine = [c for c in observed if c.service == key]
+            ctx, _, _ = self._context(key, spec, mine, now, desired)
+            actions.extend(plan(key, spec, observed, ctx).actions)
         return actions
 
     def summary(self) -> str:

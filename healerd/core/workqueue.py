@@ -66,6 +66,14 @@ class WorkQueue:
             self.add_after(key, delay)
             return delay
 
+    def add_backoff(self, key: str, delay: float) -> None:
+        """Queue `key` after `delay` as a backoff of its own (a failed pull, say): like a
+        rate-limited retry, hints do not cut it short; a forced add does."""
+        with self._cond:
+            self._failures[key] = max(1, self._failures.get(key, 0))
+            self._waiting.pop(key, None)
+            self.add_after(key, delay)
+
     def forget(self, key: str) -> None:
         """Reset the backoff of `key` after a successful pass."""
         with self._cond:

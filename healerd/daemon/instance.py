@@ -20,6 +20,10 @@ class AlreadyRunning(Exception):
 
 
 def lock_path(docker_host: str, lock_dir: Path = LOCK_DIR) -> Path:
+    # One engine, one name: unix:///var/run/docker.sock and unix:///run/docker.sock are
+    # the same socket.
+    if docker_host.startswith("unix://"):
+        docker_host = "unix://" + os.path.realpath(docker_host.removeprefix("unix://"))
     digest = hashlib.sha256(docker_host.encode()).hexdigest()[:12]
     return lock_dir / f"engine-{digest}.lock"
 
@@ -38,6 +42,15 @@ def acquire(docker_host: str, lock_dir: Path = LOCK_DIR) -> int:
             f"another healerd (pid {holder}) already manages {docker_host} "
             f"(lock {path}); refusing to start a second one"
         ) from None
+    try:
+        same = os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        same = False
+    if not same:
+        # The file was deleted (and maybe recreated) between open and flock: a lock on a
+        # file nobody can find protects nothing. Try again on the file that is there now.
+        os.close(fd)
+        return acquire(docker_host, lock_dir)
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd

@@ -45,7 +45,9 @@ class EventWatcher:
         if self._lost:
             log.info("event stream back: resyncing every service")
         self._failures, self._lost = 0, False
-        self._controller.enqueue_all(force=True)
+        # Not forced: a stream that keeps dropping must not undo every key's backoff (the
+        # controller forces a resync itself when it finds the engine back).
+        self._controller.enqueue_all()
 
     def run(self, stop: threading.Event) -> None:
         logged_at: float | None = None

@@ -64,7 +64,8 @@ def _translated(what: str) -> Iterator[None]:
         if exc.status_code == 409 and "already in use" in str(exc.explanation or ""):
             raise NameConflict(f"{what}: {exc.explanation}") from exc
         raise EngineError(f"{what}: {exc.explanation or exc}") from exc
-    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+    except (requests.exceptions.RequestException, ValueError) as exc:
+        # Also a response cut short or garbled by an engine that restarts mid-answer.
         raise EngineUnavailable(f"{what}: engine unreachable ({type(exc).__name__})") from exc
     except docker.errors.DockerException as exc:
         raise EngineUnavailable(f"{what}: {exc}") from exc

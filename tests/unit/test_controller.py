@@ -380,8 +380,14 @@ def test_a_service_whose_file_broke_keeps_running_and_says_config_error() -> Non
     drive(ctrl, clock)
     before = set(engine.containers)
     err = ConfigError("/etc/healerd/conf.d/web.yaml", 3, "services.web.replica", "unknown key")
-    ctrl.set_desired(DesiredState(services={"web": s}, errors=(err,), hold_orphans=False,
-                                  broken_files=("/etc/healerd/conf.d/web.yaml",)))
+    ctrl.set_desired(
+        DesiredState(
+            services={"web": s},
+            errors=(err,),
+            hold_orphans=False,
+            broken_files=("/etc/healerd/conf.d/web.yaml",),
+        )
+    )
     drive(ctrl, clock)
     st = {x.name: x for x in ctrl.statuses()}["web"]
     assert st.state == "ConfigError" and "services.web.replica: unknown key" in st.reason
@@ -389,3 +395,44 @@ def test_a_service_whose_file_broke_keeps_running_and_says_config_error() -> Non
     ctrl.set_desired(desired(s))
     drive(ctrl, clock)
     assert state(ctrl, "web") == "Converged"
+
+
+def test_before_any_config_is_read_nothing_counts_as_undeclared() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 2)))
+    drive(ctrl, clock)
+    fresh = Controller(engine, clock, LoopSettings())
+    fresh.enqueue_all(force=True)
+    drive(fresh, clock)
+    assert len(engine.running("a")) == 2
+
+
+def test_an_oom_event_does_not_kill_a_container_that_still_runs() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    (c,) = engine.running("a")
+    ctrl.on_event(EngineEvent("a", c.id, "oom"))
+    drive(ctrl, clock, max_seconds=3)
+    assert engine.running("a") == [c]
+
+
+def test_always_with_the_registry_away_heals_from_the_local_image() -> None:
+    ctrl, engine, clock = make()
+    engine.images = {"img:1"}  # present, but not pullable
+    ctrl.set_desired(desired(spec("a", 1, pull_policy="always")))
+    drive(ctrl, clock, max_seconds=5)
+    assert len(engine.running("a")) == 1 and "pull" in engine.calls
+
+
+def test_a_failed_pull_is_not_retried_on_every_hint() -> None:
+    ctrl, engine, _ = make()
+    engine.images = set()
+    ctrl.set_desired(desired(spec("a", 1)))
+    ctrl.process_once()
+    assert engine.calls.count("pull") == 1
+    for _ in range(5):
+        ctrl.on_event(EngineEvent("a", "x", "destroy"))
+        ctrl.enqueue_all()
+        ctrl.process_once()
+    assert engine.calls.count("pull") == 1

@@ -34,3 +34,16 @@ def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", code, repo, str(tmp_path)], check=False)
     assert p.returncode == -9
     os.close(instance.acquire("unix:///z.sock", tmp_path))
+
+
+def test_two_addresses_of_one_socket_share_a_lock(tmp_path: Path) -> None:
+    real = tmp_path / "docker.sock"
+    real.touch()
+    link = tmp_path / "link.sock"
+    link.symlink_to(real)
+    fd = instance.acquire(f"unix://{real}", tmp_path)
+    try:
+        with pytest.raises(instance.AlreadyRunning):
+            instance.acquire(f"unix://{link}", tmp_path)
+    finally:
+        os.close(fd)
