@@ -203,6 +203,7 @@ class EngineEvent:
     container_id: str
     action: str
     signal: str = ""  # for "kill": the signal sent
+    exit_code: int | None = None  # for "die"
 
 
 class ActionKind(StrEnum):

@@ -126,7 +126,7 @@ class Controller:
         self._observed: list[ObservedContainer] = []
         self._mem = _Memory()
         self._suspects: dict[str, dict[str, float]] = {}
-        self._died: dict[str, float] = {}
+        self._died: dict[str, tuple[float, int | None]] = {}
         self._images_seen: dict[str, float] = {}
         self._rollouts: dict[str, _Rollout] = {}
         self._image_failures: dict[str, int] = {}
@@ -177,7 +177,7 @@ class Controller:
         if event.container_id:
             with self._lock:
                 if event.action == "die" or (event.action == "kill" and event.signal in SIGKILL):
-                    self._died[event.container_id] = self._clock.monotonic()
+                    self._died[event.container_id] = (self._clock.time(), event.exit_code)
                 elif event.action == "start":
                     self._died.pop(event.container_id, None)
                 if event.action in SUSPECT_ACTIONS:
@@ -374,14 +374,18 @@ class Controller:
         if not c.running:
             return c
         with self._lock:
-            died = self._died.get(c.id)
-        if died is None:
+            entry = self._died.get(c.id)
+        if entry is None:
             return c
-        if self._clock.monotonic() - died > SUSPECT_WINDOW:
+        died, exit_code = entry
+        if self._clock.time() - died > SUSPECT_WINDOW:
             with self._lock:
                 self._died.pop(c.id, None)
             return c
-        return replace(c, state=ContainerState.EXITED)
+        with self._lock:
+            # Dead since the event, for the crash backoff and the heal-latency figure.
+            self._mem.dead_since.setdefault(c.id, died)
+        return replace(c, state=ContainerState.EXITED, exit_code=exit_code)
 
     def _reconcile(self, key: str, observed: Sequence[ObservedContainer]) -> None:
         now = self._clock.time()

@@ -75,6 +75,13 @@ _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 _EXIT = re.compile(r"^Exited \((-?\d+)\)")
 
 
+def _int_or_none(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
 def _int_label(labels: dict[str, str], key: str) -> int:
     try:
         return max(0, int(labels.get(key, "0")))
@@ -301,14 +308,16 @@ class DockerEngine:
                         continue
                     event = json.loads(line)
                     actor = event.get("Actor") or {}
-                    service = (actor.get("Attributes") or {}).get(LABEL_SERVICE)
+                    attrs = actor.get("Attributes") or {}
+                    service = attrs.get(LABEL_SERVICE)
                     if service:
                         on_event(
                             EngineEvent(
                                 service=str(service),
                                 container_id=str(actor.get("ID", "")),
                                 action=str(event.get("Action", "")),
-                                signal=str((actor.get("Attributes") or {}).get("signal", "")),
+                                signal=str(attrs.get("signal", "")),
+                                exit_code=_int_or_none(attrs.get("exitCode")),
                             )
                         )
         except (AttributeError, ValueError, OSError, requests.exceptions.RequestException) as exc:
