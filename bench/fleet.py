@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -374,8 +372,3 @@ def reload_latency(edits: int = 20) -> dict[str, Any]:
     }
     out["goals"] = {"reload p99 < 1 s": out["edit_to_first_action"]["p99"] < 1.0}
     return out
-
-
-if __name__ == "__main__":
-    print(json.dumps(storm_and_cold(), indent=2))
-    _ = (signal, threading)

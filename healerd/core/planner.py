@@ -62,10 +62,6 @@ class Plan:
         return sum(1 for a in self.actions if a.kind is ActionKind.REMOVE)
 
 
-def _newest_first(containers: Sequence[ObservedContainer]) -> list[ObservedContainer]:
-    return sorted(containers, key=lambda c: (c.created, c.id), reverse=True)
-
-
 def _oldest_first(containers: Sequence[ObservedContainer]) -> list[ObservedContainer]:
     return sorted(containers, key=lambda c: (c.created, c.id))
 

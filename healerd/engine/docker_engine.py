@@ -149,7 +149,6 @@ def _healthcheck(spec: ServiceSpec) -> dict[str, Any] | None:
 class DockerEngine:
     def __init__(self, base_url: str, timeout: float = 30.0, pool_size: int = 16) -> None:
         self._base_url = base_url
-        self._timeout = timeout
         self._api = docker.APIClient(
             base_url=base_url, version=API_VERSION, timeout=int(timeout), max_pool_size=pool_size
         )
@@ -343,7 +342,3 @@ class DockerEngine:
         if isinstance(sock, socket.socket):
             with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self.stop_watch()
-        self._api.close()
