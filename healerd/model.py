@@ -127,6 +127,8 @@ class ServiceSpec:
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: str = "missing"
     unhealthy_grace: float = 0.0
+    # When not every container fits the host's headroom, higher priorities go first.
+    priority: int = 0
     update_config: UpdateConfig = field(default_factory=UpdateConfig)
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
     source_file: str = field(default="", compare=False)
@@ -151,6 +153,35 @@ class ServiceSpec:
     @property
     def has_fixed_host_port(self) -> bool:
         return any(p.host_port is not None for p in self.ports)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A floor for a host resource: an amount (bytes, inodes) or a percentage of the total."""
+
+    amount: float
+    percent: bool = False
+
+    def floor(self, total: int) -> float:
+        return total * self.amount / 100.0 if self.percent else self.amount
+
+    def __str__(self) -> str:
+        return f"{self.amount:g}%" if self.percent else f"{self.amount:.0f}"
+
+
+@dataclass(frozen=True)
+class NodeLimits:
+    """How healerd guards a small host (healerd.yaml); kubelet's eviction defaults."""
+
+    memory_available: Threshold = Threshold(100 * 2**20)
+    disk_free: Threshold = Threshold(10.0, percent=True)
+    inodes_free: Threshold = Threshold(5.0, percent=True)
+    # What a container without mem_limit is assumed to take when room is counted.
+    container_memory: int = 32 * 2**20
+    # The size assumed for an image to pull whose size is not known.
+    pull_disk_margin: int = 500 * 2**20
+    engine_calls_per_second: float = 50.0
+    engine_call_burst: int = 200
 
 
 class ContainerState(StrEnum):

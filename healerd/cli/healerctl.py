@@ -137,6 +137,11 @@ class Ctl:
             for e in errors:
                 self.say(f"  {e['message']}")
         self.say(engine_host_line(data))
+        for reason in (data.get("host") or {}).get("pressure_reasons") or []:
+            self.say(f"  {reason}")
+        me = self_line(data)
+        if me:
+            self.say(me)
 
     # -- get ---------------------------------------------------------------------------
 
@@ -388,9 +393,30 @@ def engine_host_line(data: dict[str, Any]) -> str:
             f"disk {disk['path']} {disk['used_percent']:.0f}% used "
             f"({human_bytes(disk['free_bytes'])} free)"
         )
+    inodes = host.get("inodes")
+    if inodes and inodes.get("total"):
+        parts.append(f"inodes {100 * inodes['free'] / inodes['total']:.0f}% free")
     if host.get("load"):
         parts.append("load " + " ".join(f"{x:.2f}" for x in host["load"]))
+    flags = host.get("pressure")
+    if isinstance(flags, dict):
+        on = [name.upper() for name, v in flags.items() if v]
+        parts.append(f"pressure: {', '.join(on) if on else 'none'}")
     return f"engine: {reachable}{version}; host: {', '.join(parts) or 'unknown'}"
+
+
+def self_line(data: dict[str, Any]) -> str | None:
+    """healerd's own footprint and engine call budget; None from an older daemon."""
+    me = data.get("healerd")
+    if not me:
+        return None
+    cpu = f", cpu {me['cpu_percent']:.1f}%" if me.get("cpu_percent") is not None else ""
+    fds = f", {me['open_fds']} fds" if me.get("open_fds") is not None else ""
+    return (
+        f"healerd: rss {human_bytes(me.get('rss_bytes'))}{cpu}{fds}; engine calls "
+        f"{me['engine_calls']} (cap {me['engine_calls_per_second_limit']:g}/s, burst "
+        f"{me['engine_call_burst']}; {me['engine_calls_throttled']} waited)"
+    )
 
 
 def dump_line(data: Any, fmt: str, out: TextIO) -> None:

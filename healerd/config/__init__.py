@@ -20,9 +20,10 @@ from healerd.config.services import (
     parse_service_text,
     parse_size,
 )
-from healerd.config.settings import Settings, check_settings, load_settings
+from healerd.config.settings import RELOADABLE, Settings, check_settings, load_settings
 
 __all__ = [
+    "RELOADABLE",
     "ConfigError",
     "DesiredState",
     "DesiredStore",

@@ -54,7 +54,7 @@ _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs)")
 _DURATION_RE = re.compile(f"(?:{_DURATION_PART_RE.pattern})+")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-_SIZE_PATTERN = r"([0-9]+(?:\.[0-9]+)?)([kmgKMG]?)[bB]?"
+_SIZE_PATTERN = r"([0-9]+(?:\.[0-9]+)?)([kmgKMG]?)[iI]?[bB]?"
 _SIZE_RE = re.compile(_SIZE_PATTERN)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _PORT_FORMAT = "[[IP:]HOST:]CONTAINER[/tcp|udp]"
@@ -586,6 +586,19 @@ def _pull_policy(value: object, at: _At) -> str:
 
 def _unhealthy_grace(value: object, at: _At) -> float:
     return _duration(value, at)
+
+
+PRIORITY_RANGE = 1_000_000
+
+
+def _priority(value: object, at: _At) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        at.error(f"must be a whole number, not {describe(value)}")
+    elif abs(value) > PRIORITY_RANGE:
+        at.error(f"must be from -{PRIORITY_RANGE} to {PRIORITY_RANGE}")
+    else:
+        return value
+    return 0
 
 
 def _update_config(value: object, at: _At) -> UpdateConfig:
@@ -1194,6 +1207,17 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "30s",
         check=_unhealthy_grace,
         default=0.0,
+    ),
+    Key(
+        "priority",
+        "integer",
+        {"type": "integer", "minimum": -PRIORITY_RANGE, "maximum": PRIORITY_RANGE},
+        "When the host has no room for every container that should start (see the pressure "
+        "settings in healerd.yaml), services with a higher priority start first and lower "
+        "ones wait. Changing it never replaces containers.",
+        "10",
+        check=_priority,
+        default=0,
     ),
     Key(
         "update_config",

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from healerd.config.errors import ConfigError, SettingsError, sort_errors, unknown_key_reason
-from healerd.config.services import describe, parse_duration
+from healerd.config.services import describe, parse_duration, parse_size
 from healerd.config.trust import trust_problem
 from healerd.config.yamlload import LineDict, read_yaml_file
+from healerd.model import NodeLimits, Threshold
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MAX_WORKERS = 64
@@ -42,6 +43,40 @@ class Settings:
     # Refuse config files and directories that others than root (or healerd's own user)
     # could write, like sshd's StrictModes. false is for development only.
     strict_modes: bool = True
+    # Node awareness (see NodeLimits); these take effect on a reload, no restart needed.
+    pressure_memory_available: Threshold = NodeLimits.memory_available
+    pressure_disk_free: Threshold = NodeLimits.disk_free
+    pressure_inodes_free: Threshold = NodeLimits.inodes_free
+    container_memory_estimate: int = NodeLimits.container_memory
+    pull_disk_margin: int = NodeLimits.pull_disk_margin
+    engine_calls_per_second: float = NodeLimits.engine_calls_per_second
+    engine_call_burst: int = NodeLimits.engine_call_burst
+
+    @property
+    def node_limits(self) -> NodeLimits:
+        return NodeLimits(
+            memory_available=self.pressure_memory_available,
+            disk_free=self.pressure_disk_free,
+            inodes_free=self.pressure_inodes_free,
+            container_memory=self.container_memory_estimate,
+            pull_disk_margin=self.pull_disk_margin,
+            engine_calls_per_second=self.engine_calls_per_second,
+            engine_call_burst=self.engine_call_burst,
+        )
+
+
+# Keys a reload applies at once; the others need a restart.
+RELOADABLE = frozenset(
+    {
+        "pressure_memory_available",
+        "pressure_disk_free",
+        "pressure_inodes_free",
+        "container_memory_estimate",
+        "pull_disk_margin",
+        "engine_calls_per_second",
+        "engine_call_burst",
+    }
+)
 
 
 def _docker_host(value: object) -> str | None:
@@ -77,6 +112,44 @@ def _bool(value: object) -> bool:
     return value
 
 
+def _threshold(value: object) -> Threshold:
+    """A percentage such as 10% of the total, or an amount such as 100Mi (or a count)."""
+    if isinstance(value, Threshold):
+        return value
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            pct = float(value.strip()[:-1])
+        except ValueError:
+            raise ValueError(f"{value!r} is not a percentage such as 10%") from None
+        if not 0 <= pct < 100:
+            raise ValueError("a percentage must be from 0% to below 100%")
+        return Threshold(pct, percent=True)
+    if value == 0:
+        return Threshold(0.0)
+    try:
+        return Threshold(float(parse_size(value)))
+    except ValueError as exc:
+        raise ValueError(
+            f"must be a percentage such as 10% or an amount such as 100Mi: {exc}"
+        ) from None
+
+
+def _size(value: object) -> int:
+    return parse_size(value) if not isinstance(value, int) or value else 0
+
+
+def _rate(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1e6:
+        raise ValueError(f"must be a number of calls per second above 0, not {value!r}")
+    return float(value)
+
+
+def _burst(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise ValueError(f"must be a whole number of calls from 1, not {value!r}")
+    return value
+
+
 def _log_level(value: object) -> str:
     if not isinstance(value, str) or value.lower() not in LOG_LEVELS:
         raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, not {value!r}")
@@ -96,7 +169,15 @@ _CHECKS: dict[str, Callable[[object], Any]] = {
     "workers": _workers,
     "log_level": _log_level,
     "strict_modes": _bool,
-} | dict.fromkeys(_INTERVALS, _interval)
+    "pressure_memory_available": _threshold,
+    "pressure_disk_free": _threshold,
+    "pressure_inodes_free": _threshold,
+    "container_memory_estimate": _size,
+    "pull_disk_margin": _size,
+    "engine_calls_per_second": _rate,
+    "engine_call_burst": _burst,
+}
+_CHECKS.update(dict.fromkeys(_INTERVALS, _interval))
 
 
 @dataclass(frozen=True)
@@ -142,6 +223,42 @@ SETTINGS_DOCS: dict[str, SettingDoc] = {
         "own user) owns or could write, as sshd's StrictModes does. false is for development "
         "only.",
         "false",
+    ),
+    "pressure_memory_available": SettingDoc(
+        "size or percentage",
+        "Memory pressure below this much available memory (kubelet's memory.available). "
+        "Under pressure healerd starts no extra container (no scale-up, no surge); see "
+        "README, Node awareness.",
+        "256Mi",
+    ),
+    "pressure_disk_free": SettingDoc(
+        "size or percentage",
+        "Disk pressure below this much free space on the engine's data root.",
+        "15%",
+    ),
+    "pressure_inodes_free": SettingDoc(
+        "count or percentage", "Disk pressure below this many free inodes on the data root.", "10%"
+    ),
+    "container_memory_estimate": SettingDoc(
+        "size",
+        "The memory a container without mem_limit is assumed to need when healerd counts "
+        "how many more containers fit above pressure_memory_available.",
+        "64Mi",
+    ),
+    "pull_disk_margin": SettingDoc(
+        "size",
+        "The size assumed for an image to pull when no earlier version of it is on disk; a "
+        "pull that would leave less than pressure_disk_free is refused.",
+        "1Gi",
+    ),
+    "engine_calls_per_second": SettingDoc(
+        "number > 0",
+        "Cap on healerd's engine API calls (a token bucket, like client-go's QPS), so that "
+        "an event storm cannot turn healerd into the load on the host.",
+        "20",
+    ),
+    "engine_call_burst": SettingDoc(
+        "integer >= 1", "Calls allowed at once above the rate (the bucket's size).", "50"
     ),
 }
 

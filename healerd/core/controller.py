@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from healerd.config import DesiredState
+from healerd.core.admission import Admission, Claim
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
@@ -30,6 +31,7 @@ from healerd.core.planner import (
     plan,
     replacement_verdict,
 )
+from healerd.core.pressure import Pressure
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.workqueue import WorkQueue
 from healerd.engine import Engine, EngineError, EngineUnavailable, ImagePullFailed
@@ -61,6 +63,22 @@ IMAGE_BACKOFF = Backoff(2.0, 300.0)
 # How long an image seen present is taken to be still there (a create that finds it
 # gone fails and is retried with backoff anyway).
 IMAGE_SEEN_TTL = 30.0
+# How often a service waiting for room on the host looks again (pressure has no events).
+RESOURCE_RECHECK = 2.0
+PULL_DISK_RECHECK = 10.0
+# States in which a service will not create now: its missing containers claim no room
+# ahead of lower priorities.
+NOT_CLAIMING = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "Paused",
+        "Held",
+        "RolloutHalted",
+        "Degraded",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -108,10 +126,20 @@ class _Memory:
 
 
 class Controller:
-    def __init__(self, engine: Engine, clock: Clock, settings: LoopSettings) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        settings: LoopSettings,
+        admission: Admission | None = None,
+    ) -> None:
         self._engine = engine
         self._clock = clock
         self._settings = settings
+        # None: no host limits (tests of the loop alone).
+        self.admission = admission
+        if admission is not None:
+            admission.on_change = self._pressure_changed
         self.queue = WorkQueue(clock, settings.backoff)
         self.events = EventLog(clock)
         self.stats = Stats()
@@ -309,7 +337,32 @@ class Controller:
                 # Whatever stopped while the engine was away (or restarting) is no crash.
                 mem.forgiven |= {c.id for c in observed if not c.running}
                 self._engine_back = False
+            states = {k: s.state for k, s in self._status.items()}
+        if self.admission is not None:
+            self.admission.set_claims(self._claims(observed, states))
         return observed
+
+    def _claims(
+        self, observed: Sequence[ObservedContainer], states: dict[str, str]
+    ) -> dict[str, Claim]:
+        """Services missing running containers, from the batch's one list call: the
+        priority order needs every service's shortfall, not just the batch's keys."""
+        running: dict[str, int] = {}
+        for c in observed:
+            if c.running:
+                running[c.service] = running.get(c.service, 0) + 1
+        claims = {}
+        for name, spec in self._desired.services.items():
+            missing = spec.replicas - running.get(name, 0)
+            if missing > 0 and states.get(name) not in NOT_CLAIMING:
+                claims[name] = Claim(spec.priority, missing, self._need(spec))
+        return claims
+
+    def _need(self, spec: ServiceSpec) -> int:
+        """Memory one container of `spec` is assumed to take."""
+        if spec.mem_limit:
+            return spec.mem_limit
+        return self.admission.limits.container_memory if self.admission is not None else 0
 
     def _engine_failed(self, exc: EngineError, keys: Iterable[str]) -> None:
         now = self._clock.monotonic()
@@ -402,7 +455,11 @@ class Controller:
             self._set_status(key, "Paused", "paused by operator", spec, mine)
             return
         self._track_rollout(key, spec, mine, now)
-        ctx, wake_at, backoff_note = self._context(key, spec, mine, now, desired)
+        pressure = self.admission.pressure() if self.admission is not None else None
+        under_pressure = pressure is not None and pressure.any
+        ctx, wake_at, backoff_note = self._context(
+            key, spec, mine, now, desired, under_pressure=under_pressure
+        )
         p = plan(key, spec, observed, ctx)
 
         if spec is not None and (p.creates or p.rollout_step):
@@ -412,6 +469,8 @@ class Controller:
                 n = self._image_failures.get(key, 0) + 1
                 self._image_failures[key] = n
                 delay = self._settings.image_backoff.delay(n)
+                if state == "WaitingForResources":
+                    delay = PULL_DISK_RECHECK
                 self.queue.add_backoff(key, delay)
                 self._set_status(
                     key,
@@ -424,6 +483,14 @@ class Controller:
                 )
                 return
             self._image_failures.pop(key, None)
+
+        wait_reason = ""
+        if spec is not None and p.creates and self.admission is not None:
+            p, wait_reason = self._admit(key, spec, observed, ctx, p)
+        elif self.admission is not None:
+            self.admission.done(key)
+        if not wait_reason and under_pressure and p.stale and pressure is not None:
+            wait_reason = f"the rolling update waits: {pressure.describe()}"
 
         results = self._executor.apply(p.actions) if p.actions else []
         self._record(key, results, now)
@@ -451,10 +518,15 @@ class Controller:
         if p.actions:
             # Look again: the engine, not our memory, says whether it worked.
             self.queue.add(key)
-            self._set_status(key, "Progressing", p.actions[0].reason, spec, mine, p)
+            reason = p.actions[0].reason + (f"; {wait_reason}" if wait_reason else "")
+            self._set_status(key, "Progressing", reason, spec, mine, p)
             return
         if wake_at is not None:
             self.queue.add_after(key, max(0.0, wake_at - now))
+        if wait_reason:
+            self.queue.add_after(key, RESOURCE_RECHECK)
+            self._set_status(key, "WaitingForResources", wait_reason, spec, mine, p)
+            return
         halted = self._rollout_halted(key, spec, now)
         if p.held:
             self._set_status(
@@ -479,6 +551,40 @@ class Controller:
         else:
             self._set_status(key, "Progressing", _waiting_reason(spec, p), spec, mine, p)
 
+    def _admit(
+        self,
+        key: str,
+        spec: ServiceSpec,
+        observed: Sequence[ObservedContainer],
+        ctx: PlanContext,
+        p: Plan,
+    ) -> tuple[Plan, str]:
+        """Ask the host for room for the plan's creates; plan again with what is granted.
+        Returns the plan to apply and why some creates wait ("" if none)."""
+        assert self.admission is not None
+        creates = [a for a in p.actions if a.kind is ActionKind.CREATE]
+        repl = sum(1 for a in creates if a.container is not None)
+        extras = len(creates) - repl
+        g = self.admission.grant(key, spec.priority, repl, extras, self._need(spec))
+        if g.replacements >= repl and g.extras >= extras:
+            return p, ""
+        limited = replace(
+            ctx, max_replacements=g.replacements, max_extras=g.extras, rollout_allowed=False
+        )
+        return plan(key, spec, observed, limited), g.reason
+
+    def _pressure_changed(self, old: Pressure, new: Pressure) -> None:
+        if new.any:
+            log.warning("host under pressure: %s", new.describe())
+            self.events.record("pressure", "", new.describe())
+        else:
+            log.info("host pressure ended")
+            self.events.record("pressure-ended", "", "no resource below its threshold")
+        if self.admission is not None:
+            # Whoever waits may fit now (or must now wait): look again at once.
+            for key in self.admission.waiting():
+                self.queue.add(key)
+
     def _context(
         self,
         key: str,
@@ -486,6 +592,8 @@ class Controller:
         mine: Sequence[ObservedContainer],
         now: float,
         desired: DesiredState,
+        *,
+        under_pressure: bool = False,
     ) -> tuple[PlanContext, float | None, str]:
         """Turn remembered times into the planner's verdicts, plus when to look again."""
         if spec is None:
@@ -522,7 +630,9 @@ class Controller:
                             f"{c.name}{code}; next try in {ready_at - now:.0f}s"
                         )
             r = self._rollouts.get(key)
-        rollout_allowed = True
+        # A rolling update needs a surge container (or room for a stop-first one): not
+        # under pressure.
+        rollout_allowed = not under_pressure
         if r is not None:
             deadline = r.last_progress + spec.update_config.progress_deadline
             next_batch = r.last_batch + spec.update_config.delay
@@ -610,6 +720,10 @@ class Controller:
                     "ErrImageNeverPull",
                     f"image {image} is not present and pull_policy is never",
                 )
+            if self.admission is not None:
+                refusal = self.admission.pull_refusal(image, self._engine.image_size_hint(image))
+                if refusal is not None:
+                    return "WaitingForResources", refusal
             log.info(
                 "%s: pulling %s",
                 key,
@@ -738,6 +852,7 @@ class Controller:
             )
             if state in (
                 "CrashLoopBackOff",
+                "WaitingForResources",
                 "RolloutHalted",
                 "Degraded",
                 "ImagePullBackOff",
@@ -748,6 +863,8 @@ class Controller:
                 )
 
     def _drop(self, key: str) -> None:
+        if self.admission is not None:
+            self.admission.done(key)
         with self._lock:
             self._status.pop(key, None)
             self._rollouts.pop(key, None)

@@ -37,8 +37,14 @@ class PlanContext:
     failed_running: frozenset[str] = frozenset()
     # Backoff verdicts for failed containers; a missing entry means "ready, streak 0".
     replacements: Mapping[str, Replacement] = field(default_factory=dict)
-    # False while the rollout is halted or waits out update_config.delay.
+    # False while the rollout is halted, waits out update_config.delay, or the host is
+    # under pressure.
     rollout_allowed: bool = True
+    # How many containers the host has room for (None: no limit). A replacement stands
+    # in for a failed container of the service; an extra is any other create (scale-up,
+    # a surge container, one that vanished).
+    max_replacements: int | None = None
+    max_extras: int | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class Plan:
     up_to_date: int = 0
     rollout_step: bool = False  # this plan starts a new batch of a rolling update
     note: str = ""
+    waiting: int = 0  # creates the host has no room for now (see max_replacements)
 
     @property
     def creates(self) -> int:
@@ -110,9 +117,20 @@ def plan(
     def remove(c: ObservedContainer, reason: str) -> None:
         actions.append(Action(ActionKind.REMOVE, service, reason, spec=spec, container=c))
 
+    # Replicas missing outright (crashed, removed, scaled up) are made at once with the
+    # current spec; a held failed container keeps its slot until its backoff ends.
+    missing = max(0, desired - len(cur) - len(stale) - len(held))
     # Each create stands in for one failed container while any is left, so that its
-    # replacement carries the restart count and crash streak on.
+    # replacement carries the restart count and crash streak on. Failed containers the
+    # host has no room to replace yet stay (as held ones do) and keep their slot.
     to_replace = list(_oldest_first(ready_failed))
+    n_repl = min(missing, len(to_replace))
+    n_extra = missing - n_repl
+    a_repl = _at_most(n_repl, ctx.max_replacements)
+    a_extra = _at_most(n_extra, ctx.max_extras)
+    waiting = (n_repl - a_repl) + (n_extra - a_extra)
+    unreplaced = to_replace[a_repl:n_repl]
+    to_replace = [c for c in to_replace if c not in unreplaced]
     pending = list(to_replace)
 
     def create(reason: str) -> None:
@@ -145,25 +163,28 @@ def plan(
             remove(c, f"{_failure(c, ctx)}, not needed")
         return _done(actions, spec, mine, cur, stale, [], now)
 
-    # Replicas missing outright (crashed, removed, scaled up) are made at once with the
-    # current spec; a held failed container keeps its slot until its backoff ends.
-    missing = desired - len(cur) - len(stale) - len(held)
     for c in to_replace:
         remove(c, _failure(c, ctx))
-    for _ in range(max(0, missing)):
+    made = a_repl + a_extra
+    for _ in range(made):
         create(f"{desired} wanted")
-    made = max(0, missing)
+    surplus = len(cur) + len(stale) + len(held) - desired
 
-    if missing < 0 and stale:
+    if surplus > 0 and stale:
         # More alive than wanted (a surge container is up): old ones go.
-        _drop_stale(spec, cur, stale, -missing, now, remove)
-    elif stale and ctx.rollout_allowed:
-        step = _rollout_step(spec, cur, stale, held_cur, made, now, remove, create)
+        _drop_stale(spec, cur, stale, surplus, now, remove)
+    elif stale and ctx.rollout_allowed and not waiting:
+        room = None if ctx.max_extras is None else ctx.max_extras - a_extra
+        step = _rollout_step(spec, cur, stale, held_cur, made, now, remove, create, room)
         return dataclasses.replace(
-            _done(actions, spec, mine, cur, stale, held, now), rollout_step=step
+            _done(actions, spec, mine, cur, stale, held, now, waiting), rollout_step=step
         )
 
-    return _done(actions, spec, mine, cur, stale, held, now)
+    return _done(actions, spec, mine, cur, stale, held, now, waiting)
+
+
+def _at_most(n: int, limit: int | None) -> int:
+    return n if limit is None else max(0, min(n, limit))
 
 
 def _rollout_step(
@@ -175,8 +196,10 @@ def _rollout_step(
     now: float,
     remove: Callable[[ObservedContainer, str], None],
     create: Callable[[str], None],
+    room: int | None,
 ) -> bool:
-    """One batch of a rolling update, never going below `min_available`."""
+    """One batch of a rolling update, never going below `min_available`; a start-first
+    batch makes at most `room` surge containers (None: no limit)."""
     desired, parallelism = spec.replicas, spec.update_config.parallelism
     # One batch at a time: the previous one must be available first.
     if any(not is_available(c, spec, now) for c in cur) or held_cur or made:
@@ -190,7 +213,7 @@ def _rollout_step(
         # The replacements are created on the next pass, once the ports are free.
         return removable > 0
     surge_room = desired + parallelism - len(cur) - len(stale)
-    n = max(0, min(surge_room, desired - len(cur)))
+    n = _at_most(max(0, min(surge_room, desired - len(cur))), room)
     for _ in range(n):
         create("spec changed: start a replacement first")
     return n > 0
@@ -259,10 +282,13 @@ def _done(
     stale: list[ObservedContainer],
     held: list[ObservedContainer],
     now: float,
+    waiting: int = 0,
 ) -> Plan:
     removed = {a.container.id for a in actions if a.kind is ActionKind.REMOVE and a.container}
     stale_left = [c for c in stale if c.id not in removed]
-    converged = not actions and not held and not stale_left and len(cur) == spec.replicas
+    converged = (
+        not actions and not held and not waiting and not stale_left and len(cur) == spec.replicas
+    )
     return Plan(
         actions=tuple(actions),
         converged=converged and len(mine) == spec.replicas,
@@ -271,6 +297,7 @@ def _done(
         available=sum(1 for c in cur + stale if is_available(c, spec, now)),
         alive=len(cur) + len(stale),
         up_to_date=len(cur),
+        waiting=waiting,
     )
 
 

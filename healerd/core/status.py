@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from healerd.core.pressure import Pressure
+from healerd.host import HostSample, SelfSample
+from healerd.model import NodeLimits
 
 
 @dataclass
@@ -14,7 +18,7 @@ class ServiceStatus:
     up_to_date: int = 0
     restarts: int = 0
     # Converged, Progressing, Degraded, CrashLoopBackOff, ImagePullBackOff, RolloutHalted,
-    # EngineUnreachable, Held, Paused, Pending.
+    # EngineUnreachable, Held, Paused, Pending, WaitingForResources.
     state: str = "Pending"
     reason: str = ""
     since: float = 0.0  # wall clock of the last change of state
@@ -36,3 +40,18 @@ class ContainerStatus:
     created: float  # wall clock
     image: str
     up_to_date: bool
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """The host as healerd sees it, and healerd's own footprint (status and metrics)."""
+
+    sample: HostSample
+    pressure: Pressure
+    limits: NodeLimits
+    me: SelfSample
+    # Services whose creates wait for room, with the reason.
+    waiting: dict[str, str] = field(default_factory=dict)
+    engine_calls: int = 0
+    engine_calls_throttled: int = 0
+    engine_throttled_seconds: float = 0.0

@@ -229,7 +229,9 @@ class Api:
         if path == "/v1/status":
             self._only(req, "GET", {"service"})
             names = [check_service_name(n) for n in req.query.get("service", [])]
-            return 200, status_payload(self.daemon.controller, names)
+            return 200, status_payload(
+                self.daemon.controller, names, node=self.daemon.node_report()
+            )
         if path == "/v1/containers":
             self._only(req, "GET", {"service"})
             return self._containers(req)
@@ -641,7 +643,7 @@ class ApiServer:
         self.daemon = daemon
         self.options = options or ApiOptions()
         self.path = Path(daemon.settings.socket_path)
-        self.metrics = Metrics(daemon.controller)
+        self.metrics = Metrics(daemon.controller, node=daemon.node_report)
         daemon.controller.add_hooks(self.metrics)
         self.api = Api(daemon, AdminPolicy(self.options.admin_group), self.metrics)
         self._servers: list[UnixApiServer | TcpMetricsServer] = []

@@ -7,19 +7,16 @@ and reason.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-import psutil
-
 from healerd import __version__
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.events import Event, EventLog
-from healerd.core.status import ContainerStatus, ServiceStatus
+from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.model import Action
 
 # States a service can be in without anything left to do.
@@ -69,6 +66,7 @@ class DaemonLike(Protocol):
     def settings(self) -> Settings: ...
 
     def request_reload(self) -> None: ...
+    def node_report(self) -> NodeReport | None: ...
 
 
 # -- services ------------------------------------------------------------------
@@ -158,43 +156,67 @@ def engine_view(controller: ControllerLike) -> dict[str, Any]:
     return {"reachable": controller.engine_ok, "version": controller.engine_version}
 
 
-def data_root(controller: ControllerLike) -> str:
-    """The engine's data root if the controller knows it, else Docker's default (or /)."""
-    root = getattr(controller, "engine_data_root", None)
-    if isinstance(root, str) and root:
-        return root
-    return DEFAULT_DATA_ROOT if os.path.isdir(DEFAULT_DATA_ROOT) else "/"
-
-
-def host_view(disk_path: str) -> dict[str, Any]:
-    """Memory, disk and load via psutil; a part that cannot be read is null, never an error."""
-    out: dict[str, Any] = {"memory": None, "disk": None, "load": None, "cpus": os.cpu_count()}
-    try:
-        vm = psutil.virtual_memory()
+def host_view(node: NodeReport | None) -> dict[str, Any] | None:
+    """Memory, the engine's disk, load and pressure; a figure that cannot be read is null."""
+    if node is None:
+        return None
+    h, lim, p = node.sample, node.limits, node.pressure
+    out: dict[str, Any] = {"memory": None, "disk": None, "inodes": None, "cpus": h.cpus}
+    if h.memory_total is not None and h.memory_available is not None:
         out["memory"] = {
-            "total_bytes": vm.total,
-            "available_bytes": vm.available,
-            "used_percent": vm.percent,
+            "total_bytes": h.memory_total,
+            "available_bytes": h.memory_available,
+            "used_percent": _percent(h.memory_total - h.memory_available, h.memory_total),
+            "threshold_bytes": round(lim.memory_available.floor(h.memory_total)),
         }
-    except (OSError, RuntimeError):
-        pass
-    try:
-        du = psutil.disk_usage(disk_path)
+    if h.disk_total is not None and h.disk_free is not None:
         out["disk"] = {
-            "path": disk_path,
-            "total_bytes": du.total,
-            "free_bytes": du.free,
-            "used_percent": du.percent,
+            "path": h.disk_path,
+            "total_bytes": h.disk_total,
+            "free_bytes": h.disk_free,
+            "used_percent": _percent(h.disk_total - h.disk_free, h.disk_total),
+            "threshold_bytes": round(lim.disk_free.floor(h.disk_total)),
         }
-    except (OSError, RuntimeError):
-        pass
-    with contextlib.suppress(OSError):
-        out["load"] = [round(x, 2) for x in os.getloadavg()]
+    if h.inodes_total is not None and h.inodes_free is not None:
+        out["inodes"] = {
+            "total": h.inodes_total,
+            "free": h.inodes_free,
+            "threshold": round(lim.inodes_free.floor(h.inodes_total)),
+        }
+    out["load"] = [round(x, 2) for x in h.load] if h.load is not None else None
+    out["pressure"] = p.flags
+    out["pressure_reasons"] = list(p.reasons)
     return out
 
 
+def _percent(part: float, total: float) -> float:
+    return round(100.0 * part / total, 1) if total else 0.0
+
+
+def self_view(node: NodeReport | None) -> dict[str, Any] | None:
+    """healerd's own footprint and its engine call budget."""
+    if node is None:
+        return None
+    me, lim = node.me, node.limits
+    return {
+        "rss_bytes": me.rss,
+        "cpu_percent": me.cpu_percent,
+        "cpu_seconds": me.cpu_seconds,
+        "open_fds": me.open_fds,
+        "threads": me.threads,
+        "engine_calls": node.engine_calls,
+        "engine_calls_throttled": node.engine_calls_throttled,
+        "engine_throttled_seconds": round(node.engine_throttled_seconds, 3),
+        "engine_calls_per_second_limit": lim.engine_calls_per_second,
+        "engine_call_burst": lim.engine_call_burst,
+    }
+
+
 def status_payload(
-    controller: ControllerLike, names: Iterable[str] = (), now: float | None = None
+    controller: ControllerLike,
+    names: Iterable[str] = (),
+    now: float | None = None,
+    node: NodeReport | None = None,
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     wanted = set(names)
@@ -204,7 +226,9 @@ def status_payload(
         "services": [service_view(s, now) for s in statuses],
         "missing": sorted(wanted - {s.name for s in statuses}),
         "engine": engine_view(controller),
-        "host": host_view(data_root(controller)),
+        "host": host_view(node),
+        "healerd": self_view(node),
+        "waiting_for_resources": dict(sorted((node.waiting if node else {}).items())),
         "config_errors": [config_error_view(e) for e in desired.errors],
         "broken_files": list(desired.broken_files),
         "paused": sorted(controller.paused_services()),

@@ -9,8 +9,9 @@ state, and the next write (another event) retries it.
 
 Only names that count as service files trigger a reload (see healerd.config.desired's
 is_config_name: `*.yaml`/`*.yml`, no dotfiles, no editor or package-manager leftovers
-such as `*~`, `*.swp`, `*.dpkg-new`, `*.rpmsave`, `*.bak`). A change to healerd.yaml is
-only logged: daemon settings need a restart. Without inotify (no kernel support, or the
+such as `*~`, `*.swp`, `*.dpkg-new`, `*.rpmsave`, `*.bak`). A change to healerd.yaml
+reloads too: its node keys apply at once, the daemon logs which others wait for a
+restart. Without inotify (no kernel support, or the
 watch limit reached) the watcher polls every second instead.
 
 SIGHUP and the periodic resync still reload as before; this only makes it prompt.
@@ -105,7 +106,6 @@ class ConfigWatcher:
         # Debounce state: when the first pending event arrived and the latest one did.
         self._first: float | None = None
         self._last = 0.0
-        self._settings_changed = False
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -160,12 +160,6 @@ class ConfigWatcher:
 
     def _fire(self) -> None:
         self._first = None
-        if self._settings_changed:
-            self._settings_changed = False
-            log.warning(
-                "%s changed: daemon settings apply only when healerd restarts",
-                self.config_dir / SETTINGS_FILE,
-            )
         try:
             self._callback()
         except Exception:
@@ -254,7 +248,6 @@ class ConfigWatcher:
                 self._add_watches(inotify, watches, again=self.conf_d)
             self._note(now)
         elif name == SETTINGS_FILE and mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE):
-            self._settings_changed = True
             self._note(now)
         elif not name:
             self._note(now)  # the config directory's own mode or owner changed
@@ -296,7 +289,5 @@ class ConfigWatcher:
                 return
             after = self._snapshot()
             if after != before:
-                if after.get(SETTINGS_FILE) != before.get(SETTINGS_FILE):
-                    self._settings_changed = True
                 self._fire()
                 before = after

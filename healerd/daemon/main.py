@@ -20,6 +20,7 @@ from types import FrameType
 
 from healerd import __version__
 from healerd.config import (
+    RELOADABLE,
     ConfigError,
     DesiredStore,
     Settings,
@@ -28,9 +29,12 @@ from healerd.config import (
     load_conf_dir,
     load_settings,
 )
+from healerd.core.admission import Admission
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.ratelimit import ThrottledEngine, TokenBucket
+from healerd.core.status import NodeReport
 from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
@@ -39,6 +43,8 @@ from healerd.daemon.notify import Notifier
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine
 from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
+from healerd.host import HostProbe
+from healerd.host.psutil_probe import PsutilProbe
 
 log = logging.getLogger("healerd")
 
@@ -115,13 +121,26 @@ class Daemon:
     # Local API options from the command line (main() sets them).
     api_options: ApiOptions = ApiOptions()
 
-    def __init__(self, settings: Settings, engine: Engine, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        clock: Clock | None = None,
+        probe: HostProbe | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.engine = engine
+        limits = settings.node_limits
+        # Every engine call of healerd's goes through one token bucket.
+        self.bucket = TokenBucket(
+            limits.engine_calls_per_second, limits.engine_call_burst, self.clock
+        )
+        self.engine = ThrottledEngine(engine, self.bucket)
+        self.probe = probe or PsutilProbe()
+        self.admission = Admission(self.probe, self.clock, limits, self._data_root)
         self.store = DesiredStore()
         self.controller = Controller(
-            engine,
+            self.engine,
             self.clock,
             LoopSettings(
                 workers=settings.workers,
@@ -129,9 +148,13 @@ class Daemon:
                 backoff=Backoff(settings.backoff_base, settings.backoff_max),
                 engine_down_log_interval=settings.engine_down_log_interval,
             ),
+            admission=self.admission,
         )
         self.watcher = EventWatcher(
-            engine, self.controller, self.clock, log_interval=settings.engine_down_log_interval
+            self.engine,
+            self.controller,
+            self.clock,
+            log_interval=settings.engine_down_log_interval,
         )
         # When a list call finds the engine back, do not wait out the stream's backoff.
         self.controller.on_engine_back = self.watcher.kick
@@ -146,7 +169,24 @@ class Daemon:
         self._reload_requested = False
         self._last_errors: tuple[ConfigError, ...] = ()
         self._warned_missing_dir = False
+        self._file_settings: Settings | None = None
         self.notifier = Notifier()
+
+    def _data_root(self) -> str:
+        return self.controller.engine_data_root or ""
+
+    def node_report(self) -> NodeReport:
+        a, calls = self.admission, self.engine.stats
+        return NodeReport(
+            sample=a.sample(),
+            pressure=a.pressure(),
+            limits=a.limits,
+            me=self.probe.self_sample(),
+            waiting=a.waiting(),
+            engine_calls=calls.calls,
+            engine_calls_throttled=calls.throttled,
+            engine_throttled_seconds=calls.throttled_seconds,
+        )
 
     # -- signals: flags only ----------------------------------------------------
 
@@ -185,8 +225,39 @@ class Daemon:
 
     # -- config -----------------------------------------------------------------
 
+    def reload_settings(self) -> None:
+        """Apply healerd.yaml's node keys (thresholds, estimates, the engine call cap)
+        at once; the others take effect at the next start. A bad file changes nothing."""
+        try:
+            new = load_settings(self.settings.config_dir / "healerd.yaml")
+        except SettingsError as exc:
+            for err in exc.errors:
+                log.error("settings not reloaded: %s", err)
+            return
+        old_file, self._file_settings = self._file_settings, new
+        if old_file is None or new == old_file:
+            return
+        apply = {k: getattr(new, k) for k in RELOADABLE if getattr(new, k) != getattr(old_file, k)}
+        later = sorted(
+            k
+            for k in vars(new)
+            if k not in RELOADABLE and k != "config_dir" and getattr(new, k) != getattr(old_file, k)
+        )
+        if later:
+            log.warning(
+                "healerd.yaml: %s changed; takes effect at the next start", ", ".join(later)
+            )
+        if apply:
+            self.settings = dataclasses.replace(self.settings, **apply)
+            limits = self.settings.node_limits
+            self.admission.update_limits(limits)
+            self.bucket.update(limits.engine_calls_per_second, limits.engine_call_burst)
+            log.info("healerd.yaml: applied %s", ", ".join(sorted(apply)))
+            self.controller.enqueue_all(force=True)
+
     def reload(self) -> None:
         """Re-read every config file; broken files keep their last good services."""
+        self.reload_settings()
         conf_dir = self.settings.config_dir / "conf.d"
         try:
             results = load_conf_dir(conf_dir, strict_modes=self.settings.strict_modes)

@@ -5,13 +5,14 @@ collector that reads the controller's state at scrape time (so gauges are never 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from healerd import __version__
+from healerd.core.status import NodeReport
 from healerd.daemon.api_views import ControllerLike, effective_statuses, is_converged
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -25,7 +26,11 @@ PASS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 
 class Metrics:
     """Register with `controller.add_hooks(metrics)`; render with `render()`."""
 
-    def __init__(self, controller: ControllerLike) -> None:
+    def __init__(
+        self,
+        controller: ControllerLike,
+        node: Callable[[], NodeReport | None] = lambda: None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.actions = Counter(
             "healerd_actions",
@@ -49,6 +54,7 @@ class Metrics:
         )
         self.state = StateCollector(controller)
         self.registry.register(self.state)
+        self.registry.register(NodeCollector(node))
 
     # -- hooks the controller calls --------------------------------------------
 
@@ -176,4 +182,110 @@ class StateCollector(Collector):
         )
         yield CounterMetricFamily(
             "healerd_engine_list_calls", "Container list calls made.", value=stats.list_calls
+        )
+
+
+class NodeCollector(Collector):
+    """The host line of `healerctl status` and healerd's own footprint, at scrape time."""
+
+    def __init__(self, node: Callable[[], NodeReport | None]) -> None:
+        self._node = node
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        node = self._node()
+        if node is None:
+            return
+        h, lim, p = node.sample, node.limits, node.pressure
+
+        def gauge(name: str, doc: str, value: float | None) -> Iterator[Metric]:
+            if value is not None:
+                yield GaugeMetricFamily(name, doc, value=float(value))
+
+        yield from gauge("healerd_host_memory_total_bytes", "Host memory.", h.memory_total)
+        yield from gauge(
+            "healerd_host_memory_available_bytes",
+            "Host memory available (psutil), as kubelet's memory.available.",
+            h.memory_available,
+        )
+        if h.memory_total is not None:
+            yield from gauge(
+                "healerd_host_memory_available_threshold_bytes",
+                "Memory pressure below this (pressure_memory_available).",
+                lim.memory_available.floor(h.memory_total),
+            )
+        disk = [h.disk_path] if h.disk_path else [""]
+        for name, doc, value in (
+            (
+                "healerd_host_disk_total_bytes",
+                "Size of the engine's data root filesystem.",
+                h.disk_total,
+            ),
+            ("healerd_host_disk_free_bytes", "Free space on the engine's data root.", h.disk_free),
+            (
+                "healerd_host_inodes_total",
+                "Inodes of the engine's data root filesystem.",
+                h.inodes_total,
+            ),
+            ("healerd_host_inodes_free", "Free inodes on the engine's data root.", h.inodes_free),
+        ):
+            if value is not None:
+                fam = GaugeMetricFamily(name, doc, labels=["path"])
+                fam.add_metric(disk, float(value))
+                yield fam
+        if h.disk_total is not None:
+            yield from gauge(
+                "healerd_host_disk_free_threshold_bytes",
+                "Disk pressure below this (pressure_disk_free).",
+                lim.disk_free.floor(h.disk_total),
+            )
+        if h.load is not None:
+            load = GaugeMetricFamily("healerd_host_load", "Load average.", labels=["period"])
+            for period, avg in zip(("1m", "5m", "15m"), h.load, strict=True):
+                load.add_metric([period], avg)
+            yield load
+        pressure = GaugeMetricFamily(
+            "healerd_host_pressure",
+            "1 while a resource is below its threshold (no extra containers start).",
+            labels=["resource"],
+        )
+        for resource, on in p.flags.items():
+            pressure.add_metric([resource], 1.0 if on else 0.0)
+        yield pressure
+        waiting = GaugeMetricFamily(
+            "healerd_service_waiting_for_resources",
+            "1 while some of the service's containers wait for room on the host.",
+            labels=["service"],
+        )
+        for service in sorted(node.waiting):
+            waiting.add_metric([service], 1.0)
+        yield waiting
+
+        me = node.me
+        yield from gauge("healerd_self_resident_memory_bytes", "healerd's own RSS.", me.rss)
+        if me.cpu_seconds is not None:
+            yield CounterMetricFamily(
+                "healerd_self_cpu_seconds", "healerd's own CPU time.", value=me.cpu_seconds
+            )
+        yield from gauge("healerd_self_open_fds", "healerd's open file descriptors.", me.open_fds)
+        yield from gauge("healerd_self_threads", "healerd's threads.", me.threads)
+        yield CounterMetricFamily(
+            "healerd_engine_calls", "Engine API calls healerd made.", value=node.engine_calls
+        )
+        yield CounterMetricFamily(
+            "healerd_engine_calls_throttled",
+            "Engine calls that waited for the engine_calls_per_second cap.",
+            value=node.engine_calls_throttled,
+        )
+        yield CounterMetricFamily(
+            "healerd_engine_throttled_seconds",
+            "Time engine calls waited for the engine_calls_per_second cap.",
+            value=node.engine_throttled_seconds,
+        )
+        yield from gauge(
+            "healerd_engine_calls_per_second_limit",
+            "The engine call cap (engine_calls_per_second).",
+            lim.engine_calls_per_second,
         )

@@ -53,6 +53,11 @@ class Engine(Protocol):
         """Whether the image is in the engine's local store."""
         ...
 
+    def image_size_hint(self, image: str) -> int | None:
+        """The size of the largest local image of the same repository (any tag), as a
+        guess of what a pull of `image` takes on disk; None if there is none."""
+        ...
+
     def pull(self, image: str) -> None:
         """Pull the image; raises ImagePullFailed (or EngineUnavailable)."""
         ...

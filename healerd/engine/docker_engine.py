@@ -182,6 +182,13 @@ class DockerEngine:
             raise
         return True
 
+    def image_size_hint(self, image: str) -> int | None:
+        repo, _ = _split_reference(image)
+        with _translated(f"list images {repo}"):
+            found = self._api.images(name=repo)
+        sizes = [int(i.get("Size") or 0) for i in found if isinstance(i, dict)]
+        return max(sizes) if sizes and max(sizes) > 0 else None
+
     def pull(self, image: str) -> None:
         repo, tag = _split_reference(image)
         try:

@@ -21,6 +21,8 @@ class FakeEngine:
         self.images: set[str] | None = None  # None: every image is present
         self.pullable: set[str] = set()
         self.crash_images: set[str] = set()  # containers of these exit at once
+        self.image_sizes: dict[str, int] = {}  # repository -> bytes of a local image
+        self.root = "/fake/data-root"
         self.clock = clock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -30,7 +32,7 @@ class FakeEngine:
         return "fake"
 
     def data_root(self) -> str | None:
-        return None
+        return self.root
 
     def _check(self) -> None:
         if self.down:
@@ -74,6 +76,11 @@ class FakeEngine:
         self.calls.append("image_present")
         self._check()
         return self.images is None or image in self.images
+
+    def image_size_hint(self, image: str) -> int | None:
+        self.calls.append("image_size_hint")
+        self._check()
+        return self.image_sizes.get(image.rsplit(":", 1)[0])
 
     def pull(self, image: str) -> None:
         self.calls.append("pull")

@@ -19,11 +19,13 @@ import pytest
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
-from healerd.core.status import ContainerStatus, ServiceStatus
+from healerd.core.pressure import assess
+from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.daemon import api as api_module
 from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer, parse_listen
 from healerd.engine import EngineUnavailable
-from healerd.model import Action, ActionKind, ServiceSpec
+from healerd.host.psutil_probe import PsutilProbe
+from healerd.model import Action, ActionKind, NodeLimits, ServiceSpec
 
 SECRET = "s3cr3t-value-never-shown"
 
@@ -127,6 +129,18 @@ class FakeDaemon:
         self.settings = Settings(socket_path=socket_path)
         self.reloads = 0
 
+    def node_report(self) -> NodeReport:
+        probe, limits = PsutilProbe(), NodeLimits()
+        sample = probe.sample("/")
+        return NodeReport(
+            sample,
+            assess(sample, limits),
+            limits,
+            probe.self_sample(),
+            waiting={"web": "1 container(s) wait for resources"},
+            engine_calls=42,
+        )
+
     def request_reload(self) -> None:
         self.reloads += 1
         c = self.controller
@@ -190,6 +204,13 @@ def test_status_lists_services_engine_host_and_config_errors(served: Any) -> Non
     assert by["db"]["converged"] is True and web["converged"] is False
     assert data["engine"] == {"reachable": True, "version": "28.2.2"}
     assert data["host"]["memory"]["total_bytes"] > 0 and len(data["host"]["load"]) == 3
+    assert data["host"]["memory"]["threshold_bytes"] == 100 * 2**20
+    assert data["host"]["disk"]["path"] == "/" and data["host"]["inodes"]["free"] > 0
+    assert data["host"]["pressure"] == {"memory": False, "disk": False, "inodes": False}
+    assert data["healerd"]["rss_bytes"] > 0 and data["healerd"]["open_fds"] > 0
+    assert data["healerd"]["engine_calls"] == 42
+    assert data["healerd"]["engine_calls_per_second_limit"] == 50.0
+    assert data["waiting_for_resources"] == {"web": "1 container(s) wait for resources"}
     assert data["config_errors"][0]["message"].startswith("/etc/healerd/conf.d/bad.yaml:3: ")
     assert SECRET not in json.dumps(data)
 
@@ -495,6 +516,26 @@ def test_metrics_from_state_and_hooks(served: Any) -> None:
         "healerd_reconcile_passes_total 3.0",
     ):
         assert line in lines, line
+    # The host line and healerd's own footprint.
+    for line in (
+        'healerd_host_pressure{resource="memory"} 0.0',
+        'healerd_host_pressure{resource="disk"} 0.0',
+        "healerd_host_memory_available_threshold_bytes 1.048576e+08",
+        'healerd_service_waiting_for_resources{service="web"} 1.0',
+        "healerd_engine_calls_total 42.0",
+        "healerd_engine_calls_per_second_limit 50.0",
+    ):
+        assert line in lines, line
+    for prefix in (
+        "healerd_host_memory_available_bytes ",
+        'healerd_host_disk_free_bytes{path="/"} ',
+        'healerd_host_inodes_free{path="/"} ',
+        'healerd_host_load{period="1m"} ',
+        "healerd_self_resident_memory_bytes ",
+        "healerd_self_cpu_seconds_total ",
+        "healerd_self_open_fds ",
+    ):
+        assert any(line.startswith(prefix) for line in lines), prefix
     # Event counts continue from the last scrape instead of restarting.
     _, text = call(srv.path, "GET", "/metrics")
     assert 'healerd_events_total{kind="backoff"} 1.0' in text.splitlines()

@@ -97,3 +97,27 @@ def test_a_file_truncated_to_empty_keeps_its_services(tmp_path: Path) -> None:
     f.write_text("services: {}\n")
     d.reload()
     assert d.controller.desired.services == {}
+
+
+def test_a_reload_applies_the_node_keys_of_healerd_yaml_and_a_bad_file_changes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = "strict_modes: false\n"
+    d, _ = daemon(tmp_path)
+    (tmp_path / "healerd.yaml").write_text(base)
+    d.reload()
+    assert d.admission.limits.memory_available.amount == 100 * 2**20
+    (tmp_path / "healerd.yaml").write_text(
+        base + "pressure_memory_available: 2Gi\nengine_calls_per_second: 5\nworkers: 9\n"
+    )
+    d.reload()
+    assert d.admission.limits.memory_available.amount == 2 * 2**30
+    assert d.bucket.rate == 5.0 and d.settings.engine_calls_per_second == 5.0
+    assert d.settings.workers != 9  # needs a restart, and says so
+    assert "workers changed; takes effect at the next start" in caplog.text
+    (tmp_path / "healerd.yaml").write_text(base + "pressure_memory_available: lots\n")
+    d.reload()
+    assert d.admission.limits.memory_available.amount == 2 * 2**30
+    assert "settings not reloaded: " in caplog.text and "pressure_memory_available" in caplog.text
+    report = d.node_report()
+    assert report.limits.engine_calls_per_second == 5.0 and report.me.rss

@@ -1,0 +1,185 @@
+"""Admission of new containers on a small host: who may start one now, and who waits.
+
+The rule (README, "Node awareness"):
+- room = available memory above `pressure_memory_available`, less what containers
+  started in the last few seconds were granted (their memory may not show yet);
+- a create needs the service's mem_limit, else `container_memory_estimate`;
+- a replacement (it stands in for a failed container of the service) starts when its
+  need fits the room: disk pressure alone does not stop it, it frees the dead
+  container's layer as it goes;
+- an extra container (scale-up, rollout surge, a container that vanished) also needs
+  no pressure at all, memory, disk or inodes;
+- what does not fit waits, and services with a higher `priority` that miss containers
+  claim the room first: a lower one gets only what is left after their needs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from healerd.core.clock import Clock
+from healerd.core.pressure import Pressure, assess, fmt_bytes, pull_refusal
+from healerd.host import HostProbe, HostSample
+from healerd.model import NodeLimits
+
+# How long a fresh sample is used; psutil reads /proc, cheap but not free.
+SAMPLE_TTL = 1.0
+# How long a granted container's memory is held against the room: a container's memory
+# shows in `available` only as it starts up.
+RESERVATION_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A service that misses containers, for the priority order."""
+
+    priority: int
+    missing: int
+    need: int  # bytes per container
+
+
+@dataclass(frozen=True)
+class Grant:
+    replacements: int
+    extras: int
+    reason: str = ""  # why some wait ("" when everything was granted)
+
+
+class Admission:
+    def __init__(
+        self,
+        probe: HostProbe,
+        clock: Clock,
+        limits: NodeLimits,
+        disk_path: Callable[[], str],
+    ) -> None:
+        self._probe = probe
+        self._clock = clock
+        self._limits = limits
+        self._disk_path = disk_path
+        # Called (outside the lock) when a pressure flag turns on or off.
+        self.on_change: Callable[[Pressure, Pressure], None] = lambda old, new: None
+        self._lock = threading.Lock()
+        self._sample = HostSample()
+        self._sampled_at = -math.inf
+        self._pressure = Pressure()
+        self._reserved: list[tuple[float, int]] = []  # (until, bytes)
+        self._claims: dict[str, Claim] = {}
+        self._waiting: dict[str, str] = {}
+
+    @property
+    def limits(self) -> NodeLimits:
+        return self._limits
+
+    def update_limits(self, limits: NodeLimits) -> None:
+        with self._lock:
+            self._limits = limits
+            self._sampled_at = -math.inf  # judge the host again under the new limits
+
+    # -- the host -----------------------------------------------------------------
+
+    def pressure(self) -> Pressure:
+        """The host under the current limits, from a sample at most SAMPLE_TTL old."""
+        with self._lock:
+            old = self._pressure
+            now = self._clock.monotonic()
+            if now - self._sampled_at >= SAMPLE_TTL:
+                self._sample = self._probe.sample(self._disk_path())
+                self._sampled_at = now
+                self._pressure = assess(self._sample, self._limits)
+            new = self._pressure
+        if new.flags != old.flags:
+            self.on_change(old, new)
+        return new
+
+    def sample(self) -> HostSample:
+        self.pressure()
+        with self._lock:
+            return self._sample
+
+    # -- creates --------------------------------------------------------------------
+
+    def set_claims(self, claims: dict[str, Claim]) -> None:
+        with self._lock:
+            self._claims = dict(claims)
+
+    def grant(
+        self, service: str, priority: int, replacements: int, extras: int, need: int
+    ) -> Grant:
+        """How many of the wanted creates may start now; the room they take is reserved."""
+        pressure = self.pressure()
+        with self._lock:
+            now = self._clock.monotonic()
+            self._reserved = [(t, b) for t, b in self._reserved if t > now]
+            reserved = sum(b for _, b in self._reserved)
+            higher = [
+                (name, c)
+                for name, c in self._claims.items()
+                if name != service and c.priority > priority and c.missing > 0
+            ]
+            claimed = sum(c.missing * c.need for _, c in higher)
+            if pressure.memory_headroom is None:
+                room = math.inf
+            else:
+                room = pressure.memory_headroom - reserved - claimed
+            wanted = replacements + extras
+            fits = wanted if need <= 0 or math.isinf(room) else max(0, math.floor(room / need))
+            r = min(replacements, fits)
+            e = 0 if pressure.any else min(extras, fits - r)
+            if r or e:
+                self._reserved.append((now + RESERVATION_SECONDS, (r + e) * max(0, need)))
+                # What was granted is reserved now: it must not also count as a claim.
+                own = self._claims.get(service)
+                if own is not None:
+                    left = max(0, own.missing - r - e)
+                    self._claims[service] = Claim(own.priority, left, own.need)
+            reason = ""
+            if r < replacements or e < extras:
+                reason = self._why(pressure, wanted - r - e, need, room, higher)
+                self._waiting[service] = reason
+            else:
+                self._waiting.pop(service, None)
+            return Grant(r, e, reason)
+
+    def _why(
+        self,
+        pressure: Pressure,
+        waiting: int,
+        need: int,
+        room: float,
+        higher: list[tuple[str, Claim]],
+    ) -> str:
+        head = f"{waiting} container(s) wait for resources"
+        if pressure.any and room >= need:
+            return f"{head}: no extra containers under pressure ({pressure.describe()})"
+        if pressure.memory:
+            return f"{head}: {pressure.describe()}"
+        first = ", ".join(f"{n} (priority {c.priority})" for n, c in sorted(higher))
+        after = f"; {first} go first" if first else ""
+        return (
+            f"{head}: each needs {fmt_bytes(need)} and the room above "
+            f"pressure_memory_available is {fmt_bytes(max(0.0, room))}{after}"
+        )
+
+    def done(self, service: str) -> None:
+        """The service no longer wants creates (converged, removed, paused)."""
+        with self._lock:
+            self._waiting.pop(service, None)
+
+    def waiting(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._waiting)
+
+    # -- pulls ----------------------------------------------------------------------
+
+    def pull_refusal(self, image: str, size_hint: int | None) -> str | None:
+        sample = self.sample()
+        with self._lock:
+            limits = self._limits
+        return pull_refusal(image, size_hint, sample, limits)
+
+
+__all__ = ["RESERVATION_SECONDS", "SAMPLE_TTL", "Admission", "Claim", "Grant"]

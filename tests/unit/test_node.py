@@ -1,0 +1,446 @@
+"""Node awareness without a host: pressure rules, admission and priorities, the pull
+check, the engine call cap, and the loop under a fake probe."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from healerd.config import DesiredState, SettingsError, load_settings
+from healerd.core.admission import RESERVATION_SECONDS, SAMPLE_TTL, Admission, Claim
+from healerd.core.backoff import Backoff
+from healerd.core.clock import FakeClock
+from healerd.core.controller import Controller, LoopSettings
+from healerd.core.planner import PlanContext, plan
+from healerd.core.pressure import assess, pull_refusal
+from healerd.core.ratelimit import ThrottledEngine, TokenBucket
+from healerd.host import HostSample, SelfSample
+from healerd.model import ActionKind, ContainerState, NodeLimits, ServiceSpec, Threshold
+from tests.unit.builders import container, spec
+from tests.unit.fake_engine import FakeEngine
+
+Mi = 2**20
+Gi = 2**30
+
+
+def host(
+    mem_avail: int = 4 * Gi, disk_free: int = 50 * Gi, inodes_free: int = 900_000
+) -> HostSample:
+    return HostSample(
+        memory_total=8 * Gi,
+        memory_available=mem_avail,
+        disk_path="/var/lib/docker",
+        disk_total=100 * Gi,
+        disk_free=disk_free,
+        inodes_total=1_000_000,
+        inodes_free=inodes_free,
+        load=(0.5, 0.4, 0.3),
+        cpus=2,
+    )
+
+
+class FakeProbe:
+    def __init__(self, sample: HostSample) -> None:
+        self.host = sample
+        self.samples = 0
+
+    def sample(self, disk_path: str) -> HostSample:
+        self.samples += 1
+        return self.host
+
+    def self_sample(self) -> SelfSample:
+        return SelfSample(rss=40 * Mi, cpu_percent=0.5, cpu_seconds=1.0, open_fds=12, threads=6)
+
+
+# -- pressure rules ------------------------------------------------------------------
+
+
+def test_kubelet_like_defaults() -> None:
+    lim = NodeLimits()
+    assert lim.memory_available == Threshold(100 * Mi)
+    assert lim.disk_free == Threshold(10, percent=True)
+    assert lim.inodes_free == Threshold(5, percent=True)
+    p = assess(host(), lim)
+    assert not p.any and p.reasons == () and p.memory_headroom == 4 * Gi - 100 * Mi
+
+
+@pytest.mark.parametrize(
+    ("sample", "flag", "words"),
+    [
+        (host(mem_avail=90 * Mi), "memory",
+         "memory pressure: 90Mi available, below the threshold of 100Mi"),
+        (host(disk_free=9 * Gi), "disk",
+         "disk pressure: 9Gi free on /var/lib/docker, below the threshold of 10%"),
+        (host(inodes_free=40_000), "inodes",
+         "inode pressure: 40000 inodes free on /var/lib/docker, below the threshold of 5%"),
+    ],
+)  # fmt: skip
+def test_each_resource_below_its_threshold_is_pressure(
+    sample: HostSample, flag: str, words: str
+) -> None:
+    p = assess(sample, NodeLimits())
+    assert p.any and [k for k, v in p.flags.items() if v] == [flag]
+    assert p.reasons == (words,)
+
+
+def test_figures_that_cannot_be_read_are_never_pressure() -> None:
+    p = assess(HostSample(), NodeLimits(memory_available=Threshold(99, percent=True)))
+    assert not p.any and p.memory_headroom is None and p.disk_headroom is None
+
+
+def test_pull_is_refused_when_it_would_cross_the_disk_threshold() -> None:
+    lim = NodeLimits(pull_disk_margin=500 * Mi)
+    # 10.3 GiB free, floor 10 GiB: 300 MiB of room.
+    sample = host(disk_free=10 * Gi + 300 * Mi)
+    why = pull_refusal("app:2", None, sample, lim)
+    assert why is not None and why.startswith(
+        "not pulling app:2: it needs about 500Mi (pull_disk_margin)"
+    )
+    assert "the pull would leave less than the threshold of 10%" in why
+    # An earlier version's size is the better guess when there is one.
+    assert pull_refusal("app:2", 200 * Mi, sample, lim) is None
+    why = pull_refusal("app:2", 400 * Mi, sample, lim)
+    assert why is not None and "400Mi (its earlier version's size)" in why
+    # Under disk pressure nothing is pulled; without a readable disk nothing is refused.
+    assert "disk pressure" in (pull_refusal("a", 1, host(disk_free=Gi), lim) or "")
+    assert pull_refusal("a", 10 * Gi, HostSample(), lim) is None
+
+
+# -- admission -------------------------------------------------------------------------
+
+
+def admission(sample: HostSample, **limits: object) -> tuple[Admission, FakeProbe, FakeClock]:
+    clock, probe = FakeClock(), FakeProbe(sample)
+    lim = dataclasses.replace(NodeLimits(), **limits)  # type: ignore[arg-type]
+    return Admission(probe, clock, lim, lambda: "/var/lib/docker"), probe, clock
+
+
+def test_without_pressure_and_with_room_everything_is_granted() -> None:
+    a, _, _ = admission(host())
+    g = a.grant("web", 0, replacements=2, extras=3, need=32 * Mi)
+    assert (g.replacements, g.extras, g.reason) == (2, 3, "")
+    assert a.waiting() == {}
+
+
+def test_memory_pressure_holds_back_every_create_and_says_why() -> None:
+    a, _, _ = admission(host(mem_avail=50 * Mi))
+    g = a.grant("web", 0, replacements=1, extras=2, need=32 * Mi)
+    assert (g.replacements, g.extras) == (0, 0)
+    assert g.reason == (
+        "3 container(s) wait for resources: memory pressure: 50Mi available, below the "
+        "threshold of 100Mi"
+    )
+    assert a.waiting() == {"web": g.reason}
+
+
+def test_disk_pressure_stops_extras_but_not_replacements() -> None:
+    a, _, _ = admission(host(disk_free=5 * Gi))
+    g = a.grant("web", 0, replacements=1, extras=1, need=32 * Mi)
+    assert (g.replacements, g.extras) == (1, 0)
+    assert "no extra containers under pressure (disk pressure: 5Gi free" in g.reason
+
+
+def test_room_counts_the_need_and_what_was_just_granted() -> None:
+    # 100 MiB above the threshold: three containers of 32 MiB fit, a fourth does not.
+    a, _, clock = admission(host(mem_avail=200 * Mi))
+    assert a.grant("a", 0, 0, 2, 32 * Mi).extras == 2
+    g = a.grant("b", 0, 0, 2, 32 * Mi)
+    assert g.extras == 1 and g.reason.startswith(
+        "1 container(s) wait for resources: each needs 32Mi"
+    )
+    # A grant's reservation lapses once the containers' memory shows in the sample.
+    clock.advance(RESERVATION_SECONDS + SAMPLE_TTL)
+    assert a.grant("b", 0, 0, 1, 32 * Mi).extras == 1
+    assert a.waiting() == {}
+
+
+def test_higher_priorities_that_miss_containers_claim_the_room_first() -> None:
+    # Room for one 64 MiB container.
+    a, _, _ = admission(host(mem_avail=100 * Mi + 100 * Mi))
+    a.set_claims({"db": Claim(10, 1, 64 * Mi), "cache": Claim(0, 1, 64 * Mi)})
+    low = a.grant("cache", 0, 1, 0, 64 * Mi)
+    assert low.replacements == 0 and low.reason.endswith("db (priority 10) go first")
+    high = a.grant("db", 10, 1, 0, 64 * Mi)
+    assert high.replacements == 1 and high.reason == ""
+    # Equal priorities do not claim ahead of each other.
+    a2, _, _ = admission(host(mem_avail=300 * Mi))
+    a2.set_claims({"x": Claim(0, 1, 64 * Mi)})
+    assert a2.grant("y", 0, 1, 0, 64 * Mi).replacements == 1
+
+
+def test_new_limits_apply_at_once() -> None:
+    a, _, _ = admission(host(mem_avail=500 * Mi), memory_available=Threshold(1 * Gi))
+    assert a.pressure().memory
+    a.update_limits(NodeLimits(memory_available=Threshold(100 * Mi)))
+    assert not a.pressure().memory
+
+
+def test_pressure_changes_are_reported_once_each_way() -> None:
+    a, probe, clock = admission(host())
+    seen: list[tuple[bool, bool]] = []
+    a.on_change = lambda old, new: seen.append((old.any, new.any))
+    a.pressure()
+    probe.host = host(mem_avail=10 * Mi)
+    for _ in range(3):
+        clock.advance(SAMPLE_TTL)
+        a.pressure()
+    probe.host = host()
+    clock.advance(SAMPLE_TTL)
+    a.pressure()
+    assert seen == [(False, True), (True, False)]
+
+
+def test_the_host_is_sampled_at_most_once_a_second() -> None:
+    a, probe, clock = admission(host())
+    for _ in range(50):
+        a.grant("web", 0, 1, 1, 32 * Mi)
+    assert probe.samples == 1
+    clock.advance(SAMPLE_TTL)
+    a.pressure()
+    assert probe.samples == 2
+
+
+# -- the planner's room limits -----------------------------------------------------------
+
+
+def test_planner_keeps_failed_containers_it_has_no_room_to_replace() -> None:
+    s = spec("web", 3)
+    dead = [container(s, ContainerState.EXITED) for _ in range(2)]
+    alive = container(s, created=0.0)
+    ctx = PlanContext(now=100.0, max_replacements=1, max_extras=0)
+    p = plan("web", s, [alive, *dead], ctx)
+    creates = [a for a in p.actions if a.kind is ActionKind.CREATE]
+    removes = [a for a in p.actions if a.kind is ActionKind.REMOVE]
+    # The oldest dead one is replaced; the other stays, for its logs and its slot.
+    assert [a.container for a in creates] == [dead[0]] and [a.container for a in removes] == [
+        dead[0]
+    ]
+    assert p.waiting == 1 and p.held == 0 and not p.converged
+
+
+def test_planner_makes_only_the_extras_it_has_room_for_and_holds_the_rollout() -> None:
+    s = spec("web", 4)
+    ctx = PlanContext(now=100.0, max_replacements=0, max_extras=1)
+    p = plan("web", s, [container(s, created=0.0)], ctx)
+    assert p.creates == 1 and p.waiting == 2
+    # A rolling update needs a surge container: with no room it does not start.
+    new = dataclasses.replace(s, image="img:2", replicas=2)
+    old = [container(s, created=0.0) for _ in range(2)]
+    p = plan("web", new, old, PlanContext(now=100.0, max_replacements=0, max_extras=0))
+    assert p.actions == () and p.stale == 2
+    assert plan("web", new, old, PlanContext(now=100.0)).creates == 1
+
+
+# -- the engine call cap ---------------------------------------------------------------
+
+
+def test_token_bucket_lets_a_burst_through_then_paces() -> None:
+    clock = FakeClock()
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock.advance(s)
+
+    b = TokenBucket(rate=10.0, burst=5, clock=clock, sleep=sleep)
+    for _ in range(5):
+        assert b.wait() == 0.0
+    for _ in range(10):
+        b.wait()
+    assert slept == pytest.approx([0.1] * 10)
+    clock.advance(10.0)  # refills to the burst, no further
+    assert [b.reserve() for _ in range(6)][-1] == pytest.approx(0.1)
+
+
+def test_throttled_engine_counts_and_paces_every_call() -> None:
+    clock = FakeClock()
+    engine = FakeEngine(clock)
+
+    def sleep(s: float) -> None:
+        clock.advance(s)
+
+    t = ThrottledEngine(engine, TokenBucket(2.0, 2, clock, sleep))
+    start = clock.monotonic()
+    for _ in range(6):
+        t.list_managed()
+    assert t.stats.calls == 6 and t.stats.throttled == 4
+    assert clock.monotonic() - start == pytest.approx(2.0)
+    # One call after the other: each waits for the next token.
+    assert t.stats.throttled_seconds == pytest.approx(4 * 0.5)
+
+
+# -- the loop under a fake host ----------------------------------------------------------
+
+
+def desired(*specs: ServiceSpec) -> DesiredState:
+    return DesiredState({s.name: s for s in specs}, (), False, ())
+
+
+def loop(
+    sample: HostSample, **limits: object
+) -> tuple[Controller, FakeEngine, FakeClock, FakeProbe]:
+    clock = FakeClock()
+    engine = FakeEngine(clock)
+    probe = FakeProbe(sample)
+    lim = dataclasses.replace(NodeLimits(), **limits)  # type: ignore[arg-type]
+    adm = Admission(probe, clock, lim, lambda: "/var/lib/docker")
+    settings = LoopSettings(workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0))
+    return Controller(engine, clock, settings, admission=adm), engine, clock, probe
+
+
+def drive(ctrl: Controller, clock: FakeClock, seconds: float) -> None:
+    end = clock.monotonic() + seconds
+    while clock.monotonic() < end:
+        if ctrl.process_once():
+            continue
+        delay = ctrl.queue.next_delay()
+        if delay is None:
+            return
+        clock.advance(min(delay, max(0.0, end - clock.monotonic())) or 0.01)
+
+
+def status(ctrl: Controller, name: str) -> tuple[str, str]:
+    st = {s.name: s for s in ctrl.statuses()}[name]
+    return st.state, st.reason
+
+
+def test_a_scale_up_waits_under_memory_pressure_and_goes_on_when_it_ends() -> None:
+    ctrl, engine, clock, probe = loop(host())
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock, 10)
+    assert len(engine.running("web")) == 1
+    probe.host = host(mem_avail=80 * Mi)
+    clock.advance(SAMPLE_TTL)
+    ctrl.set_desired(desired(spec("web", 3)))
+    drive(ctrl, clock, 10)
+    assert len(engine.running("web")) == 1
+    state, reason = status(ctrl, "web")
+    assert state == "WaitingForResources"
+    assert reason == (
+        "2 container(s) wait for resources: memory pressure: 80Mi available, below the "
+        "threshold of 100Mi"
+    )
+    kinds = [e.kind for e in ctrl.events.since(0)]
+    assert "pressure" in kinds and "waitingforresources" in kinds
+    probe.host = host()
+    drive(ctrl, clock, 10)
+    assert len(engine.running("web")) == 3 and status(ctrl, "web")[0] == "Converged"
+    assert "pressure-ended" in [e.kind for e in ctrl.events.since(0)]
+
+
+def test_disk_pressure_replaces_a_crashed_container_but_starts_no_extra() -> None:
+    ctrl, engine, clock, probe = loop(host())
+    ctrl.set_desired(desired(spec("web", 2)))
+    drive(ctrl, clock, 10)
+    probe.host = host(disk_free=1 * Gi)
+    clock.advance(SAMPLE_TTL)
+    engine.kill(engine.running("web")[0].id)
+    ctrl.set_desired(desired(spec("web", 3)))
+    drive(ctrl, clock, 10)
+    assert len(engine.running("web")) == 2
+    assert status(ctrl, "web")[0] == "WaitingForResources"
+
+
+def test_under_pressure_a_rolling_update_waits_and_the_old_containers_keep_serving() -> None:
+    ctrl, engine, clock, probe = loop(host())
+    ctrl.set_desired(desired(spec("web", 2)))
+    drive(ctrl, clock, 10)
+    ids = {c.id for c in engine.running("web")}
+    probe.host = host(mem_avail=10 * Mi)
+    clock.advance(SAMPLE_TTL)
+    ctrl.set_desired(desired(spec("web", 2, image="img:2")))
+    drive(ctrl, clock, 10)
+    assert {c.id for c in engine.running("web")} == ids
+    state, reason = status(ctrl, "web")
+    assert state == "WaitingForResources" and reason.startswith("the rolling update waits: memory")
+    probe.host = host()
+    drive(ctrl, clock, 60)
+    assert {c.spec_hash for c in engine.running("web")} == {spec("web", 2, image="img:2").spec_hash}
+
+
+def test_with_room_for_one_the_higher_priority_service_is_healed_first() -> None:
+    # 100 MiB above the threshold, 64 MiB a container: room for exactly one.
+    ctrl, engine, clock, probe = loop(host(), container_memory=64 * Mi)
+    low, high = spec("cache", 1), spec("db", 1, priority=10)
+    ctrl.set_desired(desired(low, high))
+    drive(ctrl, clock, 10)
+    probe.host = host(mem_avail=200 * Mi)
+    clock.advance(SAMPLE_TTL)
+    for c in engine.running("cache") + engine.running("db"):
+        engine.kill(c.id)
+    # The low one comes first in the queue; it must still wait.
+    ctrl.queue.add("cache")
+    ctrl.queue.add("db")
+    drive(ctrl, clock, 3)
+    assert len(engine.running("db")) == 1 and engine.running("cache") == []
+    waits = [e.message for e in ctrl.events.since(0) if e.kind == "waitingforresources"]
+    assert waits[0].endswith("db (priority 10) go first"), waits
+    assert status(ctrl, "cache")[0] == "WaitingForResources"
+    # The db container's memory now shows in the sample: no room is left for cache.
+    probe.host = host(mem_avail=136 * Mi)
+    drive(ctrl, clock, 10)
+    assert engine.running("cache") == []
+    probe.host = host()
+    drive(ctrl, clock, 10)
+    assert len(engine.running("cache")) == 1 and status(ctrl, "cache")[0] == "Converged"
+
+
+def test_a_pull_that_would_fill_the_disk_is_refused_and_nothing_else_changes() -> None:
+    ctrl, engine, clock, _ = loop(host(disk_free=10 * Gi + 100 * Mi))
+    engine.images = {"img:1"}
+    engine.pullable = {"img:2"}
+    ctrl.set_desired(desired(spec("web", 2)))
+    drive(ctrl, clock, 10)
+    ids = {c.id for c in engine.running("web")}
+    ctrl.set_desired(desired(spec("web", 2, image="img:2")))
+    drive(ctrl, clock, 30)
+    assert "pull" not in engine.calls
+    assert {c.id for c in engine.running("web")} == ids
+    state, reason = status(ctrl, "web")
+    assert state == "WaitingForResources"
+    assert reason.startswith("not pulling img:2: it needs about 500Mi (pull_disk_margin)")
+    # An earlier version of the image on disk gives a better guess: small enough here.
+    engine.image_sizes["img"] = 50 * Mi
+    drive(ctrl, clock, 30)
+    assert "pull" in engine.calls
+
+
+# -- settings ----------------------------------------------------------------------------
+
+
+def test_thresholds_in_healerd_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "healerd.yaml"
+    path.write_text(
+        "strict_modes: false\npressure_memory_available: 5%\npressure_disk_free: 2Gi\n"
+        "pressure_inodes_free: 1000\ncontainer_memory_estimate: 64Mi\n"
+        "engine_calls_per_second: 12.5\nengine_call_burst: 30\n"
+    )
+    lim = load_settings(path).node_limits
+    assert lim.memory_available == Threshold(5.0, percent=True)
+    assert lim.disk_free == Threshold(2 * Gi) and lim.inodes_free == Threshold(1000)
+    assert lim.container_memory == 64 * Mi
+    assert (lim.engine_calls_per_second, lim.engine_call_burst) == (12.5, 30)
+    path.write_text(
+        "strict_modes: false\npressure_memory_available: 120%\npressure_disk_free: lots\n"
+        "engine_calls_per_second: 0\nengine_call_burst: 0\n"
+    )
+    with pytest.raises(SettingsError) as err:
+        load_settings(path)
+    fields = [e.field for e in err.value.errors]
+    assert fields == [
+        "pressure_memory_available",
+        "pressure_disk_free",
+        "engine_calls_per_second",
+        "engine_call_burst",
+    ]
+    assert "from 0% to below 100%" in str(err.value.errors[0])
+
+
+def test_a_grant_is_not_also_counted_as_a_claim() -> None:
+    # Room for two 64 MiB containers; db (priority 10) misses one and gets it.
+    a, _, _ = admission(host(mem_avail=100 * Mi + 130 * Mi))
+    a.set_claims({"db": Claim(10, 1, 64 * Mi), "cache": Claim(0, 1, 64 * Mi)})
+    assert a.grant("db", 10, 1, 0, 64 * Mi).replacements == 1
+    assert a.grant("cache", 0, 1, 0, 64 * Mi).replacements == 1
