@@ -711,7 +711,12 @@ class Controller:
         try:
             present = self._engine.image_present(image)
             if present:
-                self._images_seen[image] = self._clock.monotonic()
+                now = self._clock.monotonic()
+                with self._lock:
+                    self._images_seen = {
+                        i: t for i, t in self._images_seen.items() if now - t < IMAGE_SEEN_TTL
+                    }
+                    self._images_seen[image] = now
             must_pull = policy == "always" and (key, spec.spec_hash) not in self._pulled
             if present and not must_pull:
                 return None
@@ -731,7 +736,7 @@ class Controller:
                 extra={"healerd_service": key, "action": "pull", "reason": image},
             )
             self._engine.pull(image)
-            self._pulled.add((key, spec.spec_hash))
+            self._remember_pull(key, spec.spec_hash)
             self.events.record("pulled", key, f"pulled {image}")
             return None
         except ImagePullFailed as exc:
@@ -740,9 +745,14 @@ class Controller:
                 # pull_policy always, registry away, image on disk: a heal must not wait
                 # for the registry. Use the local image; the next spec change pulls again.
                 log.warning("%s: cannot pull %s (%s); using the local image", key, image, exc)
-                self._pulled.add((key, spec.spec_hash))
+                self._remember_pull(key, spec.spec_hash)
                 return None
             return "ImagePullBackOff", f"cannot pull {image}: {exc}"
+
+    def _remember_pull(self, key: str, spec_hash: str) -> None:
+        """`always` pulls once per spec: only the service's current spec is remembered."""
+        with self._lock:
+            self._pulled = {p for p in self._pulled if p[0] != key} | {(key, spec_hash)}
 
     def _still_suspect(self, key: str, mine: Sequence[ObservedContainer]) -> bool:
         """True while a container that an event said stopped is still listed as running."""
@@ -920,13 +930,14 @@ class Controller:
             if service
             else set(self._desired.services) | {c.service for c in observed if c.service}
         )
+        pressure = self.admission is not None and self.admission.pressure().any
         actions: list[Action] = []
         for key in sorted(keys):
             if key in self.paused_services():
                 continue
             spec = desired.services.get(key)
             mine = [c for c in observed if c.service == key]
-            ctx, _, _ = self._context(key, spec, mine, now, desired)
+            ctx, _, _ = self._context(key, spec, mine, now, desired, under_pressure=pressure)
             actions.extend(plan(key, spec, observed, ctx).actions)
         return actions
 
