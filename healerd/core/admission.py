@@ -10,7 +10,8 @@ The rule (README, "Node awareness"):
 - an extra container (scale-up, rollout surge, a container that vanished) also needs
   no pressure at all, memory, disk or inodes;
 - what does not fit waits, and services with a higher `priority` that miss containers
-  claim the room first: a lower one gets only what is left after their needs.
+  claim the room first: a lower one gets only what is left after their needs. A higher
+  one whose container does not fit at all blocks nobody (backfill).
 """
 
 from __future__ import annotations
@@ -115,16 +116,19 @@ class Admission:
             now = self._clock.monotonic()
             self._reserved = [(t, b) for t, b in self._reserved if t > now]
             reserved = sum(b for _, b in self._reserved)
-            higher = [
-                (name, c)
-                for name, c in self._claims.items()
-                if name != service and c.priority > priority and c.missing > 0
-            ]
-            claimed = sum(c.missing * c.need for _, c in higher)
-            if pressure.memory_headroom is None:
-                room = math.inf
-            else:
-                room = pressure.memory_headroom - reserved - claimed
+            room = math.inf
+            if pressure.memory_headroom is not None:
+                room = pressure.memory_headroom - reserved
+            # Higher priorities first, each taking what it misses; one whose container
+            # does not fit even so cannot start now and blocks nobody (backfill).
+            higher: list[tuple[str, Claim]] = []
+            for name, c in sorted(self._claims.items(), key=lambda kv: -kv[1].priority):
+                if name == service or c.priority <= priority or c.missing <= 0:
+                    continue
+                if c.need <= 0 or c.need <= room:
+                    take = c.missing if c.need <= 0 else min(c.missing, int(room // c.need))
+                    room -= take * max(0, c.need)
+                    higher.append((name, c))
             wanted = replacements + extras
             fits = wanted if need <= 0 or math.isinf(room) else max(0, math.floor(room / need))
             r = min(replacements, fits)

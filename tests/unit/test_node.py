@@ -444,3 +444,11 @@ def test_a_grant_is_not_also_counted_as_a_claim() -> None:
     a.set_claims({"db": Claim(10, 1, 64 * Mi), "cache": Claim(0, 1, 64 * Mi)})
     assert a.grant("db", 10, 1, 0, 64 * Mi).replacements == 1
     assert a.grant("cache", 0, 1, 0, 64 * Mi).replacements == 1
+
+
+def test_a_higher_priority_that_cannot_fit_at_all_blocks_nobody() -> None:
+    # 300 MiB of room: the big one (1 GiB) cannot start now; the small one may.
+    a, _, _ = admission(host(mem_avail=100 * Mi + 300 * Mi))
+    a.set_claims({"big": Claim(10, 1, Gi), "small": Claim(0, 1, 64 * Mi)})
+    assert a.grant("small", 0, 1, 0, 64 * Mi).replacements == 1
+    assert a.grant("big", 10, 1, 0, Gi).replacements == 0
