@@ -72,7 +72,10 @@ def parse_env_text(text: str, file: str) -> tuple[tuple[tuple[str, str], ...], l
     """KEY=VALUE pairs in file order (a repeated key: the last wins) and every error found."""
     pairs: dict[str, str] = {}
     errors: list[ConfigError] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at \n only, as for `docker run --env-file` (str.splitlines would also cut
+    # a value at \f, \x1c or U+2028); a \r before it goes too.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue

@@ -222,7 +222,44 @@ def load_yaml(text: str, file: str) -> tuple[Any, list[ConfigError]]:
         return None, [_syntax_error(exc, file, text)]
     except RecursionError:
         return None, [ConfigError(file, None, "yaml", "the document is nested too deeply")]
+    problem = _expansion_problem(data)
+    if problem:
+        return None, [ConfigError(file, None, "yaml", problem)]
     return data, _duplicate_errors(data, file)
+
+
+# More values than any config needs; a few shared aliases can otherwise stand for 10**9
+# ("billion laughs"), and every check or message that walks them would hang.
+MAX_VALUES = 100_000
+
+
+def _expansion_problem(data: Any) -> str:
+    """Counts the values the document stands for once aliases are expanded, without
+    expanding them (shared nodes are counted once, times their uses)."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        value, done = stack.pop()
+        if not isinstance(value, dict | list):
+            continue
+        key = id(value)
+        children = list(value.values()) if isinstance(value, dict) else value
+        if done:
+            on_path.discard(key)
+            total = 1 + sum(sizes.get(id(c), 1) for c in children)
+            if total > MAX_VALUES:
+                return f"aliases expand to more than {MAX_VALUES} values"
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            return "an alias refers to a mapping or list that contains it"
+        on_path.add(key)
+        stack.append((value, True))
+        stack.extend((c, False) for c in children if isinstance(c, dict | list))
+    return ""
 
 
 def read_yaml_file(

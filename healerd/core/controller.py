@@ -615,7 +615,12 @@ class Controller:
             for c in mine:
                 if c.running and c.id not in failed_running:
                     continue
-                died = mem.dead_since.get(c.id, now) if not c.running else now
+                if not c.running:
+                    died = mem.dead_since.get(c.id, now)
+                else:
+                    # Unhealthy past its grace: failed since the grace ended, not since
+                    # this pass (or its backoff would never end before `window`).
+                    died = mem.unhealthy_since.get(c.id, now) + spec.unhealthy_grace
                 ready_at, streak = replacement_verdict(
                     c, died, spec.restart_policy, forgiven=c.id in mem.forgiven
                 )

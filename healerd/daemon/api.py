@@ -446,7 +446,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw_len = self.headers.get("Content-Length")
         if raw_len is None:
             return {}
-        if not raw_len.strip().isdigit():
+        raw_len = raw_len.strip()
+        # ASCII digits only: str.isdigit() also takes '²', which int() refuses.
+        if not (raw_len.isascii() and raw_len.isdigit()):
             raise ApiError(400, "bad Content-Length")
         length = int(raw_len)
         if length > self.srv.options.max_body:
