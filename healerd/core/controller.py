@@ -167,8 +167,13 @@ class Controller:
         self.engine_version: str | None = None
         self.engine_data_root: str | None = None
         self._engine_down_logged_at: float | None = None
+        self._list_error = ""
         self.last_progress = clock.monotonic()
         self.on_engine_back: Callable[[], None] = lambda: None
+        # Raises EngineError while this healerd must not act on the engine (another one
+        # manages it); called before each look until it passes once.
+        self.engine_guard: Callable[[], None] = lambda: None
+        self._guarded = False
 
     # -- inputs ------------------------------------------------------------------
 
@@ -310,6 +315,10 @@ class Controller:
         with self._lock:
             self.stats.list_calls += 1
         try:
+            if not self._guarded:
+                # Before the first look: may this healerd act on this engine at all?
+                self.engine_guard()
+                self._guarded = True
             observed = self._engine.list_managed()
         except EngineError as exc:
             self._engine_failed(exc, keys)
@@ -365,6 +374,7 @@ class Controller:
         return self.admission.limits.container_memory if self.admission is not None else 0
 
     def _engine_failed(self, exc: EngineError, keys: Iterable[str]) -> None:
+        self._list_error = str(exc)
         now = self._clock.monotonic()
         was_ok = self.engine_ok
         if isinstance(exc, EngineUnavailable):
@@ -400,7 +410,8 @@ class Controller:
             if observed is None:
                 delay = self.queue.add_rate_limited(key)
                 if key != DISCOVER:
-                    self._set_status(key, "EngineUnreachable", f"retry in {delay:.1f}s")
+                    why = f"cannot list containers: {self._list_error}; "
+                    self._set_status(key, "EngineUnreachable", f"{why}retry in {delay:.1f}s")
                 return
             if key == DISCOVER:
                 self._discover(observed)

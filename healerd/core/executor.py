@@ -60,12 +60,26 @@ class Executor:
 
         Running containers are stopped first, so that what they hold (a fixed host port,
         memory) is free before their replacements start. Then the creates, at full
-        parallelism: they are what heals. Dead containers are cleared away last.
+        parallelism: they are what heals. Dead containers are cleared away last, but not
+        one whose replacement failed: it keeps the replica's slot, restart count and
+        crash streak (and its logs) for the retry.
         """
         stops = [a for a in actions if a.kind is ActionKind.REMOVE and _running(a)]
         creates = [a for a in actions if a.kind is ActionKind.CREATE]
-        clears = [a for a in actions if a.kind is ActionKind.REMOVE and not _running(a)]
-        return self._run_all(stops) + self._run_all(creates) + self._run_all(clears)
+        done = self._run_all(stops) + self._run_all(creates)
+        kept = {
+            r.action.container.id
+            for r in done
+            if not r.ok and r.action.kind is ActionKind.CREATE and r.action.container is not None
+        }
+        clears = [
+            a
+            for a in actions
+            if a.kind is ActionKind.REMOVE
+            and not _running(a)
+            and (a.container is None or a.container.id not in kept)
+        ]
+        return done + self._run_all(clears)
 
     def _run_all(self, actions: Sequence[Action]) -> list[ActionResult]:
         if len(actions) <= 1:

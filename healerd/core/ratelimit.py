@@ -86,6 +86,10 @@ class ThrottledEngine:
         self._take()
         return self._engine.version()
 
+    def identity(self) -> str:
+        self._take()
+        return self._engine.identity()
+
     def data_root(self) -> str | None:
         self._take()
         return self._engine.data_root()

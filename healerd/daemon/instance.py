@@ -2,7 +2,9 @@
 
 The lock is an flock on a file named after the engine's address, so the kernel drops
 it when the process dies (even by SIGKILL) and a restarted healerd never finds a stale
-lock; two daemons for two different engines do not block each other.
+lock; two daemons for two different engines do not block each other. Once the engine
+answers, a second lock on its identity (`docker info`'s ID and data root) catches a second healerd that reaches
+the same engine by another address (a proxy, tcp://, another socket).
 """
 
 from __future__ import annotations
@@ -28,10 +30,23 @@ def lock_path(docker_host: str, lock_dir: Path = LOCK_DIR) -> Path:
     return lock_dir / f"engine-{digest}.lock"
 
 
+def id_lock_path(engine_id: str, lock_dir: Path = LOCK_DIR) -> Path:
+    digest = hashlib.sha256(engine_id.encode()).hexdigest()[:12]
+    return lock_dir / f"engine-id-{digest}.lock"
+
+
 def acquire(docker_host: str, lock_dir: Path = LOCK_DIR) -> int:
     """Take the engine's lock and return its file descriptor (keep it open)."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    path = lock_path(docker_host, lock_dir)
+    return _acquire(lock_path(docker_host, lock_dir), docker_host)
+
+
+def acquire_id(engine_id: str, lock_dir: Path = LOCK_DIR) -> int:
+    """Take the lock on the engine's ID; raises AlreadyRunning like acquire."""
+    return _acquire(id_lock_path(engine_id, lock_dir), f"the engine {engine_id}")
+
+
+def _acquire(path: Path, what: str) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -39,7 +54,7 @@ def acquire(docker_host: str, lock_dir: Path = LOCK_DIR) -> int:
         holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
         os.close(fd)
         raise AlreadyRunning(
-            f"another healerd (pid {holder}) already manages {docker_host} "
+            f"another healerd (pid {holder}) already manages {what} "
             f"(lock {path}); refusing to start a second one"
         ) from None
     try:
@@ -50,7 +65,7 @@ def acquire(docker_host: str, lock_dir: Path = LOCK_DIR) -> int:
         # The file was deleted (and maybe recreated) between open and flock: a lock on a
         # file nobody can find protects nothing. Try again on the file that is there now.
         os.close(fd)
-        return acquire(docker_host, lock_dir)
+        return _acquire(path, what)
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd

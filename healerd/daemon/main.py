@@ -41,7 +41,7 @@ from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.journal import make_handler
 from healerd.daemon.notify import Notifier
 from healerd.daemon.watcher import EventWatcher
-from healerd.engine import Engine
+from healerd.engine import Engine, EngineError
 from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
 from healerd.host import HostProbe
 from healerd.host.psutil_probe import PsutilProbe
@@ -171,6 +171,32 @@ class Daemon:
         self._warned_missing_dir = False
         self._file_settings: Settings | None = None
         self.notifier = Notifier()
+        # Where the engine-ID lock lives; None (tests) checks nothing. main() sets it.
+        self.id_lock_dir: Path | None = None
+        self._id_lock: int | None = None
+        self.exit_code = 0
+        self.controller.engine_guard = self.guard_engine
+
+    def guard_engine(self) -> None:
+        """One healerd per engine, whatever the address it is reached by: lock the
+        engine's ID. Raises EngineError while that cannot be checked (engine away) and
+        when another healerd holds it (then this one stops, exit code 3)."""
+        if self.id_lock_dir is None or self._id_lock is not None:
+            return
+        engine_id = self.engine.identity()
+        if not engine_id:
+            self._id_lock = -1  # an engine without an ID: the address lock is all we have
+            return
+        try:
+            self._id_lock = instance.acquire_id(engine_id, self.id_lock_dir)
+        except instance.AlreadyRunning as exc:
+            log.error("%s", exc)
+            self.exit_code = EXIT_RUNNING
+            self.request_stop()
+            raise EngineError(str(exc)) from None
+        except OSError as exc:
+            log.warning("cannot lock the engine's ID (%s); relying on the address lock", exc)
+            self._id_lock = -1
 
     def _data_root(self) -> str:
         return self.controller.engine_data_root or ""
@@ -351,7 +377,7 @@ class Daemon:
         self.controller.shutdown()
         for t in threads:
             t.join(timeout=SHUTDOWN_GRACE / len(threads))
-        return 0
+        return self.exit_code
 
 
 def setup_logging(level: str) -> None:
@@ -379,6 +405,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         docker_host(settings), timeout=settings.engine_timeout, pool_size=settings.workers * 4
     )
     daemon = Daemon(settings, engine)
+    daemon.id_lock_dir = instance.LOCK_DIR
+    try:
+        daemon.guard_engine()
+    except EngineError:
+        if daemon.exit_code:
+            return daemon.exit_code
+        # The engine is not there yet: the loop checks before its first look.
     daemon.api_options = ApiOptions(
         admin_group=args.admin_group or None, metrics_listen=args.metrics_listen
     )

@@ -7,7 +7,7 @@ import threading
 
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
-from healerd.core.controller import Controller
+from healerd.core.controller import DISCOVER, Controller
 from healerd.engine import Engine, EngineError
 
 log = logging.getLogger("healerd.watcher")
@@ -42,12 +42,18 @@ class EventWatcher:
         self._kick.set()
 
     def _connected(self) -> None:
-        if self._lost:
+        lost = self._lost
+        if lost:
             log.info("event stream back: resyncing every service")
         self._failures, self._lost = 0, False
         # Not forced: a stream that keeps dropping must not undo every key's backoff (the
         # controller forces a resync itself when it finds the engine back).
         self._controller.enqueue_all()
+        if lost:
+            # But every key may be waiting out a long backoff from the outage (up to
+            # backoff_max), and hints do not cut a backoff short: one forced discovery
+            # pass looks now, and if the engine was down, finding it back forces the rest.
+            self._controller.queue.add(DISCOVER, force=True)
 
     def run(self, stop: threading.Event) -> None:
         logged_at: float | None = None

@@ -36,6 +36,11 @@ class Engine(Protocol):
         """The engine's version string; raises EngineUnavailable when unreachable."""
         ...
 
+    def identity(self) -> str:
+        """Who the engine is, the same at any address: `docker info`'s ID and data root
+        ("" if unknown)."""
+        ...
+
     def data_root(self) -> str | None:
         """Where the engine keeps images and containers (for disk figures)."""
         ...

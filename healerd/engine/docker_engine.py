@@ -160,6 +160,14 @@ class DockerEngine:
         with _translated("version"):
             return str(self._api.version(api_version=False).get("Version", "?"))
 
+    def identity(self) -> str:
+        with _translated("info"):
+            info = self._api.info()
+        # dockerd's ID comes from /etc/docker/key.json, shared by every dockerd of a host;
+        # no two of them share a data root.
+        engine_id, root = info.get("ID"), info.get("DockerRootDir")
+        return f"{engine_id} {root}" if engine_id and root else ""
+
     def data_root(self) -> str | None:
         with _translated("info"):
             root = self._api.info().get("DockerRootDir")

@@ -177,7 +177,7 @@ def test_containers_of_an_undeclared_service_are_removed_after_restart(
 
 
 def test_a_second_healerd_for_the_same_engine_refuses_to_start(
-    healerd: Healerd, config: ConfigDir, cluster: Cluster, tmp_path: Path
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient, tmp_path: Path
 ) -> None:
     config.service("one.yaml", "one", 1)
     healerd.start()
@@ -188,3 +188,12 @@ def test_a_second_healerd_for_the_same_engine_refuses_to_start(
     assert second.proc is not None and second.proc.wait(timeout=10) == 3
     assert "refusing to start a second one" in second.log()
     assert healerd.alive() and cluster.converged("one", 1)
+    # The first one still heals.
+    (victim,) = cluster.running("one")
+    api.kill(victim["Id"])
+    wait_for(
+        "the first healerd to heal",
+        lambda: cluster.converged("one", 1)
+        and victim["Id"] not in {c["Id"] for c in cluster.containers("one")},
+        timeout=5,
+    )

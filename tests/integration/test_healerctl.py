@@ -115,8 +115,10 @@ def test_every_verb_in_table_and_json(
     ]  # fmt: skip
     row = next(line.split() for line in table if line.startswith(svc + " "))
     assert row[:7] == [svc, "2", "2", "2", "2", "0", "Converged"]
-    assert table[-1].startswith("engine: reachable, version ")
-    assert "; host: memory " in table[-1] and " load " in table[-1]
+    assert table[-2].startswith("engine: reachable, version ")
+    assert "; host: memory " in table[-2] and " load " in table[-2]
+    assert table[-2].endswith(", pressure: none") and " inodes " in table[-2]
+    assert table[-1].startswith("healerd: rss ") and " fds; engine calls " in table[-1]
     data = json.loads(run("status", "-o", "json"))
     (s,) = [s for s in data["services"] if s["name"] == svc]
     for key in ("name", "desired", "running", "available", "up_to_date", "state", "reason"):

@@ -31,6 +31,10 @@ class FakeEngine:
         self._check()
         return "fake"
 
+    def identity(self) -> str:
+        self._check()
+        return "fake-engine-id /fake/data-root"
+
     def data_root(self) -> str | None:
         return self.root
 

@@ -121,3 +121,28 @@ def test_a_reload_applies_the_node_keys_of_healerd_yaml_and_a_bad_file_changes_n
     assert "settings not reloaded: " in caplog.text and "pressure_memory_available" in caplog.text
     report = d.node_report()
     assert report.limits.engine_calls_per_second == 5.0 and report.me.rss
+
+
+def test_a_second_daemon_on_the_same_engine_identity_stops_before_acting(tmp_path: Path) -> None:
+    from healerd.engine import EngineError
+
+    first, engine = daemon(tmp_path)
+    second = Daemon(settings_for(tmp_path), engine, FakeClock())
+    for d in (first, second):
+        d.id_lock_dir = tmp_path / "run"
+    first.guard_engine()
+    with pytest.raises(EngineError, match="already manages the engine fake-engine-id"):
+        second.guard_engine()
+    assert second.exit_code == 3 and second._stop_requested
+    # Through the loop: the refused daemon never lists, so never acts.
+    second.controller.enqueue_all(force=True)
+    second.controller.process_once()
+    assert "list" not in engine.calls
+    # While the engine is away the check waits for it, and nothing is locked.
+    (tmp_path / "other").mkdir()
+    third, down = daemon(tmp_path / "other")
+    third.id_lock_dir = tmp_path / "run2"
+    down.down = True
+    with pytest.raises(EngineError):
+        third.guard_engine()
+    assert third.exit_code == 0
