@@ -410,9 +410,13 @@ def test_a_full_disk_fails_creates_clearly_and_touches_no_running_container(
             interval=0.1,
         )
         print(f"status: {st['state']}: {st['reason']}")
+        # With its disk full the engine cannot write the victim's new state: its list may
+        # go on showing it running. Either way: no new container, the others untouched.
         holds_for(
             "the running ones untouched, no replacement",
-            lambda: running_ids(cluster, "disk") == set(survivors),
+            lambda: set(survivors)
+            <= running_ids(cluster, "disk")
+            <= {*survivors, victim},
             2.0,
         )
         assert re.search(
