@@ -162,7 +162,10 @@ class Controller:
         self._paused: set[str] = set()
         self._status: dict[str, ServiceStatus] = {}
         self._hooks: list[Any] = []
-        self._engine_back = False
+        # True until the first list: containers found stopped when healerd starts may
+        # have been stopped by an engine restart or a reboot (which also restarted
+        # healerd): like those stopped while the engine was away, no crash.
+        self._engine_back = True
         self.engine_ok: bool | None = None
         self.engine_version: str | None = None
         self.engine_data_root: str | None = None
@@ -417,6 +420,12 @@ class Controller:
                 self._discover(observed)
                 return
             self._reconcile(key, observed)
+        except EngineError as exc:
+            # The engine went away mid-pass (after its list): an ordinary retry.
+            delay = self.queue.add_rate_limited(key)
+            log.warning("%s: %s; retry in %.1fs", key or "<discover>", exc, delay)
+            if key != DISCOVER:
+                self._set_status(key, "Degraded", f"{exc}; retry in {delay:.1f}s")
         except Exception:
             log.exception("reconcile of %s failed unexpectedly", key or "<discover>")
             self.queue.add_rate_limited(key)

@@ -23,6 +23,7 @@ from healerd.model import (
     NAME_HASH_LEN,
     Action,
     ActionKind,
+    ContainerState,
     ServiceSpec,
 )
 
@@ -131,4 +132,10 @@ class Executor:
 
 
 def _running(action: Action) -> bool:
-    return action.container is not None and action.container.running
+    """Whether the container may still hold what its replacement needs (a fixed host
+    port, memory): running, and also paused or restarting."""
+    c = action.container
+    return c is not None and c.state in _HOLDING
+
+
+_HOLDING = frozenset({ContainerState.RUNNING, ContainerState.PAUSED, ContainerState.RESTARTING})

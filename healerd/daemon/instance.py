@@ -3,8 +3,9 @@
 The lock is an flock on a file named after the engine's address, so the kernel drops
 it when the process dies (even by SIGKILL) and a restarted healerd never finds a stale
 lock; two daemons for two different engines do not block each other. Once the engine
-answers, a second lock on its identity (`docker info`'s ID and data root) catches a second healerd that reaches
-the same engine by another address (a proxy, tcp://, another socket).
+answers, a second lock on its identity (`docker info`'s ID and data root) catches a
+second healerd that reaches the same engine by another address (a proxy, tcp://,
+another socket).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from healerd.core.controller import Controller, LoopSettings
 from healerd.engine import EngineError
 from healerd.model import EngineEvent, ObservedContainer
 from tests.unit.builders import spec
@@ -40,3 +41,38 @@ def test_a_failing_list_call_puts_the_engines_error_in_the_status(
     st = {s.name: s for s in ctrl.statuses()}["web"]
     assert st.state == "EngineUnreachable"
     assert "disk I/O error" in st.reason
+
+
+def test_a_paused_container_is_removed_before_its_replacement_starts() -> None:
+    # Paused, it still holds its fixed host port: the replacement could not bind it.
+    from healerd.model import ContainerState, PortSpec
+
+    ctrl, engine, clock = make()
+    s = spec("edge", 1, ports=(PortSpec(8080, host_ip="127.0.0.1", host_port=18080),))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (c,) = engine.running("edge")
+    engine.set(c.id, state=ContainerState.PAUSED)
+    engine.calls.clear()
+    ctrl.reconcile_now("edge")
+    ctrl.process_once()
+    assert [x for x in engine.calls if x in ("create", "remove")] == ["remove", "create"]
+
+
+def test_containers_found_stopped_at_start_are_no_crash() -> None:
+    # An engine restart (or a reboot) stopped them while healerd was not running: they
+    # are replaced at once and keep their crash streak.
+    from dataclasses import replace as dc_replace
+
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (c,) = engine.running("web")
+    engine.containers[c.id] = dc_replace(c, crash_streak=1)
+    engine.kill(c.id, exit_code=0)
+    # A new healerd on the same engine.
+    fresh = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
+    fresh.set_desired(desired(spec("web", 1)))
+    fresh.process_once()
+    (new,) = engine.running("web")
+    assert new.crash_streak == 1 and new.restarts == 1
