@@ -101,6 +101,8 @@ class Stats:
 
 @dataclass
 class _Rollout:
+    """A rolling update under way; times are monotonic."""
+
     spec_hash: str
     started: float
     last_progress: float
@@ -111,14 +113,16 @@ class _Rollout:
 @dataclass
 class _Memory:
     """What passes remember about containers, keyed by container id; pruned to what the
-    engine still lists."""
+    engine still lists. Times are monotonic: a wall clock that jumps must not stretch a
+    backoff or a grace."""
 
     dead_since: dict[str, float] = field(default_factory=dict)
     unhealthy_since: dict[str, float] = field(default_factory=dict)
+    first_seen: dict[str, float] = field(default_factory=dict)
     forgiven: set[str] = field(default_factory=set)
 
     def prune(self, present: set[str]) -> None:
-        for d in (self.dead_since, self.unhealthy_since):
+        for d in (self.dead_since, self.unhealthy_since, self.first_seen):
             for cid in list(d):
                 if cid not in present:
                     del d[cid]
@@ -213,7 +217,7 @@ class Controller:
         if event.container_id:
             with self._lock:
                 if event.action == "die" or (event.action == "kill" and event.signal in SIGKILL):
-                    self._died[event.container_id] = (self._clock.time(), event.exit_code)
+                    self._died[event.container_id] = (self._clock.monotonic(), event.exit_code)
                 elif event.action == "start":
                     self._died.pop(event.container_id, None)
                 if event.action in SUSPECT_ACTIONS:
@@ -327,13 +331,14 @@ class Controller:
             self._engine_failed(exc, keys)
             return None
         self._engine_reachable()
-        now = self._clock.time()
+        now, wall = self._clock.monotonic(), self._clock.time()
         with self._lock:
-            self._seen = {c.service for c in observed if c.service}
-            self._observed = observed
             mem = self._mem
             present = {c.id for c in observed}
             mem.prune(present)
+            observed = [self._aged(c, now, wall) for c in observed]
+            self._seen = {c.service for c in observed if c.service}
+            self._observed = observed
             for cid in [cid for cid in self._died if cid not in present]:
                 del self._died[cid]
             for c in observed:
@@ -451,7 +456,7 @@ class Controller:
         if entry is None:
             return c
         died, exit_code = entry
-        if self._clock.time() - died > SUSPECT_WINDOW:
+        if self._clock.monotonic() - died > SUSPECT_WINDOW:
             with self._lock:
                 self._died.pop(c.id, None)
             return c
@@ -459,6 +464,14 @@ class Controller:
             # Dead since the event, for the crash backoff and the heal-latency figure.
             self._mem.dead_since.setdefault(c.id, died)
         return replace(c, state=ContainerState.EXITED, exit_code=exit_code)
+
+    def _aged(self, c: ObservedContainer, mono: float, wall: float) -> ObservedContainer:
+        """A container is at least as old as healerd has seen it: after the wall clock
+        jumps back, its engine-stamped creation time would make it look younger (not yet
+        up for min_ready_seconds) for as long as the jump."""
+        seen = self._mem.first_seen.setdefault(c.id, mono)
+        created = min(c.created, wall - (mono - seen))
+        return c if created == c.created else replace(c, created=created)
 
     def _reconcile(self, key: str, observed: Sequence[ObservedContainer]) -> None:
         now = self._clock.time()
@@ -518,7 +531,7 @@ class Controller:
             with self._lock:
                 r = self._rollouts.get(key)
                 if r is not None:
-                    r.last_batch = now
+                    r.last_batch = self._clock.monotonic()
         errors = [r for r in results if not r.ok]
         if self._still_suspect(key, mine):
             self.queue.add_after(key, SUSPECT_RECHECK)
@@ -547,7 +560,7 @@ class Controller:
             self.queue.add_after(key, RESOURCE_RECHECK)
             self._set_status(key, "WaitingForResources", wait_reason, spec, mine, p)
             return
-        halted = self._rollout_halted(key, spec, now)
+        halted = self._rollout_halted(key, spec, self._clock.monotonic())
         if p.held:
             self._set_status(
                 key, "CrashLoopBackOff", backoff_note, spec, mine, p, next_retry=wake_at
@@ -622,12 +635,14 @@ class Controller:
         failed_running: set[str] = set()
         replacements: dict[str, Replacement] = {}
         note, note_at = "", float("inf")
+        # Remembered times are monotonic; the planner's are wall-clock ones.
+        offset = now - self._clock.monotonic()
         with self._lock:
             mem = self._mem
             for c in mine:
                 since = mem.unhealthy_since.get(c.id)
                 if c.running and since is not None:
-                    due = since + spec.unhealthy_grace
+                    due = since + offset + spec.unhealthy_grace
                     if now >= due:
                         failed_running.add(c.id)
                     else:
@@ -636,11 +651,12 @@ class Controller:
                 if c.running and c.id not in failed_running:
                     continue
                 if not c.running:
-                    died = mem.dead_since.get(c.id, now)
+                    died = mem.dead_since.get(c.id, now - offset) + offset
                 else:
                     # Unhealthy past its grace: failed since the grace ended, not since
                     # this pass (or its backoff would never end before `window`).
-                    died = mem.unhealthy_since.get(c.id, now) + spec.unhealthy_grace
+                    since = mem.unhealthy_since.get(c.id, now - offset) + offset
+                    died = since + spec.unhealthy_grace
                 ready_at, streak = replacement_verdict(
                     c, died, spec.restart_policy, forgiven=c.id in mem.forgiven
                 )
@@ -659,8 +675,9 @@ class Controller:
         # under pressure.
         rollout_allowed = not under_pressure
         if r is not None:
-            deadline = r.last_progress + spec.update_config.progress_deadline
-            next_batch = r.last_batch + spec.update_config.delay
+            # Rollout times are monotonic too.
+            deadline = r.last_progress + offset + spec.update_config.progress_deadline
+            next_batch = r.last_batch + offset + spec.update_config.delay
             if now >= deadline:
                 rollout_allowed = False
             else:
@@ -699,10 +716,11 @@ class Controller:
                     self.events.record("rollout-complete", key, "all containers run the new spec")
                 return
             if r is None or r.spec_hash != spec.spec_hash:
-                self._rollouts[key] = _Rollout(spec.spec_hash, now, now, ready)
+                mono = self._clock.monotonic()
+                self._rollouts[key] = _Rollout(spec.spec_hash, mono, mono, ready)
                 self.events.record("rollout-started", key, f"{len(stale)} container(s) to replace")
             elif ready > r.best:
-                r.best, r.last_progress = ready, now
+                r.best, r.last_progress = ready, self._clock.monotonic()
 
     def _rollout_halted(self, key: str, spec: ServiceSpec | None, now: float) -> str:
         with self._lock:
@@ -819,7 +837,7 @@ class Controller:
                 if a.kind is ActionKind.CREATE and a.container is not None:
                     died = self._mem.dead_since.get(a.container.id)
                     if died is not None:
-                        self._hook("on_heal", key, max(0.0, self._clock.time() - died))
+                        self._hook("on_heal", key, max(0.0, self._clock.monotonic() - died))
             else:
                 log.warning(
                     "%s: %s failed: %s",

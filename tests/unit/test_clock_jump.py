@@ -1,8 +1,9 @@
 """The wall clock jumps (NTP at boot on a board without an RTC, an operator's `date -s`).
 
-healerd paces itself with the monotonic clock (the work queue's timers) and compares
-container ages with the wall clock, because the engine reports creation times in wall
-time. A jump of the wall clock alone (the monotonic one goes on) must not replace
+healerd paces itself with the monotonic clock (the work queue's timers, backoffs,
+graces, rollout pacing) and compares container ages with the wall clock, because the
+engine reports creation times in wall time (a container counts as at least as old as
+healerd has seen it). A jump of the wall clock alone (the monotonic one goes on) must not replace
 containers en masse, nor leave a backoff or a rollout stuck.
 
 The loop is driven without threads: FakeClock.now is monotonic time, wall_offset moves
@@ -63,17 +64,7 @@ def test_a_wall_clock_jump_replaces_nothing(jump: float) -> None:
     "jump",
     [
         pytest.param(DAY, id="forward-1d"),
-        pytest.param(
-            -DAY,
-            id="back-1d",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: min_ready_seconds compares the engine's wall-clock Created "
-                "with the wall clock: after a jump back by D, every container looks "
-                "younger than min_ready_seconds for D, so every service reports "
-                "Progressing (not available) for D",
-            ),
-        ),
+        pytest.param(-DAY, id="back-1d"),
     ],
 )
 def test_a_wall_clock_jump_leaves_converged_services_converged(jump: float) -> None:
@@ -110,12 +101,6 @@ def test_a_crash_backoff_ends_at_the_latest_on_time_after_a_jump_forward() -> No
     assert 1 <= n <= 3, "the backoff ends (early, if anything) and does not burst"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: crash-loop backoff deadlines are wall-clock times (controller "
-    "_Memory.dead_since, replacement_verdict): after the wall clock jumps back by D the "
-    "replica stays down for D more",
-)
 def test_a_crash_backoff_is_not_stuck_after_a_jump_back() -> None:
     ctrl, engine, clock = make()
     engine.crash_images.add("crash:1")
@@ -128,12 +113,6 @@ def test_a_crash_backoff_is_not_stuck_after_a_jump_back() -> None:
     assert creates_within(ctrl, engine, clock, 60.0) >= 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: min_ready_seconds compares the engine's wall-clock Created with the "
-    "wall clock: after a jump back by D, containers created before the jump are not "
-    "available for D, so a rollout under way waits D",
-)
 def test_a_rollout_is_not_stuck_after_a_jump_back() -> None:
     ctrl, engine, clock = make()
     web = spec("web", 3, update_config=UpdateConfig(min_ready_seconds=5.0))
@@ -160,11 +139,6 @@ def test_a_rollout_under_way_completes_after_a_jump_forward() -> None:
     assert len(engine.running("web")) == 3 and state(ctrl, "web") == "Converged"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the unhealthy grace starts at a wall-clock time (_Memory.unhealthy_since): "
-    "after a jump back by D an unhealthy container is replaced D late",
-)
 def test_an_unhealthy_container_is_replaced_on_time_after_a_jump_back() -> None:
     ctrl, engine, clock = make()
     converged(ctrl, clock, spec("web", 1, unhealthy_grace=10.0))
