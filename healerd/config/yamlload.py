@@ -25,6 +25,8 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 _REFUSED_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
+# Entries one mapping may have once merge keys are resolved.
+MAX_MERGED = 10_000
 
 
 class LineDict(dict[Any, Any]):
@@ -77,6 +79,15 @@ def _column(node: Node) -> int:
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader with line-tracking containers and conversion errors tied to a line."""
+
+    def flatten_mapping(self, node: MappingNode) -> None:
+        # PyYAML before 6.0.1 (Debian 12 has 6.0) doubles a mapping's entries for every
+        # level of `<<: [*a, *a]`: stop before a merge bomb fills the memory.
+        super().flatten_mapping(node)
+        if len(node.value) > MAX_MERGED:
+            raise ConstructorError(
+                None, None, f"merge keys expand to more than {MAX_MERGED} entries", node.start_mark
+            )
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:

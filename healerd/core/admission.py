@@ -125,9 +125,10 @@ class Admission:
             for name, c in sorted(self._claims.items(), key=lambda kv: -kv[1].priority):
                 if name == service or c.priority <= priority or c.missing <= 0:
                     continue
-                if c.need <= 0 or c.need <= room:
-                    take = c.missing if c.need <= 0 else min(c.missing, int(room // c.need))
-                    room -= take * max(0, c.need)
+                if c.need <= 0 or math.isinf(room):
+                    higher.append((name, c))
+                elif c.need <= room:
+                    room -= min(c.missing, int(room // c.need)) * c.need
                     higher.append((name, c))
             wanted = replacements + extras
             fits = wanted if need <= 0 or math.isinf(room) else max(0, math.floor(room / need))

@@ -22,7 +22,7 @@ from healerd.core.admission import Admission, Claim
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
-from healerd.core.executor import ActionResult, Executor
+from healerd.core.executor import HOLDING_STATES, ActionResult, Executor
 from healerd.core.planner import (
     Plan,
     PlanContext,
@@ -163,6 +163,8 @@ class Controller:
         self._rollouts: dict[str, _Rollout] = {}
         self._image_failures: dict[str, int] = {}
         self._pulled: set[tuple[str, str]] = set()
+        # Services whose pull was refused for lack of disk: they claim no room.
+        self._pull_waiting: set[str] = set()
         self._paused: set[str] = set()
         self._status: dict[str, ServiceStatus] = {}
         self._hooks: list[Any] = []
@@ -355,22 +357,29 @@ class Controller:
                 mem.forgiven |= {c.id for c in observed if not c.running}
                 self._engine_back = False
             states = {k: s.state for k, s in self._status.items()}
+            for k in self._pull_waiting:
+                states[k] = "ImagePullBackOff"
         if self.admission is not None:
-            self.admission.set_claims(self._claims(observed, states))
+            self.admission.set_claims(self._claims(observed, states, self.admission.pressure().any))
         return observed
 
     def _claims(
-        self, observed: Sequence[ObservedContainer], states: dict[str, str]
+        self, observed: Sequence[ObservedContainer], states: dict[str, str], pressure: bool
     ) -> dict[str, Claim]:
         """Services missing running containers, from the batch's one list call: the
-        priority order needs every service's shortfall, not just the batch's keys."""
+        priority order needs every service's shortfall, not just the batch's keys.
+        Under pressure only replacements can start: a claim covers the failed
+        containers listed, not the extras that would wait anyway."""
         running: dict[str, int] = {}
+        failed: dict[str, int] = {}
         for c in observed:
-            if c.running:
-                running[c.service] = running.get(c.service, 0) + 1
+            counts = running if c.running else failed
+            counts[c.service] = counts.get(c.service, 0) + 1
         claims = {}
         for name, spec in self._desired.services.items():
             missing = spec.replicas - running.get(name, 0)
+            if pressure:
+                missing = min(missing, failed.get(name, 0))
             if missing > 0 and states.get(name) not in NOT_CLAIMING:
                 claims[name] = Claim(spec.priority, missing, self._need(spec))
         return claims
@@ -407,6 +416,9 @@ class Controller:
         if self.engine_version is None or self.engine_ok is not True:
             with contextlib.suppress(EngineError):
                 self.engine_version = self._engine.version()
+        if self.engine_data_root is None or self.engine_ok is not True:
+            # The disk figures and the pull check need it: retried until known.
+            with contextlib.suppress(EngineError):
                 self.engine_data_root = self._engine.data_root()
         self.engine_ok = True
 
@@ -485,6 +497,8 @@ class Controller:
             paused = key in self._paused
         if paused:
             self.queue.forget(key)
+            if self.admission is not None:
+                self.admission.done(key)
             self._set_status(key, "Paused", "paused by operator", spec, mine)
             return
         self._track_rollout(key, spec, mine, now)
@@ -504,6 +518,10 @@ class Controller:
                 delay = self._settings.image_backoff.delay(n)
                 if state == "WaitingForResources":
                     delay = PULL_DISK_RECHECK
+                if self.admission is not None:
+                    self.admission.done(key)
+                with self._lock:
+                    self._pull_waiting.add(key)
                 self.queue.add_backoff(key, delay)
                 self._set_status(
                     key,
@@ -516,6 +534,8 @@ class Controller:
                 )
                 return
             self._image_failures.pop(key, None)
+            with self._lock:
+                self._pull_waiting.discard(key)
 
         wait_reason = ""
         if spec is not None and p.creates and self.admission is not None:
@@ -524,6 +544,12 @@ class Controller:
             self.admission.done(key)
         if not wait_reason and under_pressure and p.stale and pressure is not None:
             wait_reason = f"the rolling update waits: {pressure.describe()}"
+        if wait_reason:
+            # Waiting for room is no lack of progress: the progress deadline stops.
+            with self._lock:
+                r = self._rollouts.get(key)
+                if r is not None:
+                    r.last_progress = self._clock.monotonic()
 
         results = self._executor.apply(p.actions) if p.actions else []
         self._record(key, results, now)
@@ -596,13 +622,21 @@ class Controller:
         Returns the plan to apply and why some creates wait ("" if none)."""
         assert self.admission is not None
         creates = [a for a in p.actions if a.kind is ActionKind.CREATE]
-        repl = sum(1 for a in creates if a.container is not None)
-        extras = len(creates) - repl
+        # A running (unhealthy) or paused container is stopped before its replacement
+        # starts: the swap frees what it takes, it needs no room.
+        swaps = sum(
+            1 for a in creates if a.container is not None and a.container.state in HOLDING_STATES
+        )
+        repl = sum(1 for a in creates if a.container is not None) - swaps
+        extras = len(creates) - repl - swaps
         g = self.admission.grant(key, spec.priority, repl, extras, self._need(spec))
         if g.replacements >= repl and g.extras >= extras:
             return p, ""
         limited = replace(
-            ctx, max_replacements=g.replacements, max_extras=g.extras, rollout_allowed=False
+            ctx,
+            max_replacements=g.replacements + swaps,
+            max_extras=g.extras,
+            rollout_allowed=False,
         )
         return plan(key, spec, observed, limited), g.reason
 
@@ -924,6 +958,7 @@ class Controller:
             self._suspects.pop(key, None)
             self._image_failures.pop(key, None)
             self._pulled = {p for p in self._pulled if p[0] != key}
+            self._pull_waiting.discard(key)
 
     def statuses(self) -> list[ServiceStatus]:
         """Every declared service and every service with containers, by name."""

@@ -135,7 +135,9 @@ def _running(action: Action) -> bool:
     """Whether the container may still hold what its replacement needs (a fixed host
     port, memory): running, and also paused or restarting."""
     c = action.container
-    return c is not None and c.state in _HOLDING
+    return c is not None and c.state in HOLDING_STATES
 
 
-_HOLDING = frozenset({ContainerState.RUNNING, ContainerState.PAUSED, ContainerState.RESTARTING})
+HOLDING_STATES = frozenset(
+    {ContainerState.RUNNING, ContainerState.PAUSED, ContainerState.RESTARTING}
+)

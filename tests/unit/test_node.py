@@ -17,7 +17,14 @@ from healerd.core.planner import PlanContext, plan
 from healerd.core.pressure import assess, pull_refusal
 from healerd.core.ratelimit import ThrottledEngine, TokenBucket
 from healerd.host import HostSample, SelfSample
-from healerd.model import ActionKind, ContainerState, NodeLimits, ServiceSpec, Threshold
+from healerd.model import (
+    ActionKind,
+    ContainerState,
+    NodeLimits,
+    ServiceSpec,
+    Threshold,
+    UpdateConfig,
+)
 from tests.unit.builders import container, spec
 from tests.unit.fake_engine import FakeEngine
 
@@ -452,3 +459,67 @@ def test_a_higher_priority_that_cannot_fit_at_all_blocks_nobody() -> None:
     a.set_claims({"big": Claim(10, 1, Gi), "small": Claim(0, 1, 64 * Mi)})
     assert a.grant("small", 0, 1, 0, 64 * Mi).replacements == 1
     assert a.grant("big", 10, 1, 0, Gi).replacements == 0
+
+
+# -- found in review ---------------------------------------------------------------------
+
+
+def test_claims_do_not_crash_when_memory_cannot_be_read() -> None:
+    a, _, _ = admission(HostSample())
+    a.set_claims({"hi": Claim(10, 2, 32 * Mi)})
+    assert a.grant("lo", 0, 1, 0, 32 * Mi).replacements == 1
+
+
+def test_a_rollout_waiting_out_pressure_longer_than_its_deadline_still_completes() -> None:
+    ctrl, engine, clock, probe = loop(host())
+    ctrl.set_desired(desired(spec("web", 2)))
+    drive(ctrl, clock, 10)
+    probe.host = host(mem_avail=10 * Mi)
+    clock.advance(SAMPLE_TTL)
+    new = spec("web", 2, image="img:2", update_config=UpdateConfig(progress_deadline=30.0))
+    ctrl.set_desired(desired(new))
+    drive(ctrl, clock, 100)
+    assert status(ctrl, "web")[0] == "WaitingForResources"
+    probe.host = host()
+    drive(ctrl, clock, 60)
+    assert {c.spec_hash for c in engine.running("web")} == {new.spec_hash}
+    assert status(ctrl, "web")[0] == "Converged"
+
+
+def test_under_disk_pressure_a_higher_prioritys_extras_claim_no_room() -> None:
+    # db wants two more (extras: they cannot start under pressure); cache lost one (a
+    # replacement, which disk pressure does not stop): cache must not wait for db.
+    ctrl, engine, clock, probe = loop(host(), container_memory=64 * Mi)
+    ctrl.set_desired(desired(spec("db", 1, priority=10), spec("cache", 1)))
+    drive(ctrl, clock, 10)
+    probe.host = host(mem_avail=200 * Mi, disk_free=Gi)
+    clock.advance(SAMPLE_TTL)
+    engine.kill(engine.running("cache")[0].id)
+    ctrl.set_desired(desired(spec("db", 3, priority=10), spec("cache", 1)))
+    ctrl.enqueue_all()
+    drive(ctrl, clock, 30)
+    assert len(engine.running("cache")) == 1
+    assert len(engine.running("db")) == 1 and status(ctrl, "db")[0] == "WaitingForResources"
+
+
+def test_an_unhealthy_container_is_swapped_even_under_memory_pressure() -> None:
+    # Its replacement takes what stopping it frees: the swap needs no room.
+    ctrl, engine, clock, probe = loop(host())
+    ctrl.set_desired(desired(spec("web", 1, unhealthy_grace=5.0)))
+    drive(ctrl, clock, 10)
+    (c,) = engine.running("web")
+    probe.host = host(mem_avail=10 * Mi)
+    clock.advance(SAMPLE_TTL)
+    engine.set(c.id, health="unhealthy")
+    ctrl.reconcile_now("web")
+    drive(ctrl, clock, 30)
+    (new,) = engine.running("web")
+    assert new.id != c.id
+
+
+def test_merge_keys_that_expand_too_far_are_refused() -> None:
+    from healerd.config.yamlload import MAX_MERGED, load_yaml
+
+    big = "{" + ", ".join(f"k{i}: 1" for i in range(MAX_MERGED + 1)) + "}"
+    data, errors = load_yaml(f"base: &b {big}\nx:\n  <<: *b\n", "m.yaml")
+    assert data is None and "merge keys expand to more than" in str(errors[0])
