@@ -329,7 +329,8 @@ class Soak:
         self._log = open(self.logs / "soak.log", "a")  # noqa: SIM115 - closed in teardown
         self.log(
             f"chaos soak: seed {self.seed} (replay: bash tests/chaos/run.sh "
-            f"--duration {self.args.duration:g} --seed {self.seed}); logs in {self.logs}"
+            f"--duration {self.args.duration:g} --seed {self.seed}"
+            f"{''.join(f' --skip {k}' for k in self.args.skip or ())}); logs in {self.logs}"
         )
         for stale in ChaosDockerd.reap_stale(ROOT):
             self.log(f"reaped the leftovers of an earlier soak: {stale}")
@@ -592,8 +593,11 @@ class Soak:
         # run sees them all; then kinds are drawn by weight.
         if self.deck:
             return self.deck.pop()
-        kinds = list(WEIGHTS)
+        kinds = self.kinds()
         return self.rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds])[0]
+
+    def kinds(self) -> list[str]:
+        return [k for k in WEIGHTS if k not in (self.args.skip or ())]
 
     def pick_victim(self, kind: str) -> dict[str, Any] | None:
         with self.shared.lock:
@@ -1029,7 +1033,7 @@ class Soak:
         self.mem.append((time.monotonic(), self.healerd.incarnation, rss, fds))
 
     def run(self) -> None:
-        self.deck = list(WEIGHTS)
+        self.deck = self.kinds()
         self.rng.shuffle(self.deck)
         t0 = time.monotonic()
         try:
@@ -1295,6 +1299,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default /tmp/healerd-chaos-PID; removed after a pass unless --keep-logs)",
     )
     p.add_argument("--keep-logs", action="store_true", help="keep the logs after a pass")
+    p.add_argument(
+        "--skip",
+        action="append",
+        choices=sorted(WEIGHTS),
+        metavar="KIND",
+        help="never make this kind of disruption (repeatable); e.g. healerd-kill, to watch "
+        "one healerd process for the whole run",
+    )
     return p.parse_args(argv)
 
 
