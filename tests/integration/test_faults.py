@@ -101,6 +101,22 @@ def wait_state(
     )
 
 
+def start_converged(
+    proxy: FaultProxy,
+    config: ConfigDir,
+    h: Healerd,
+    cluster: Cluster,
+    name: str,
+    replicas: int,
+    **fields: Any,
+) -> None:
+    """The proxy up, one service declared, healerd started through the proxy, converged."""
+    proxy.start()
+    config.service(f"{name}.yaml", name, replicas, **fields)
+    h.start()
+    wait_for(f"{replicas} replicas", lambda: cluster.converged(name, replicas), timeout=20)
+
+
 def ids(cluster: Cluster, service: str) -> set[str]:
     return {c["Id"] for c in cluster.containers(service)}
 
@@ -227,10 +243,7 @@ def test_500s_on_create_degrade_back_off_and_recover_touching_nothing(
     proxy: FaultProxy,
     api: docker.APIClient,
 ) -> None:
-    proxy.start()
-    config.service("five.yaml", "five", 2, update_config=READY_NOW)
-    healerd_proxied.start()
-    wait_for("2 replicas", lambda: cluster.converged("five", 2), timeout=20)
+    start_converged(proxy, config, healerd_proxied, cluster, "five", 2, update_config=READY_NOW)
     survivor, victim = sorted(running_ids(cluster, "five"))
     message = "faultproxy: injected failure (create)"
     rule = proxy.fail(CREATE, 500, message)
@@ -258,10 +271,7 @@ def test_500s_on_list_wait_say_so_and_recover_without_acting_blind(
     proxy: FaultProxy,
     api: docker.APIClient,
 ) -> None:
-    proxy.start()
-    config.service("blind.yaml", "blind", 2)
-    healerd_proxied.start()
-    wait_for("2 replicas", lambda: cluster.converged("blind", 2), timeout=20)
+    start_converged(proxy, config, healerd_proxied, cluster, "blind", 2)
     survivor, victim = sorted(running_ids(cluster, "blind"))
     message = "faultproxy: injected failure (list)"
     proxy.fail(LIST, 500, message)
@@ -287,10 +297,7 @@ def test_a_cut_event_stream_is_reconnected_and_a_kill_meanwhile_is_healed(
     proxy: FaultProxy,
     api: docker.APIClient,
 ) -> None:
-    proxy.start()
-    config.service("cut.yaml", "cut", 2)
-    healerd_proxied.start()
-    wait_for("2 replicas", lambda: cluster.converged("cut", 2), timeout=20)
+    start_converged(proxy, config, healerd_proxied, cluster, "cut", 2)
     wait_for("the event stream open", lambda: proxy.events_streams() == 1, timeout=5)
     rule = proxy.fail(EVENTS, 500, "faultproxy: no events for now")  # reconnects fail
     assert proxy.cut_events() == 1
@@ -317,10 +324,7 @@ def test_a_hung_event_stream_is_covered_by_the_periodic_resync(
     api: docker.APIClient,
 ) -> None:
     settings(config, "resync_interval: 2s\n")
-    proxy.start()
-    config.service("hung.yaml", "hung", 2)
-    healerd_proxied.start()
-    wait_for("2 replicas", lambda: cluster.converged("hung", 2), timeout=20)
+    start_converged(proxy, config, healerd_proxied, cluster, "hung", 2)
     wait_for("the event stream open", lambda: proxy.events_streams() == 1, timeout=5)
     proxy.hold_events()  # open, silent: no error for healerd to notice
     victim = next(iter(running_ids(cluster, "hung")))
@@ -414,9 +418,7 @@ def test_a_full_disk_fails_creates_clearly_and_touches_no_running_container(
         # go on showing it running. Either way: no new container, the others untouched.
         holds_for(
             "the running ones untouched, no replacement",
-            lambda: set(survivors)
-            <= running_ids(cluster, "disk")
-            <= {*survivors, victim},
+            lambda: set(survivors) <= running_ids(cluster, "disk") <= {*survivors, victim},
             2.0,
         )
         assert re.search(
