@@ -574,6 +574,10 @@ class Controller:
                 next_retry=now + delay,
             )
             return
+        # A pass without errors ends the error backoff (client-go's Forget): a failure
+        # count left over would make hints wait behind the next ordinary timer (a
+        # readiness wake, a progress deadline minutes away).
+        self.queue.forget(key)
         if p.actions:
             # Look again: the engine, not our memory, says whether it worked.
             self.queue.add(key)

@@ -76,3 +76,19 @@ def test_containers_found_stopped_at_start_are_no_crash() -> None:
     fresh.process_once()
     (new,) = engine.running("web")
     assert new.crash_streak == 1 and new.restarts == 1
+
+
+def test_a_successful_pass_ends_the_error_backoff_so_hints_are_not_held_back() -> None:
+    # Found by the chaos soak: after 18 failed creates (engine restarting) the service
+    # healed, but its failure count stayed, and every later hint (health events, the
+    # resync) was dropped behind a 10-minute progress-deadline timer.
+    ctrl, engine, clock = make()
+    engine.fail_creates = 5
+    ctrl.set_desired(desired(spec("web", 1)))
+    while not engine.running("web"):
+        ctrl.process_once()
+        clock.advance(ctrl.queue.next_delay() or 0.0)
+    ctrl.process_once()  # the look after the create: not ready yet, a timer is pending
+    assert "web" in ctrl.queue.pending()
+    ctrl.on_event(EngineEvent("web", engine.running("web")[0].id, "health_status: healthy"))
+    assert ctrl.process_once() == ["web"]
