@@ -180,7 +180,14 @@ in_ctr systemctl reload healerd
 wait_until 15 "reload logged" sh -c "docker exec $ctr journalctl -u healerd --since '$since' | grep -q 'reloading configuration'"
 wait_until 30 "3 replicas after reload" sh -c "[ \$(docker -H unix://$run/docker.sock ps -q --filter label=io.healerd.service=$svc --filter status=running | wc -l) -eq 3 ]"
 [ "$(prop MainPID)" = "$pid" ] || fail "reload restarted healerd"
-[ "$(prop ActiveState)" = active ] || fail "not active after reload"
+# The edit itself (inotify) and the SIGHUP each bring a reload: RELOADING=1 ... READY=1,
+# during which systemd shows the unit "reloading". It must come back to active/running.
+end=$(( $(date +%s) + 15 ))
+until [ "$(prop ActiveState)/$(prop SubState)" = active/running ]; do
+  [ "$(date +%s)" -lt "$end" ] || fail "not active/running 15s after reload: $(prop ActiveState)/$(prop SubState)"
+  sleep 0.2
+done
+[ "$(prop MainPID)" = "$pid" ] || fail "reload restarted healerd"
 ok "reloaded in place (MainPID $pid), 3 replicas"
 
 step "kill -9 of the main PID: restarted by systemd"
