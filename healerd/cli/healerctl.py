@@ -136,6 +136,11 @@ class Ctl:
             self.say(f"config: {len(errors)} error(s); broken files are skipped:")
             for e in errors:
                 self.say(f"  {e['message']}")
+        bad_settings = data.get("settings_errors") or []
+        if bad_settings:
+            self.say("healerd.yaml: not reloaded; the settings in force stay:")
+            for msg in bad_settings:
+                self.say(f"  {msg}")
         self.say(engine_host_line(data))
         for reason in (data.get("host") or {}).get("pressure_reasons") or []:
             self.say(f"  {reason}")

@@ -26,7 +26,7 @@ from typing import Any
 
 from healerd.config.services import SERVICE_FIELDS, SERVICE_NAME_RE, Key
 from healerd.config.settings import SETTINGS_DOCS, Settings
-from healerd.model import HealthcheckSpec, RestartPolicy, UpdateConfig
+from healerd.model import HealthcheckSpec, RestartPolicy, Threshold, UpdateConfig
 
 SCHEMA_FILE = Path("config") / "healerd-services.schema.json"
 REFERENCE_FILE = Path("CONFIG.md")
@@ -122,6 +122,14 @@ def format_duration(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms"
 
 
+def format_size(size: int) -> str:
+    """33554432 -> 32Mi: how the docs and healerd.yaml write sizes (binary units)."""
+    for unit, factor in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
 def _default_text(key: Key) -> str:
     if key.required:
         return "required"
@@ -170,8 +178,14 @@ def _settings_table() -> list[str]:
             default = "null"
         elif isinstance(value, bool):
             default = str(value).lower()
-        elif isinstance(value, float):
+        elif isinstance(value, Threshold):
+            default = f"{value.amount:g}%" if value.percent else format_size(int(value.amount))
+        elif doc.type == "size" and isinstance(value, int):
+            default = format_size(value)
+        elif isinstance(value, float) and doc.type.startswith("duration"):
             default = format_duration(value)
+        elif isinstance(value, float):
+            default = f"{value:g}"
         else:
             default = str(value)
         rows.append(

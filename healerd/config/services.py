@@ -54,7 +54,7 @@ _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs)")
 _DURATION_RE = re.compile(f"(?:{_DURATION_PART_RE.pattern})+")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-_SIZE_PATTERN = r"([0-9]+(?:\.[0-9]+)?)([kmgKMG]?)[iI]?[bB]?"
+_SIZE_PATTERN = r"([0-9]+(?:\.[0-9]+)?)(?:([kmgKMG])[iI]?)?[bB]?"
 _SIZE_RE = re.compile(_SIZE_PATTERN)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _PORT_FORMAT = "[[IP:]HOST:]CONTAINER[/tcp|udp]"
@@ -155,7 +155,7 @@ def parse_size(value: object) -> int:
         match = _SIZE_RE.fullmatch(value.lower())
         if not match:
             raise ValueError(f"{value!r} is not a size such as 512k, 256m or 1g")
-        size = int(Fraction(match[1]) * _SIZE_UNITS[match[2]])
+        size = int(Fraction(match[1]) * _SIZE_UNITS[match[2] or ""])
     if size <= 0:
         raise ValueError("must be greater than 0")
     if size >= 2**63:

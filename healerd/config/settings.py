@@ -139,8 +139,10 @@ def _size(value: object) -> int:
 
 
 def _rate(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1e6:
-        raise ValueError(f"must be a number of calls per second above 0, not {value!r}")
+    # Below 1 call/s a single heal (list, create, start) would wait for seconds per call,
+    # and a queue of waiting workers for minutes: the cap would hurt more than the storm.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 1e6:
+        raise ValueError(f"must be a number of calls per second from 1, not {value!r}")
     return float(value)
 
 
@@ -252,7 +254,7 @@ SETTINGS_DOCS: dict[str, SettingDoc] = {
         "1Gi",
     ),
     "engine_calls_per_second": SettingDoc(
-        "number > 0",
+        "number >= 1",
         "Cap on healerd's engine API calls (a token bucket, like client-go's QPS), so that "
         "an event storm cannot turn healerd into the load on the host.",
         "20",

@@ -55,3 +55,5 @@ class NodeReport:
     engine_calls: int = 0
     engine_calls_throttled: int = 0
     engine_throttled_seconds: float = 0.0
+    # Why healerd.yaml was not reloaded: the settings in force stay until it is fixed.
+    settings_errors: tuple[str, ...] = ()

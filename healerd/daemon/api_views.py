@@ -231,6 +231,7 @@ def status_payload(
         "waiting_for_resources": dict(sorted((node.waiting if node else {}).items())),
         "config_errors": [config_error_view(e) for e in desired.errors],
         "broken_files": list(desired.broken_files),
+        "settings_errors": list(node.settings_errors) if node else [],
         "paused": sorted(controller.paused_services()),
         "daemon": {"version": __version__, "pid": os.getpid()},
     }

@@ -170,6 +170,7 @@ class Daemon:
         self._last_errors: tuple[ConfigError, ...] = ()
         self._warned_missing_dir = False
         self._file_settings: Settings | None = None
+        self._settings_errors: list[str] = []
         self.notifier = Notifier()
         # Where the engine-ID lock lives; None (tests) checks nothing. main() sets it.
         self.id_lock_dir: Path | None = None
@@ -212,6 +213,7 @@ class Daemon:
             engine_calls=calls.calls,
             engine_calls_throttled=calls.throttled,
             engine_throttled_seconds=calls.throttled_seconds,
+            settings_errors=tuple(self._settings_errors),
         )
 
     # -- signals: flags only ----------------------------------------------------
@@ -257,9 +259,16 @@ class Daemon:
         try:
             new = load_settings(self.settings.config_dir / "healerd.yaml")
         except SettingsError as exc:
-            for err in exc.errors:
-                log.error("settings not reloaded: %s", err)
+            # Said once per distinct error, not at every resync.
+            messages = [str(e) for e in exc.errors]
+            if messages != self._settings_errors:
+                for msg in messages:
+                    log.error("settings not reloaded: %s", msg)
+                self._settings_errors = messages
             return
+        if self._settings_errors:
+            log.info("healerd.yaml is valid again")
+            self._settings_errors = []
         old_file, self._file_settings = self._file_settings, new
         if old_file is None or new == old_file:
             return

@@ -128,6 +128,7 @@ class FakeDaemon:
         self.controller = FakeController()
         self.settings = Settings(socket_path=socket_path)
         self.reloads = 0
+        self.settings_errors: tuple[str, ...] = ()
 
     def node_report(self) -> NodeReport:
         probe, limits = PsutilProbe(), NodeLimits()
@@ -139,6 +140,7 @@ class FakeDaemon:
             probe.self_sample(),
             waiting={"web": "1 container(s) wait for resources"},
             engine_calls=42,
+            settings_errors=self.settings_errors,
         )
 
     def request_reload(self) -> None:

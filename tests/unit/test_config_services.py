@@ -661,6 +661,14 @@ def test_parse_duration_and_size_directly() -> None:
     assert parse_size(1) == 1
     with pytest.raises(ValueError):
         parse_size("9" * 30 + "g")
+    good = {"100": 100, "100b": 100, "1k": 1024, "1.5m": 3 * 2**19, "100Mi": 100 * 2**20}
+    good |= {"2MiB": 2 * 2**20, "1G": 2**30, "1gb": 2**30}
+    for text, size in good.items():
+        assert parse_size(text) == size, text
+    # "i" belongs to a unit: 100i and 100ib are typos, not bytes.
+    for text in ["100i", "100ib", "100bi", "1mm", "k", "1 m", "1t"]:
+        with pytest.raises(ValueError):
+            parse_size(text)
 
 
 @pytest.mark.parametrize(("value", "expected"), [("", 1), ("0", 0), ("1", 1), ("3", 3)])

@@ -121,6 +121,29 @@ def test_a_reload_applies_the_node_keys_of_healerd_yaml_and_a_bad_file_changes_n
     assert "settings not reloaded: " in caplog.text and "pressure_memory_available" in caplog.text
     report = d.node_report()
     assert report.limits.engine_calls_per_second == 5.0 and report.me.rss
+    assert (
+        len(report.settings_errors) == 1
+        and "pressure_memory_available" in (report.settings_errors[0])
+    )
+    # Said once, not at every resync; fixing the file clears it.
+    caplog.clear()
+    d.reload()
+    assert "settings not reloaded" not in caplog.text
+    (tmp_path / "healerd.yaml").write_text(base + "pressure_memory_available: 1Gi\n")
+    with caplog.at_level("INFO", logger="healerd"):
+        d.reload()
+    assert "healerd.yaml is valid again" in caplog.text
+    assert d.node_report().settings_errors == ()
+    assert d.admission.limits.memory_available.amount == 2**30
+
+
+@pytest.mark.parametrize("rate", [0.5, 0, -1, True])
+def test_engine_call_cap_has_a_floor_of_one_call_per_second(tmp_path: Path, rate: object) -> None:
+    from healerd.config.settings import load_settings
+
+    (tmp_path / "healerd.yaml").write_text(f"engine_calls_per_second: {rate}\n")
+    with pytest.raises(SettingsError, match="calls per second from 1"):
+        load_settings(tmp_path / "healerd.yaml")
 
 
 def test_a_second_daemon_on_the_same_engine_identity_stops_before_acting(tmp_path: Path) -> None:

@@ -151,6 +151,11 @@ def test_status_table_and_check(daemon: FakeDaemon) -> None:
         daemon.controller.desired.services, (), False, ()
     )
     assert ctl(daemon, "status", "db", "--check")[0] == EXIT_OK
+    daemon.settings_errors = ("healerd.yaml:2: pressure_disk_free: bad",)
+    code, out, _ = ctl(daemon, "status")
+    assert "healerd.yaml: not reloaded; the settings in force stay:" in out
+    assert "  healerd.yaml:2: pressure_disk_free: bad" in out
+    assert ctl(daemon, "status", "-o", "json")[1].count("pressure_disk_free: bad") == 1
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
