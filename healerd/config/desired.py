@@ -11,15 +11,17 @@ leave behind: dotfiles (`.x.yaml.swp`, `.#x.yaml`, temporary files of atomic wri
 
 Conflicts between files (one service name declared twice, one fixed host port published
 by two services) are settled in favour of what is already applied: the service that held
-the name or the port in the previous state keeps it, otherwise the file first in name
-order does. The other file is refused as a whole, like a file with an error, so its last
-good version (if any) stands.
+the name or the port in the previous state keeps it; on the first merge after a start,
+the declaration whose spec hash the running containers carry (`prefer_running`), so a
+restart of healerd does not turn a refused file into the applied one; otherwise the
+file first in name order does. The other file is refused as a whole, like a file with an
+error, so its last good version (if any) stands.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -116,6 +118,12 @@ class DesiredStore:
     def __init__(self) -> None:
         self._last_good: dict[str, FileResult] = {}
         self._applied: dict[str, ServiceSpec] = {}  # the previous state's services
+        self._running: dict[str, frozenset[str]] = {}  # until the first merge
+
+    def prefer_running(self, running: Mapping[str, Collection[str]]) -> None:
+        """The spec hashes of each service's containers as found at start: the first
+        merge settles conflicts in favour of what runs, as if healerd had never stopped."""
+        self._running = {name: frozenset(hashes) for name, hashes in running.items()}
 
     def update(self, results: list[FileResult]) -> DesiredState:
         """Merges one scan of the config directory; `results` must cover every file present."""
@@ -162,6 +170,7 @@ class DesiredStore:
                 if (file, name) not in dropped:
                     services[name] = spec
         self._applied = dict(services)
+        self._running = {}
         all_errors = tuple(e for result in ordered for e in errors[result.file])
         return DesiredState(MappingProxyType(services), all_errors, hold_orphans, tuple(broken))
 
@@ -169,6 +178,10 @@ class DesiredStore:
         """Claims that keep what was applied come first, then file name order."""
         file, _, name, spec = claim
         before = self._applied.get(name)
+        if before is None and self._running:
+            # First merge after a start: the declaration that runs holds its name and ports.
+            runs = spec.spec_hash in self._running.get(name, ())
+            return (not runs, not runs, file, name)
         held = before is not None and before.source_file == spec.source_file
         fixed = {(p.host_ip, p.host_port, p.protocol) for p in spec.ports if p.host_port}
         held_ports = (

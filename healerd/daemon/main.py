@@ -290,6 +290,22 @@ class Daemon:
             log.info("healerd.yaml: applied %s", ", ".join(sorted(apply)))
             self.controller.enqueue_all(force=True)
 
+    def _prefer_what_runs(self) -> None:
+        """Before the first merge: a service declared in two files keeps the declaration
+        its containers run, not the first file by name (which would replace them)."""
+        if self._stop_requested:
+            return
+        try:
+            observed = self.engine.list_managed()
+        except EngineError as exc:
+            # Then name order decides, as on a first start.
+            log.info("engine not listed before the first config merge: %s", exc)
+            return
+        running: dict[str, set[str]] = {}
+        for c in observed:
+            running.setdefault(c.service, set()).add(c.spec_hash)
+        self.store.prefer_running(running)
+
     def reload(self) -> None:
         """Re-read every config file; broken files keep their last good services."""
         self.reload_settings()
@@ -331,6 +347,7 @@ class Daemon:
             s.workers,
             s.resync_interval,
         )
+        self._prefer_what_runs()
         self.reload()
         confwatch = ConfigWatcher(s.config_dir, self.request_reload)
         confwatch.start()

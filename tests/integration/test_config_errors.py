@@ -82,3 +82,36 @@ def test_a_file_that_breaks_keeps_its_containers_and_others_still_apply(
         ),
         timeout=10,
     )
+
+
+def test_a_restart_keeps_the_declaration_that_runs_for_a_service_declared_twice(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    # z.yaml declares web and runs it; a.yaml, added later, declares web again (and more).
+    config.service("z.yaml", "web", 2, environment="{FROM: z}")
+    healerd.start()
+    wait_for("web from z.yaml", lambda: cluster.converged("web", 2), timeout=20)
+    before = sorted((c["Id"], c["Labels"]["io.healerd.spec-hash"]) for c in cluster.running("web"))
+    config.write(
+        "a.yaml",
+        f"services:\n  web:\n    image: {IMAGE}\n    environment: {{FROM: a}}\n"
+        f"  extra:\n    image: {IMAGE}\n",
+    )
+    wait_for(
+        "a.yaml refused",
+        lambda: "declared in both" in healerd.log() and "the one in" in healerd.log(),
+        timeout=10,
+    )
+    assert healerd.stop() == 0
+    healerd.start()  # a.yaml now sorts first, but z.yaml's web is what runs
+    wait_for("healerd ready", lambda: "ready:" in healerd.log(), timeout=20)
+    holds_for(
+        "web untouched across the restart",
+        lambda: sorted(
+            (c["Id"], c["Labels"]["io.healerd.spec-hash"]) for c in cluster.running("web")
+        )
+        == before,
+        3.0,
+    )
+    assert cluster.containers("extra") == []  # a.yaml stays refused whole
+    assert re.search(r"a\.yaml:2(:\d+)?: services\.web: declared in both .*z\.yaml", healerd.log())

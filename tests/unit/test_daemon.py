@@ -169,3 +169,28 @@ def test_a_second_daemon_on_the_same_engine_identity_stops_before_acting(tmp_pat
     with pytest.raises(EngineError):
         third.guard_engine()
     assert third.exit_code == 0
+
+
+def test_after_a_restart_a_service_declared_twice_keeps_the_declaration_that_runs(
+    tmp_path: Path,
+) -> None:
+    from healerd.config import parse_service_text
+
+    conf = tmp_path / "conf.d"
+    conf.mkdir(exist_ok=True)
+    (conf / "b.yaml").write_text("services:\n  web:\n    image: img:2\n")
+    (conf / "a.yaml").write_text("services:\n  web:\n    image: img:1\n")
+    runs = parse_service_text("services:\n  web:\n    image: img:2\n", str(conf / "b.yaml"))
+    assert runs.services is not None
+    d, engine = daemon(tmp_path)
+    engine.create_and_start(runs.services["web"], "web-1", {})
+    d._prefer_what_runs()
+    d.reload()
+    assert d.controller.desired.services["web"].image == "img:2"
+    assert d.controller.desired.broken_files == (str(conf / "a.yaml"),)
+    # The engine away at start: name order, as on a first start.
+    d2, engine2 = daemon(tmp_path)
+    engine2.down = True
+    d2._prefer_what_runs()
+    d2.reload()
+    assert d2.controller.desired.services["web"].image == "img:1"

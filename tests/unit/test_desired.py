@@ -259,3 +259,35 @@ def test_different_host_ports_across_files_are_fine() -> None:
     state = DesiredStore().update([ported("a.yaml", "web"), ported("b.yaml", "web2", "8081:80")])
     assert sorted(state.services) == ["web", "web2"]
     assert state.errors == ()
+
+
+# --- after a restart: what runs settles conflicts, not the file order --------------------
+
+
+def test_after_a_restart_the_declaration_that_runs_keeps_its_name() -> None:
+    a, b = good("a.yaml", "web", "cache"), good("b.yaml", "web", "db", image="busybox:2")
+    # Live: b.yaml came first and a.yaml was refused; then healerd restarted.
+    store = DesiredStore()
+    store.prefer_running({"web": {b.services["web"].spec_hash}, "db": {"x"}})  # type: ignore[index]
+    state = store.update([a, b])
+    assert state.services["web"].source_file == "b.yaml"
+    assert sorted(state.services) == ["db", "web"]  # a.yaml refused whole, as before
+    assert state.broken_files == ("a.yaml",)
+    assert "the one in b.yaml is used" in state.errors[0].reason
+    # Only the first merge: from then on the applied state decides, as always.
+    state = store.update([a, b])
+    assert state.services["web"].source_file == "b.yaml"
+    # Without containers (or when the engine could not be listed), name order decides.
+    fresh = DesiredStore()
+    fresh.prefer_running({})
+    assert fresh.update([a, b]).services["web"].source_file == "a.yaml"
+
+
+def test_after_a_restart_the_service_that_runs_keeps_its_host_port() -> None:
+    a, b = ported("a.yaml", "web"), ported("b.yaml", "web2")
+    store = DesiredStore()
+    store.prefer_running({"web2": {b.services["web2"].spec_hash}})  # type: ignore[index]
+    state = store.update([a, b])
+    assert list(state.services) == ["web2"]
+    assert state.broken_files == ("a.yaml",)
+    assert "also published by service 'web2' in b.yaml" in state.errors[0].reason
