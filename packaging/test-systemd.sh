@@ -182,9 +182,10 @@ wait_until 30 "3 replicas after reload" sh -c "[ \$(docker -H unix://$run/docker
 [ "$(prop MainPID)" = "$pid" ] || fail "reload restarted healerd"
 # The edit itself (inotify) and the SIGHUP each bring a reload: RELOADING=1 ... READY=1,
 # during which systemd shows the unit "reloading". It must come back to active/running.
+state() { in_ctr systemctl show -p ActiveState,SubState --value healerd | paste -sd/; }
 end=$(( $(date +%s) + 15 ))
-until [ "$(prop ActiveState)/$(prop SubState)" = active/running ]; do
-  [ "$(date +%s)" -lt "$end" ] || fail "not active/running 15s after reload: $(prop ActiveState)/$(prop SubState)"
+until [ "$(state)" = active/running ]; do
+  [ "$(date +%s)" -lt "$end" ] || fail "not active/running 15s after reload: $(state)"
   sleep 0.2
 done
 [ "$(prop MainPID)" = "$pid" ] || fail "reload restarted healerd"
