@@ -17,6 +17,9 @@ LABEL_SPEC_HASH = "io.healerd.spec-hash"
 # (the crash-loop backoff streak): labels, so that a restarted healerd knows them too.
 LABEL_RESTARTS = "io.healerd.restarts"
 LABEL_CRASH_STREAK = "io.healerd.crash-streak"
+# The file that declared the container's service: after a restart, a service declared in
+# two files keeps the declaration that was applied. Not part of the hash.
+LABEL_SOURCE_FILE = "io.healerd.source-file"
 
 # How many hex digits of the spec hash the label carries, and how many the name shows.
 SPEC_HASH_LEN = 16
@@ -220,6 +223,7 @@ class ObservedContainer:
     exit_code: int | None = None
     restarts: int = 0
     crash_streak: int = 0
+    source_file: str = ""
 
     @property
     def running(self) -> bool:

@@ -12,16 +12,17 @@ leave behind: dotfiles (`.x.yaml.swp`, `.#x.yaml`, temporary files of atomic wri
 Conflicts between files (one service name declared twice, one fixed host port published
 by two services) are settled in favour of what is already applied: the service that held
 the name or the port in the previous state keeps it; on the first merge after a start,
-the declaration whose spec hash the running containers carry (`prefer_running`), so a
-restart of healerd does not turn a refused file into the applied one; otherwise the
-file first in name order does. The other file is refused as a whole, like a file with an
-error, so its last good version (if any) stands.
+the declaration that the running containers name as their source file, then the one
+whose spec hash they carry (`prefer_running`), so a restart of healerd does not turn a
+refused file into the applied one; otherwise the file first in name order does. The
+other file is refused as a whole, like a file with an error, so its last good version
+(if any) stands.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -118,12 +119,20 @@ class DesiredStore:
     def __init__(self) -> None:
         self._last_good: dict[str, FileResult] = {}
         self._applied: dict[str, ServiceSpec] = {}  # the previous state's services
-        self._running: dict[str, frozenset[str]] = {}  # until the first merge
+        # What ran at start, per service: source files and spec hashes; until the first merge.
+        self._running: dict[str, tuple[set[str], set[str]]] = {}
 
-    def prefer_running(self, running: Mapping[str, Collection[str]]) -> None:
-        """The spec hashes of each service's containers as found at start: the first
-        merge settles conflicts in favour of what runs, as if healerd had never stopped."""
-        self._running = {name: frozenset(hashes) for name, hashes in running.items()}
+    def prefer_running(self, running: Iterable[tuple[str, str, str]]) -> None:
+        """(service, source file, spec hash) of each container found at start: the first
+        merge settles conflicts in favour of what runs, as if healerd had never stopped.
+        The source file decides first: two declarations may share a hash (they differ
+        in replicas, say), and a file edited while healerd was down matches no hash."""
+        self._running = {}
+        for name, file, spec_hash in running:
+            files, hashes = self._running.setdefault(name, (set(), set()))
+            if file:
+                files.add(file)
+            hashes.add(spec_hash)
 
     def update(self, results: list[FileResult]) -> DesiredState:
         """Merges one scan of the config directory; `results` must cover every file present."""
@@ -180,8 +189,8 @@ class DesiredStore:
         before = self._applied.get(name)
         if before is None and self._running:
             # First merge after a start: the declaration that runs holds its name and ports.
-            runs = spec.spec_hash in self._running.get(name, ())
-            return (not runs, not runs, file, name)
+            files, hashes = self._running.get(name, (set(), set()))
+            return (spec.source_file not in files, spec.spec_hash not in hashes, file, name)
         held = before is not None and before.source_file == spec.source_file
         fixed = {(p.host_ip, p.host_port, p.protocol) for p in spec.ports if p.host_port}
         held_ports = (

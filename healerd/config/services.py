@@ -1135,7 +1135,10 @@ SERVICE_FIELDS: tuple[Key, ...] = (
                 {
                     "type": "string",
                     "pattern": f"^{_SIZE_PATTERN}$",
-                    "not": {"pattern": "^0*(?:\\.0+)?[kmgKMG]?[bB]?$"},
+                    # What parses to 0 bytes: 0, 0Mi, 0.5 (no unit), ...
+                    "not": {
+                        "pattern": "^(?:0*(?:\\.[0-9]+)?[bB]?|0*(?:\\.0+)?[kmgKMG][iI]?[bB]?)$"
+                    },
                 },
             ]
         },

@@ -19,6 +19,7 @@ from healerd.engine import Engine, EngineError, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,
     LABEL_RESTARTS,
+    LABEL_SOURCE_FILE,
     LABEL_SPEC_HASH,
     NAME_HASH_LEN,
     Action,
@@ -112,6 +113,8 @@ class Executor:
             LABEL_RESTARTS: str(action.restarts),
             LABEL_CRASH_STREAK: str(action.crash_streak),
         }
+        if spec.source_file:
+            labels[LABEL_SOURCE_FILE] = spec.source_file
         if spec.env_files:
             # Secrets are read now, not kept in memory; errors name file and line only.
             try:

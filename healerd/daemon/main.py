@@ -292,7 +292,8 @@ class Daemon:
 
     def _prefer_what_runs(self) -> None:
         """Before the first merge: a service declared in two files keeps the declaration
-        its containers run, not the first file by name (which would replace them)."""
+        its containers run, not the first file by name (which would replace them). One
+        list call before READY=1, bounded by engine_timeout like the identity check."""
         if self._stop_requested:
             return
         try:
@@ -301,10 +302,7 @@ class Daemon:
             # Then name order decides, as on a first start.
             log.info("engine not listed before the first config merge: %s", exc)
             return
-        running: dict[str, set[str]] = {}
-        for c in observed:
-            running.setdefault(c.service, set()).add(c.spec_hash)
-        self.store.prefer_running(running)
+        self.store.prefer_running((c.service, c.source_file, c.spec_hash) for c in observed)
 
     def reload(self) -> None:
         """Re-read every config file; broken files keep their last good services."""

@@ -111,6 +111,9 @@ class Notifier:
         self._status: str | None = None
         self._status_at = float("-inf")
         self._stalled = False
+        # A READY=1 that did not go out: until it does, systemd keeps the unit "reloading"
+        # (or "activating") and queues every later `systemctl reload` behind it.
+        self._ready_pending = False
 
     def notify(self, *assignments: str) -> bool:
         if not self.enabled:
@@ -122,7 +125,9 @@ class Notifier:
         if status is not None:
             lines.append(f"STATUS={_clean(status)}")
             self._status, self._status_at = status, time.monotonic()
-        self.notify(*lines)
+        self._ready_pending = self.enabled and not self.notify(*lines)
+        if self._ready_pending:
+            log.warning("sd_notify READY=1 was not sent; trying again at the next tick")
 
     def reloading(self) -> None:
         usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
@@ -143,6 +148,8 @@ class Notifier:
         """Called by the main loop at least every tick_interval seconds."""
         if not self.enabled:
             return
+        if self._ready_pending:
+            self._ready_pending = not self.notify("READY=1")
         self.status(summary())
         if self.stall_after is None:
             return

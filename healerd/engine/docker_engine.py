@@ -29,6 +29,7 @@ from healerd.model import (
     LABEL_CRASH_STREAK,
     LABEL_RESTARTS,
     LABEL_SERVICE,
+    LABEL_SOURCE_FILE,
     LABEL_SPEC_HASH,
     ContainerState,
     EngineEvent,
@@ -110,6 +111,7 @@ def _observed(raw: dict[str, Any]) -> ObservedContainer:
         exit_code=int(exited.group(1)) if exited else None,
         restarts=_int_label(labels, LABEL_RESTARTS),
         crash_streak=_int_label(labels, LABEL_CRASH_STREAK),
+        source_file=str(labels.get(LABEL_SOURCE_FILE, "")),
     )
 
 

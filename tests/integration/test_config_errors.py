@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 
 import docker
 
-from tests.integration.conftest import IMAGE, ConfigDir
+from tests.integration.conftest import COMMAND, IMAGE, ConfigDir
 from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
 
 
@@ -87,30 +88,28 @@ def test_a_file_that_breaks_keeps_its_containers_and_others_still_apply(
 def test_a_restart_keeps_the_declaration_that_runs_for_a_service_declared_twice(
     healerd: Healerd, config: ConfigDir, cluster: Cluster
 ) -> None:
-    # z.yaml declares web and runs it; a.yaml, added later, declares web again (and more).
-    config.service("z.yaml", "web", 2, environment="{FROM: z}")
+    # z.yaml declares web and runs it; a.yaml, added later, declares web again with the
+    # same container spec (one spec hash) but 5 replicas, and a service of its own.
+    config.service("z.yaml", "web", 2)
     healerd.start()
     wait_for("web from z.yaml", lambda: cluster.converged("web", 2), timeout=20)
     before = sorted((c["Id"], c["Labels"]["io.healerd.spec-hash"]) for c in cluster.running("web"))
-    config.write(
-        "a.yaml",
-        f"services:\n  web:\n    image: {IMAGE}\n    environment: {{FROM: a}}\n"
-        f"  extra:\n    image: {IMAGE}\n",
+    assert all(
+        c["Labels"]["io.healerd.source-file"] == str(config.conf_d / "z.yaml")
+        for c in cluster.running("web")
     )
-    wait_for(
-        "a.yaml refused",
-        lambda: "declared in both" in healerd.log() and "the one in" in healerd.log(),
-        timeout=10,
-    )
+    body = f"    image: {IMAGE}\n    command: {json.dumps(COMMAND)}\n    stop_grace_period: 2s\n"
+    config.write("a.yaml", f"services:\n  web:\n{body}    replicas: 5\n  extra:\n{body}")
+    wait_for("a.yaml refused", lambda: "declared in both" in healerd.log(), timeout=10)
     assert healerd.stop() == 0
     healerd.start()  # a.yaml now sorts first, but z.yaml's web is what runs
     wait_for("healerd ready", lambda: "ready:" in healerd.log(), timeout=20)
     holds_for(
         "web untouched across the restart",
-        lambda: sorted(
-            (c["Id"], c["Labels"]["io.healerd.spec-hash"]) for c in cluster.running("web")
-        )
-        == before,
+        lambda: (
+            sorted((c["Id"], c["Labels"]["io.healerd.spec-hash"]) for c in cluster.running("web"))
+            == before
+        ),
         3.0,
     )
     assert cluster.containers("extra") == []  # a.yaml stays refused whole

@@ -73,6 +73,7 @@ class FakeEngine:
                 exit_code=1 if crash else None,
                 restarts=int(labels.get("io.healerd.restarts", "0")),
                 crash_streak=int(labels.get("io.healerd.crash-streak", "0")),
+                source_file=labels.get("io.healerd.source-file", ""),
             )
             return cid
 

@@ -183,7 +183,7 @@ def test_after_a_restart_a_service_declared_twice_keeps_the_declaration_that_run
     runs = parse_service_text("services:\n  web:\n    image: img:2\n", str(conf / "b.yaml"))
     assert runs.services is not None
     d, engine = daemon(tmp_path)
-    engine.create_and_start(runs.services["web"], "web-1", {})
+    engine.create_and_start(runs.services["web"], "web-1", {})  # no source label: the hash
     d._prefer_what_runs()
     d.reload()
     assert d.controller.desired.services["web"].image == "img:2"
@@ -194,3 +194,13 @@ def test_after_a_restart_a_service_declared_twice_keeps_the_declaration_that_run
     d2._prefer_what_runs()
     d2.reload()
     assert d2.controller.desired.services["web"].image == "img:1"
+
+
+def test_containers_carry_the_file_that_declared_them(tmp_path: Path) -> None:
+    d, engine = daemon(tmp_path)
+    f = tmp_path / "conf.d" / "a.yaml"
+    f.write_text("services:\n  web:\n    image: img:1\n    replicas: 2\n")
+    d.reload()
+    d.controller.enqueue_all(force=True)
+    d.controller.process_once()
+    assert [c.source_file for c in engine.containers.values()] == [str(f), str(f)]

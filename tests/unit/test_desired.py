@@ -264,29 +264,69 @@ def test_different_host_ports_across_files_are_fine() -> None:
 # --- after a restart: what runs settles conflicts, not the file order --------------------
 
 
+def runs(result: FileResult, name: str, *, label: bool = True) -> tuple[str, str, str]:
+    """A container found at start: (service, source-file label, spec hash)."""
+    assert result.services is not None
+    spec = result.services[name]
+    return (name, spec.source_file if label else "", spec.spec_hash)
+
+
 def test_after_a_restart_the_declaration_that_runs_keeps_its_name() -> None:
     a, b = good("a.yaml", "web", "cache"), good("b.yaml", "web", "db", image="busybox:2")
     # Live: b.yaml came first and a.yaml was refused; then healerd restarted.
-    store = DesiredStore()
-    store.prefer_running({"web": {b.services["web"].spec_hash}, "db": {"x"}})  # type: ignore[index]
-    state = store.update([a, b])
-    assert state.services["web"].source_file == "b.yaml"
-    assert sorted(state.services) == ["db", "web"]  # a.yaml refused whole, as before
-    assert state.broken_files == ("a.yaml",)
-    assert "the one in b.yaml is used" in state.errors[0].reason
-    # Only the first merge: from then on the applied state decides, as always.
-    state = store.update([a, b])
-    assert state.services["web"].source_file == "b.yaml"
+    for label in (True, False):  # by its source-file label, or (older containers) its hash
+        store = DesiredStore()
+        store.prefer_running([runs(b, "web", label=label), ("db", "", "x")])
+        state = store.update([a, b])
+        assert state.services["web"].source_file == "b.yaml"
+        assert sorted(state.services) == ["db", "web"]  # a.yaml refused whole, as before
+        assert state.broken_files == ("a.yaml",)
+        assert "the one in b.yaml is used" in state.errors[0].reason
     # Without containers (or when the engine could not be listed), name order decides.
     fresh = DesiredStore()
-    fresh.prefer_running({})
+    fresh.prefer_running([])
     assert fresh.update([a, b]).services["web"].source_file == "a.yaml"
+
+
+def test_the_preference_for_what_runs_holds_for_the_first_merge_only() -> None:
+    a, b = good("a.yaml", "web"), good("b.yaml", "web", image="busybox:2")
+    store = DesiredStore()
+    store.prefer_running([runs(b, "web")])
+    assert store.update([]).services == {}  # first merge: web not declared at all
+    # From then on nothing is "held" by what ran at start: name order, as on a live add.
+    assert store.update([a, b]).services["web"].source_file == "a.yaml"
+
+
+def test_declarations_with_the_same_hash_are_told_apart_by_the_source_file_label() -> None:
+    # Same container spec, other replicas: one hash. The file that was applied wins.
+    z = parse_service_text(
+        "services:\n  web:\n    image: busybox:1\n    replicas: 2\n  other:\n"
+        "    image: busybox:1\n",
+        "z.yaml",
+    )
+    a = parse_service_text(
+        "services:\n  web:\n    image: busybox:1\n    replicas: 5\n  extra:\n"
+        "    image: busybox:1\n",
+        "a.yaml",
+    )
+    assert z.services and a.services
+    assert z.services["web"].spec_hash == a.services["web"].spec_hash
+    store = DesiredStore()
+    store.prefer_running([runs(z, "web"), runs(z, "other")])
+    state = store.update([a, z])
+    assert state.services["web"].replicas == 2 and sorted(state.services) == ["other", "web"]
+    assert state.broken_files == ("a.yaml",)
+    # The applied file edited while healerd was down matches no hash: its label decides.
+    z2 = parse_service_text("services:\n  web:\n    image: busybox:3\n", "z.yaml")
+    store = DesiredStore()
+    store.prefer_running([runs(z, "web")])
+    assert store.update([a, z2]).services["web"].image == "busybox:3"
 
 
 def test_after_a_restart_the_service_that_runs_keeps_its_host_port() -> None:
     a, b = ported("a.yaml", "web"), ported("b.yaml", "web2")
     store = DesiredStore()
-    store.prefer_running({"web2": {b.services["web2"].spec_hash}})  # type: ignore[index]
+    store.prefer_running([runs(b, "web2")])
     state = store.update([a, b])
     assert list(state.services) == ["web2"]
     assert state.broken_files == ("a.yaml",)

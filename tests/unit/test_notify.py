@@ -152,6 +152,24 @@ def test_reloading_carries_monotonic_usec() -> None:
     assert sent[2].startswith("STOPPING=1")
 
 
+def test_a_ready_that_was_not_sent_is_sent_again_at_the_next_tick() -> None:
+    sent: list[str] = []
+    fail = [True]
+
+    def send(m: str) -> bool:
+        sent.append(m)
+        return not fail[0]
+
+    n = Notifier(env={"NOTIFY_SOCKET": "/x"}, send=send)
+    n.reloading()
+    n.ready("after")  # lost: systemd would keep the unit "reloading"
+    fail[0] = False
+    n.tick(lambda: "after", last_progress=0.0, now=0.0)
+    assert sent[2] == "READY=1"
+    n.tick(lambda: "after", last_progress=0.0, now=0.0)
+    assert sent.count("READY=1") == 1  # once it went out, never again
+
+
 class GatedEngine(FakeEngine):
     """list_managed blocks while the gate is closed: a stuck reconcile loop."""
 
