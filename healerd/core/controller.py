@@ -21,15 +21,14 @@ from healerd.config import DesiredState
 from healerd.core.admission import Admission, Claim
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
+from healerd.core.context import Recall, plan_context
 from healerd.core.events import EventLog
 from healerd.core.executor import HOLDING_STATES, ActionResult, Executor
 from healerd.core.planner import (
     Plan,
     PlanContext,
-    Replacement,
     is_available,
     plan,
-    replacement_verdict,
 )
 from healerd.core.pressure import Pressure
 from healerd.core.status import ContainerStatus, ServiceStatus
@@ -669,70 +668,21 @@ class Controller:
         """Turn remembered times into the planner's verdicts, plus when to look again."""
         if spec is None:
             return PlanContext(now=now, hold_orphans=desired.hold_orphans), None, ""
-        wake: list[float] = []
-        failed_running: set[str] = set()
-        replacements: dict[str, Replacement] = {}
-        note, note_at = "", float("inf")
         # Remembered times are monotonic; the planner's are wall-clock ones.
         offset = now - self._clock.monotonic()
+        ids = {c.id for c in mine}
         with self._lock:
             mem = self._mem
-            for c in mine:
-                since = mem.unhealthy_since.get(c.id)
-                if c.running and since is not None:
-                    due = since + offset + spec.unhealthy_grace
-                    if now >= due:
-                        failed_running.add(c.id)
-                    else:
-                        wake.append(due)
-            for c in mine:
-                if c.running and c.id not in failed_running:
-                    continue
-                if not c.running:
-                    died = mem.dead_since.get(c.id, now - offset) + offset
-                else:
-                    # Unhealthy past its grace: failed since the grace ended, not since
-                    # this pass (or its backoff would never end before `window`).
-                    since = mem.unhealthy_since.get(c.id, now - offset) + offset
-                    died = since + spec.unhealthy_grace
-                ready_at, streak = replacement_verdict(
-                    c, died, spec.restart_policy, forgiven=c.id in mem.forgiven
-                )
-                replacements[c.id] = Replacement(ready=now >= ready_at, crash_streak=streak)
-                if now < ready_at:
-                    wake.append(ready_at)
-                    if ready_at < note_at:
-                        code = f", exit code {c.exit_code}" if c.exit_code is not None else ""
-                        note_at = ready_at
-                        note = (
-                            f"back-off {ready_at - died:.0f}s restarting failed container "
-                            f"{c.name}{code}; next try in {ready_at - now:.0f}s"
-                        )
             r = self._rollouts.get(key)
+            recall = Recall(
+                unhealthy_since={i: t + offset for i, t in mem.unhealthy_since.items() if i in ids},
+                dead_since={i: t + offset for i, t in mem.dead_since.items() if i in ids},
+                forgiven=frozenset(mem.forgiven & ids),
+                rollout=None if r is None else (r.last_progress + offset, r.last_batch + offset),
+            )
         # A rolling update needs a surge container (or room for a stop-first one): not
         # under pressure.
-        rollout_allowed = not under_pressure
-        if r is not None:
-            # Rollout times are monotonic too.
-            deadline = r.last_progress + offset + spec.update_config.progress_deadline
-            next_batch = r.last_batch + offset + spec.update_config.delay
-            if now >= deadline:
-                rollout_allowed = False
-            else:
-                wake.append(deadline + 0.01)
-            if now < next_batch:
-                rollout_allowed = False
-                wake.append(next_batch)
-        min_ready = spec.update_config.min_ready_seconds
-        for c in mine:
-            if c.running and c.created + min_ready > now:
-                wake.append(c.created + min_ready)
-        ctx = PlanContext(
-            now=now,
-            failed_running=frozenset(failed_running),
-            replacements=replacements,
-            rollout_allowed=rollout_allowed,
-        )
+        ctx, wake, note = plan_context(spec, mine, now, recall, rollout_allowed=not under_pressure)
         return ctx, (min(wake) if wake else None), note
 
     def _track_rollout(

@@ -9,9 +9,10 @@ service's labels appear; stale-hash containers appear; the spec changes (image, 
 update settings); the service is undeclared for a while, with and without hold_orphans.
 
 Each pass builds its PlanContext the way healerd.core.controller.Controller does
-(`_observe`, `_track_rollout`, `_context`): dead_since / unhealthy_since / forgiven
-memory, the crash-loop verdicts from replacement_verdict, failed_running for containers
-unhealthy past unhealthy_grace, and rollout_allowed from update_config.delay. When a pass
+(`_observe`, `_track_rollout`, then the loop's own `plan_context`): dead_since /
+unhealthy_since / forgiven memory, the crash-loop verdicts from replacement_verdict,
+failed_running for containers unhealthy past unhealthy_grace, and rollout_allowed from
+update_config.delay. When a pass
 has nothing to do, the clock jumps to the earliest wake-up the controller would schedule
 (or to the next change the engine makes by itself: a health check that passes).
 
@@ -37,6 +38,7 @@ from hypothesis import strategies as st
 
 from healerd.config import DesiredState
 from healerd.core.clock import FakeClock
+from healerd.core.context import Recall, plan_context
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.planner import (
     Plan,
@@ -45,7 +47,6 @@ from healerd.core.planner import (
     is_available,
     min_available,
     plan,
-    replacement_verdict,
 )
 from healerd.model import (
     ActionKind,
@@ -273,57 +274,17 @@ class Sim:
     def context(
         self, spec: ServiceSpec | None, mine: list[ObservedContainer]
     ) -> tuple[PlanContext, list[float]]:
-        """Controller._context: the planner's verdicts plus when to look again."""
-        now = self.now
+        """Controller._context: the loop's own plan_context on this model's memory."""
         if spec is None:
-            return PlanContext(now=now, hold_orphans=self.hold), []
-        wake: list[float] = []
-        failed_running: set[str] = set()
-        replacements: dict[str, Replacement] = {}
-        for c in mine:
-            since = self.unhealthy_since.get(c.id)
-            if c.running and since is not None:
-                due = since + spec.unhealthy_grace
-                if now >= due:
-                    failed_running.add(c.id)
-                else:
-                    wake.append(due)
-        for c in mine:
-            if c.running and c.id not in failed_running:
-                continue
-            if not c.running:
-                died = self.dead_since.get(c.id, now)
-            else:
-                # As Controller._context: the backoff runs from when it became failed.
-                died = self.unhealthy_since[c.id] + spec.unhealthy_grace
-            ready_at, streak = replacement_verdict(
-                c, died, spec.restart_policy, forgiven=c.id in self.forgiven
-            )
-            replacements[c.id] = Replacement(ready=now >= ready_at, crash_streak=streak)
-            if now < ready_at:
-                wake.append(ready_at)
-        rollout_allowed = True
+            return PlanContext(now=self.now, hold_orphans=self.hold), []
         r = self.rollout
-        if r is not None:
-            deadline = r.last_progress + spec.update_config.progress_deadline
-            next_batch = r.last_batch + spec.update_config.delay
-            if now >= deadline:
-                rollout_allowed = False
-            else:
-                wake.append(deadline + 0.01)
-            if now < next_batch:
-                rollout_allowed = False
-                wake.append(next_batch)
-        min_ready = spec.update_config.min_ready_seconds
-        wake.extend(
-            c.created + min_ready for c in mine if c.running and c.created + min_ready > now
+        recall = Recall(
+            unhealthy_since=self.unhealthy_since,
+            dead_since=self.dead_since,
+            forgiven=frozenset(self.forgiven),
+            rollout=None if r is None else (r.last_progress, r.last_batch),
         )
-        ctx = PlanContext(
-            now=now,
-            failed_running=frozenset(failed_running),
-            replacements=replacements,
-            rollout_allowed=rollout_allowed,
-        )
+        ctx, wake, _ = plan_context(spec, mine, self.now, recall)
         return ctx, wake
 
     def run_pass(self) -> tuple[Plan, list[float]]:

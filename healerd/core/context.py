@@ -1,0 +1,94 @@
+"""Remembered times -> the planner's verdicts for one service (pure, no clock, no I/O).
+
+The controller keeps monotonic times and converts them to wall-clock ones first; the
+property tests drive this same function with a simulated clock, so they check the
+loop's real rules rather than a copy of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field
+
+from healerd.core.planner import PlanContext, Replacement, replacement_verdict
+from healerd.model import ObservedContainer, ServiceSpec
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What the loop remembers about a service, as wall-clock times."""
+
+    unhealthy_since: Mapping[str, float] = field(default_factory=dict)
+    dead_since: Mapping[str, float] = field(default_factory=dict)
+    forgiven: Set[str] = frozenset()  # stopped by an operator or an engine restart
+    # A rolling update under way: when it last progressed and started its last batch.
+    rollout: tuple[float, float] | None = None
+
+
+def plan_context(
+    spec: ServiceSpec,
+    mine: Sequence[ObservedContainer],
+    now: float,
+    recall: Recall,
+    *,
+    rollout_allowed: bool = True,
+) -> tuple[PlanContext, list[float], str]:
+    """The context to plan with, the times to look again, and the crash backoff's note
+    ("back-off 20s restarting failed container ...") when a replacement waits."""
+    wake: list[float] = []
+    failed_running: set[str] = set()
+    replacements: dict[str, Replacement] = {}
+    note, note_at = "", float("inf")
+    for c in mine:
+        since = recall.unhealthy_since.get(c.id)
+        if c.running and since is not None:
+            due = since + spec.unhealthy_grace
+            if now >= due:
+                failed_running.add(c.id)
+            else:
+                wake.append(due)
+    for c in mine:
+        if c.running and c.id not in failed_running:
+            continue
+        if not c.running:
+            died = recall.dead_since.get(c.id, now)
+        else:
+            # Unhealthy past its grace: failed since the grace ended, not since this
+            # pass (or its backoff would never end before `window`).
+            died = recall.unhealthy_since.get(c.id, now) + spec.unhealthy_grace
+        ready_at, streak = replacement_verdict(
+            c, died, spec.restart_policy, forgiven=c.id in recall.forgiven
+        )
+        replacements[c.id] = Replacement(ready=now >= ready_at, crash_streak=streak)
+        if now < ready_at:
+            wake.append(ready_at)
+            if ready_at < note_at:
+                code = f", exit code {c.exit_code}" if c.exit_code is not None else ""
+                note_at = ready_at
+                note = (
+                    f"back-off {ready_at - died:.0f}s restarting failed container "
+                    f"{c.name}{code}; next try in {ready_at - now:.0f}s"
+                )
+    if recall.rollout is not None:
+        last_progress, last_batch = recall.rollout
+        deadline = last_progress + spec.update_config.progress_deadline
+        next_batch = last_batch + spec.update_config.delay
+        if now >= deadline:
+            rollout_allowed = False
+        else:
+            wake.append(deadline + 0.01)
+        if now < next_batch:
+            rollout_allowed = False
+            wake.append(next_batch)
+    min_ready = spec.update_config.min_ready_seconds
+    wake.extend(c.created + min_ready for c in mine if c.running and c.created + min_ready > now)
+    ctx = PlanContext(
+        now=now,
+        failed_running=frozenset(failed_running),
+        replacements=replacements,
+        rollout_allowed=rollout_allowed,
+    )
+    return ctx, wake, note
+
+
+__all__ = ["Recall", "plan_context"]
