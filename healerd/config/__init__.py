@@ -13,14 +13,9 @@ from healerd.config.desired import (
 )
 from healerd.config.envfile import EnvFileError, effective_environment, env_digest, read_env_files
 from healerd.config.errors import ConfigError, SettingsError
-from healerd.config.services import (
-    FileResult,
-    load_service_file,
-    parse_duration,
-    parse_service_text,
-    parse_size,
-)
+from healerd.config.servicefile import FileResult, load_service_file, parse_service_text
 from healerd.config.settings import RELOADABLE, Settings, check_settings, load_settings
+from healerd.config.units import parse_duration, parse_size
 
 __all__ = [
     "RELOADABLE",

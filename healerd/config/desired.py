@@ -28,12 +28,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from healerd.config.errors import ConfigError
-from healerd.config.services import (
-    FileResult,
-    describe_port,
-    load_service_file,
-    port_clash,
-)
+from healerd.config.ports import describe_port, port_clash
+from healerd.config.servicefile import FileResult, load_service_file
 from healerd.config.trust import trust_problem
 from healerd.model import ServiceSpec
 

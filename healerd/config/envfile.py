@@ -13,16 +13,22 @@ the service file that names them; later files override earlier ones, and the ser
     KEY="VALUE"              double quotes: \\n \\t \\r \\" \\\\ are unescaped
 
 There is no `${VAR}` interpolation and no multi-line value. Values are secrets: no
-error, log line or exception here ever shows one, only the file and line.
+error, log line or exception here ever shows one, only the file and line. The check of
+the `env_file` key (env_files) reads each file at load time too, so that a missing or
+malformed one is reported with the service file's other errors.
 """
 
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from pathlib import Path
 
-from healerd.config.errors import ConfigError
+from healerd.config.errors import ConfigError, describe
+from healerd.config.keys import At
+from healerd.config.trust import trust_problem
+from healerd.config.yamlload import LineList
 from healerd.model import ServiceSpec
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
@@ -151,3 +157,36 @@ def env_digest(spec: ServiceSpec) -> str:
         return ""
     canonical = "\0".join(f"{k}={v}" for k, v in read_env_files(spec))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def env_files(value: object, at: At) -> tuple[str, ...]:
+    """The `env_file` key's check. Paths only: the values are secrets, read at reconcile
+    time. Here the files must exist, parse and (under strict modes) be trusted; errors show
+    the file and line, no value."""
+    entries: list[tuple[object, At]]
+    if isinstance(value, LineList):
+        entries = [(item, at.item(value, index)) for index, item in enumerate(value)]
+    else:
+        entries = [(value, at)]
+    paths: list[str] = []
+    base = at.context.base_dir
+    for item, item_at in entries:
+        if not isinstance(item, str) or not item:
+            item_at.error(f"must be a path or a list of paths, not {describe(item)}")
+            continue
+        path = Path(item)
+        if base is not None and not path.is_absolute():
+            path = base / path
+        path = Path(posixpath.normpath(path.absolute()))
+        if str(path) in paths:
+            item_at.error(f"{item!r} is listed twice")
+            continue
+        paths.append(str(path))
+        if at.context.strict_modes and (problem := trust_problem(path, "env file")):
+            item_at.error(problem)
+            continue
+        try:
+            read_env_file(path)
+        except EnvFileError as exc:
+            item_at.error(f"{exc.error.where}: {exc.error.reason}")
+    return tuple(paths)

@@ -54,6 +54,23 @@ def unknown_key_reason(key: object, known: Iterable[str]) -> str:
     return reason
 
 
+def describe(value: object) -> str:
+    """Names YAML types the way the file's author thinks of them."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
 def sort_errors(errors: Iterable[ConfigError]) -> tuple[ConfigError, ...]:
     """Line order reads like the file; errors without a line go first (they are file-wide)."""
     return tuple(sorted(errors, key=lambda e: (-1 if e.line is None else e.line, e.column or 0)))

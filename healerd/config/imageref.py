@@ -26,40 +26,17 @@ _TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _DIGEST_RE = re.compile(r"sha256:[a-f0-9]{64}")
 
 
-def image_reference_problem(image: str) -> str | None:
-    """Why `image` is not a reference Docker accepts, or None when it is fine."""
-    if not image:
-        return "must not be empty"
-    if any(c.isspace() for c in image):
-        return "must not contain whitespace"
-    name, at, digest = image.partition("@")
-    if at and not _DIGEST_RE.fullmatch(digest):
-        return f"digest {digest!r} must be sha256: followed by 64 lowercase hex digits"
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    tag = ""
-    if colon > slash:
-        name, tag = name[:colon], name[colon + 1 :]
-        if not tag:
-            return "has an empty tag after ':'"
-        if not _TAG_RE.fullmatch(tag):
-            if len(tag) > 128:
-                return f"tag is {len(tag)} characters long (at most 128)"
-            return (
-                f"tag {tag!r} must be letters, digits, '_', '.' or '-' "
-                "(not starting with '.' or '-')"
-            )
-    if not name:
-        return "has no repository name"
-    if len(name) > MAX_NAME_LENGTH:
-        return f"repository name is longer than {MAX_NAME_LENGTH} characters"
-    first, sep, rest = name.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
-        if not _DOMAIN_RE.fullmatch(first):
-            return f"registry {first!r} is not a host name or host:port"
-        path = rest
-    else:
-        path = name
+def _tag_problem(tag: str) -> str | None:
+    if not tag:
+        return "has an empty tag after ':'"
+    if _TAG_RE.fullmatch(tag):
+        return None
+    if len(tag) > 128:
+        return f"tag is {len(tag)} characters long (at most 128)"
+    return f"tag {tag!r} must be letters, digits, '_', '.' or '-' (not starting with '.' or '-')"
+
+
+def _path_problem(path: str) -> str | None:
     for component in path.split("/"):
         if _PATH_COMPONENT_RE.fullmatch(component):
             continue
@@ -72,6 +49,38 @@ def image_reference_problem(image: str) -> str | None:
             "separated by '.', '_', '__' or '-'"
         )
     return None
+
+
+def _name_problem(name: str) -> str | None:
+    """The repository name: an optional registry, then the path."""
+    if not name:
+        return "has no repository name"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"repository name is longer than {MAX_NAME_LENGTH} characters"
+    first, sep, rest = name.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        if not _DOMAIN_RE.fullmatch(first):
+            return f"registry {first!r} is not a host name or host:port"
+        return _path_problem(rest)
+    return _path_problem(name)
+
+
+def image_reference_problem(image: str) -> str | None:
+    """Why `image` is not a reference Docker accepts, or None when it is fine."""
+    if not image:
+        return "must not be empty"
+    if any(c.isspace() for c in image):
+        return "must not contain whitespace"
+    name, at, digest = image.partition("@")
+    if at and not _DIGEST_RE.fullmatch(digest):
+        return f"digest {digest!r} must be sha256: followed by 64 lowercase hex digits"
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > slash:
+        name, tag = name[:colon], name[colon + 1 :]
+        if problem := _tag_problem(tag):
+            return problem
+    return _name_problem(name)
 
 
 # The same grammar as one regular expression (ECMAScript-compatible, for the JSON Schema).

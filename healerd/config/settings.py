@@ -6,14 +6,21 @@ to fall back on, and guessing at timeouts or the engine address would hide the m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from healerd.config.errors import ConfigError, SettingsError, sort_errors, unknown_key_reason
-from healerd.config.services import describe, parse_duration, parse_size
+from healerd.config.errors import (
+    ConfigError,
+    SettingsError,
+    describe,
+    sort_errors,
+    unknown_key_reason,
+)
+from healerd.config.keys import At, Key, check_keys, parsed
 from healerd.config.trust import trust_problem
+from healerd.config.units import parse_duration, parse_size
 from healerd.config.yamlload import LineDict, read_yaml_file
 from healerd.model import NodeLimits, Threshold
 
@@ -63,20 +70,6 @@ class Settings:
             engine_calls_per_second=self.engine_calls_per_second,
             engine_call_burst=self.engine_call_burst,
         )
-
-
-# Keys a reload applies at once; the others need a restart.
-RELOADABLE = frozenset(
-    {
-        "pressure_memory_available",
-        "pressure_disk_free",
-        "pressure_inodes_free",
-        "container_memory_estimate",
-        "pull_disk_margin",
-        "engine_calls_per_second",
-        "engine_call_burst",
-    }
-)
 
 
 def _docker_host(value: object) -> str | None:
@@ -158,131 +151,176 @@ def _log_level(value: object) -> str:
     return value.lower()
 
 
-_INTERVALS = (
-    "resync_interval",
-    "backoff_base",
-    "backoff_max",
-    "engine_timeout",
-    "engine_down_log_interval",
-)
-_CHECKS: dict[str, Callable[[object], Any]] = {
-    "docker_host": _docker_host,
-    "socket_path": _socket_path,
-    "workers": _workers,
-    "log_level": _log_level,
-    "strict_modes": _bool,
-    "pressure_memory_available": _threshold,
-    "pressure_disk_free": _threshold,
-    "pressure_inodes_free": _threshold,
-    "container_memory_estimate": _size,
-    "pull_disk_margin": _size,
-    "engine_calls_per_second": _rate,
-    "engine_call_burst": _burst,
-}
-_CHECKS.update(dict.fromkeys(_INTERVALS, _interval))
+_DEFAULTS = Settings()
 
 
 @dataclass(frozen=True)
-class SettingDoc:
-    """What CONFIG.md says about one key of healerd.yaml (its check is in _CHECKS)."""
+class Setting(Key):
+    """A key of healerd.yaml. Its default is the Settings field's; a `reloadable` one takes
+    effect on a reload, the others need a restart."""
 
-    type: str
-    doc: str
-    example: str
+    reloadable: bool = False
 
 
-# One entry per key of _CHECKS (a unit test holds them equal); defaults come from Settings.
-SETTINGS_DOCS: dict[str, SettingDoc] = {
-    "docker_host": SettingDoc(
+def _setting(
+    name: str,
+    type: str,
+    doc: str,
+    example: str,
+    parse: Callable[[Any], Any],
+    *,
+    reloadable: bool = False,
+) -> Setting:
+    default = getattr(_DEFAULTS, name)
+    return Setting(
+        name, type, doc, example, default=default, check=parsed(parse), reloadable=reloadable
+    )
+
+
+# One row per key of healerd.yaml (and a field of Settings each, config_dir aside).
+SETTINGS_FIELDS: tuple[Setting, ...] = (
+    _setting(
+        "docker_host",
         "engine address or null",
         "The Docker engine to manage; null means $DOCKER_HOST, else the local socket.",
         "unix:///var/run/docker.sock",
+        _docker_host,
     ),
-    "socket_path": SettingDoc(
-        "absolute path", "Where healerd listens for healerctl.", "/run/healerd/healerd.sock"
+    _setting(
+        "socket_path",
+        "absolute path",
+        "Where healerd listens for healerctl.",
+        "/run/healerd/healerd.sock",
+        _socket_path,
     ),
-    "resync_interval": SettingDoc(
+    _setting(
+        "resync_interval",
         "duration > 0",
         "How often every service is checked in full, besides reacting to engine events and "
         "config changes.",
         "1m",
+        _interval,
     ),
-    "workers": SettingDoc(
-        f"integer 1 to {MAX_WORKERS}", "How many reconcile workers run in parallel.", "8"
+    _setting(
+        "workers",
+        f"integer 1 to {MAX_WORKERS}",
+        "How many reconcile workers run in parallel.",
+        "8",
+        _workers,
     ),
-    "backoff_base": SettingDoc(
-        "duration > 0, <= backoff_max", "First retry delay after a failed engine call.", "10ms"
+    _setting(
+        "backoff_base",
+        "duration > 0, <= backoff_max",
+        "First retry delay after a failed engine call.",
+        "10ms",
+        _interval,
     ),
-    "backoff_max": SettingDoc("duration > 0", "The longest retry delay after failures.", "30s"),
-    "engine_timeout": SettingDoc("duration > 0", "Limit for one engine API call.", "1m"),
-    "engine_down_log_interval": SettingDoc(
-        "duration > 0", "While the engine is unreachable, how often to say so in the log.", "1m"
+    _setting(
+        "backoff_max", "duration > 0", "The longest retry delay after failures.", "30s", _interval
     ),
-    "log_level": SettingDoc(f"{' | '.join(LOG_LEVELS)}", "Log verbosity.", "debug"),
-    "strict_modes": SettingDoc(
+    _setting("engine_timeout", "duration > 0", "Limit for one engine API call.", "1m", _interval),
+    _setting(
+        "engine_down_log_interval",
+        "duration > 0",
+        "While the engine is unreachable, how often to say so in the log.",
+        "1m",
+        _interval,
+    ),
+    _setting("log_level", f"{' | '.join(LOG_LEVELS)}", "Log verbosity.", "debug", _log_level),
+    _setting(
+        "strict_modes",
         "boolean",
         "Refuse config files, env files and directories that anyone but root (or healerd's "
         "own user) owns or could write, as sshd's StrictModes does. false is for development "
         "only.",
         "false",
+        _bool,
     ),
-    "pressure_memory_available": SettingDoc(
+    _setting(
+        "pressure_memory_available",
         "size or percentage",
         "Memory pressure below this much available memory (kubelet's memory.available). "
         "Under pressure healerd starts no extra container (no scale-up, no surge); see "
         "README, Node awareness.",
         "256Mi",
+        _threshold,
+        reloadable=True,
     ),
-    "pressure_disk_free": SettingDoc(
+    _setting(
+        "pressure_disk_free",
         "size or percentage",
         "Disk pressure below this much free space on the engine's data root.",
         "15%",
+        _threshold,
+        reloadable=True,
     ),
-    "pressure_inodes_free": SettingDoc(
-        "count or percentage", "Disk pressure below this many free inodes on the data root.", "10%"
+    _setting(
+        "pressure_inodes_free",
+        "count or percentage",
+        "Disk pressure below this many free inodes on the data root.",
+        "10%",
+        _threshold,
+        reloadable=True,
     ),
-    "container_memory_estimate": SettingDoc(
+    _setting(
+        "container_memory_estimate",
         "size",
         "The memory a container without mem_limit is assumed to need when healerd counts "
         "how many more containers fit above pressure_memory_available.",
         "64Mi",
+        _size,
+        reloadable=True,
     ),
-    "pull_disk_margin": SettingDoc(
+    _setting(
+        "pull_disk_margin",
         "size",
         "The size assumed for an image to pull when no earlier version of it is on disk; a "
         "pull that would leave less than pressure_disk_free is refused.",
         "1Gi",
+        _size,
+        reloadable=True,
     ),
-    "engine_calls_per_second": SettingDoc(
+    _setting(
+        "engine_calls_per_second",
         "number >= 1",
         "Cap on healerd's engine API calls (a token bucket, like client-go's QPS), so that "
         "an event storm cannot turn healerd into the load on the host.",
         "20",
+        _rate,
+        reloadable=True,
     ),
-    "engine_call_burst": SettingDoc(
-        "integer >= 1", "Calls allowed at once above the rate (the bucket's size).", "50"
+    _setting(
+        "engine_call_burst",
+        "integer >= 1",
+        "Calls allowed at once above the rate (the bucket's size).",
+        "50",
+        _burst,
+        reloadable=True,
     ),
-}
+)
+SETTING_KEYS = frozenset(key.name for key in SETTINGS_FIELDS)
+# Keys a reload applies at once; the others need a restart.
+RELOADABLE = frozenset(key.name for key in SETTINGS_FIELDS if key.reloadable)
 
 # Pairs whose order matters: a base above its maximum makes backoff nonsense.
 _ORDERED = (("backoff_base", "backoff_max"),)
 
 
 def _checked(
-    values: dict[str, object], file: str, lines: dict[str, int]
+    values: Mapping[str, object], file: str, lines: Mapping[str, int]
 ) -> tuple[dict[str, Any], list[ConfigError]]:
-    """Converts and checks settings values; the good ones come back normalised."""
-    good: dict[str, Any] = {}
+    """Every key's value, converted (an absent key's is its default), and every problem."""
     errors: list[ConfigError] = []
-    for key, value in values.items():
-        try:
-            good[key] = _CHECKS[key](value)
-        except ValueError as exc:
-            errors.append(ConfigError(file, lines.get(key), key, str(exc)))
-    merged, failed = vars(Settings()) | good, values.keys() - good.keys()
+
+    def at_of(key: str) -> At:
+        return At(errors, file, key, lines.get(key))
+
+    # Unlike in a service file, null is a value for the check to judge: docker_host: null
+    # means the default engine, workers: null is an error.
+    good, failed = check_keys(values, SETTINGS_FIELDS, at_of, null_is_absent=False)
     for low, high in _ORDERED:
-        if low not in failed and high not in failed and merged[low] > merged[high]:
-            reason = f"must not be greater than {high} ({merged[high]}s)"
+        if low not in failed and high not in failed and good[low] > good[high]:
+            reason = f"must not be greater than {high} ({good[high]}s)"
             errors.append(ConfigError(file, lines.get(low, lines.get(high)), low, reason))
     return good, errors
 
@@ -292,7 +330,7 @@ def check_settings(settings: Settings, file: str = "<settings>") -> list[ConfigE
 
     config_dir is not checked: a missing directory is legal (it declares nothing).
     """
-    return _checked({key: getattr(settings, key) for key in _CHECKS}, file, {})[1]
+    return _checked({key.name: getattr(settings, key.name) for key in SETTINGS_FIELDS}, file, {})[1]
 
 
 def load_settings(path: Path) -> Settings:
@@ -310,16 +348,18 @@ def load_settings(path: Path) -> Settings:
     elif data is not None:
         for key, value in data.items():
             line = data.line_of(key)
-            if key in _CHECKS:
+            if key in SETTING_KEYS:
                 values[key], lines[key] = value, line or 1
             elif key == "config_dir":
                 reason = "is set on the command line, not in the file that lives inside it"
                 errors.append(ConfigError(file, line, key, reason))
             elif not (isinstance(key, str) and key.startswith("x-")):
-                errors.append(ConfigError(file, line, str(key), unknown_key_reason(key, _CHECKS)))
+                errors.append(
+                    ConfigError(file, line, str(key), unknown_key_reason(key, SETTING_KEYS))
+                )
     good, more = _checked(values, file, lines)
     # Its own strict_modes: false is the documented way out, as for service files.
-    strict = not errors and not more and good.get("strict_modes", True) and data is not None
+    strict = not errors and not more and good["strict_modes"] and data is not None
     if strict and (problem := trust_problem(path)):
         errors.append(ConfigError(file, None, "file", problem))
     if errors or more:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from healerd.config import ConfigError, FileResult, load_service_file, parse_service_text
-from healerd.config.services import parse_duration, parse_size
+from healerd.config.units import parse_duration, parse_size
 from healerd.model import PortSpec, ServiceSpec, VolumeSpec
 
 F = "conf.d/test.yaml"

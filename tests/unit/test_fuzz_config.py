@@ -41,7 +41,9 @@ from healerd.config import (
     parse_service_text,
 )
 from healerd.config.envfile import parse_env_text, read_env_file
-from healerd.config.services import PULL_POLICIES, SERVICE_NAME_RE, UPDATE_ORDERS
+from healerd.config.rollout import UPDATE_ORDERS
+from healerd.config.servicefile import SERVICE_NAME_RE
+from healerd.config.values import PULL_POLICIES
 from healerd.model import ServiceSpec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,6 +16,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
+from healerd.config.healthcheck import HEALTHCHECK_FIELDS
+from healerd.config.rollout import RESTART_POLICY_FIELDS, UPDATE_CONFIG_FIELDS
 from healerd.config.schema import (
     REFERENCE_FILE,
     SCHEMA_FILE,
@@ -25,15 +28,11 @@ from healerd.config.schema import (
     schema_text,
     service_schema,
 )
-from healerd.config.services import (
-    HEALTHCHECK_FIELDS,
-    RESTART_POLICY_FIELDS,
-    SERVICE_FIELDS,
-    SERVICE_KEYS,
-    UPDATE_CONFIG_FIELDS,
-    parse_service_text,
-)
-from healerd.config.settings import _CHECKS, SETTINGS_DOCS
+from healerd.config.servicefile import parse_service_text
+
+# One table (settings.SETTINGS_FIELDS) holds each setting's check and its doc.
+from healerd.config.settings import SETTING_KEYS as SETTINGS_DOCS
+from healerd.config.settings import SETTING_KEYS as _CHECKS
 from healerd.config.yamlload import load_yaml
 from healerd.model import RestartPolicy, ServiceSpec, UpdateConfig
 from tests.unit.test_config_corpus import CASES, CORPUS

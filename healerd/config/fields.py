@@ -1,0 +1,322 @@
+"""The table of service keys: one row per key a service may hold.
+
+The checker (healerd.config.service) reads each key's check and default from here, and
+healerd.config.schema turns the same rows into the JSON Schema shipped in config/ and
+into CONFIG.md, so that the three cannot disagree about fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from healerd.config.envfile import env_files
+from healerd.config.healthcheck import HEALTHCHECK_FIELDS, healthcheck
+from healerd.config.imageref import IMAGE_REFERENCE_PATTERN
+from healerd.config.keys import Key
+from healerd.config.pairs import RESERVED_LABEL_PREFIX, environment, labels, pairs_schema
+from healerd.config.ports import PORT_FORMAT, PORT_TEXT, ports
+from healerd.config.rollout import (
+    RESTART_POLICY_FIELDS,
+    UPDATE_CONFIG_FIELDS,
+    restart_policy,
+    update_config,
+)
+from healerd.config.units import DURATION_SCHEMA, DURATION_TEXT, NUMBER_RE, SIZE_PATTERN
+from healerd.config.values import (
+    MAX_STOP_GRACE_PERIOD,
+    NETWORK_NAME_RE,
+    PRIORITY_RANGE,
+    PULL_POLICIES,
+    argv,
+    cpus,
+    image,
+    mem_limit,
+    networks,
+    priority,
+    pull_policy,
+    replicas,
+    stop_grace_period,
+    unhealthy_grace,
+    user,
+    working_dir,
+)
+from healerd.config.volumes import VOLUME_TEXT, volumes
+from healerd.model import RestartPolicy, UpdateConfig
+
+_ARGV_SCHEMA: Mapping[str, Any] = {
+    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+}
+_NETWORK_NAME = {"type": "string", "pattern": f"^{NETWORK_NAME_RE.pattern}$"}
+
+SERVICE_FIELDS: tuple[Key, ...] = (
+    Key(
+        "image",
+        "image reference",
+        "The image to run, as Docker names it: [registry/]path[:tag][@sha256:digest].",
+        "busybox:1.36",
+        schema={"type": "string", "pattern": IMAGE_REFERENCE_PATTERN},
+        check=image,
+        default="",
+        compose="image",
+        required=True,
+    ),
+    Key(
+        "replicas",
+        "integer >= 0",
+        "How many identical containers to keep running; 0 stops them all.",
+        "3",
+        schema={"type": "integer", "minimum": 0},
+        check=replicas,
+        default=1,
+        compose="deploy.replicas",
+    ),
+    Key(
+        "command",
+        "list of strings, or string",
+        "Arguments to the entrypoint; a string is split into words as a shell would (without "
+        "expanding variables). Absent: the image's CMD.",
+        '["httpd", "-f", "-p", "8080"]',
+        schema=_ARGV_SCHEMA,
+        check=argv,
+        compose="command",
+    ),
+    Key(
+        "entrypoint",
+        "list of strings, or string",
+        "The program to run, in the same forms as command. Absent: the image's ENTRYPOINT.",
+        '["/bin/sh", "-c"]',
+        schema=_ARGV_SCHEMA,
+        check=argv,
+        compose="entrypoint",
+    ),
+    Key(
+        "environment",
+        "mapping, or list of KEY=value",
+        "Environment variables. Values are strings or numbers (quote true/false); null or "
+        "KEY= gives an empty value. Overrides env_file.",
+        "{TZ: UTC, LOG_LEVEL: info}",
+        schema=pairs_schema(labels=False),
+        check=environment,
+        default=(),
+        compose="environment",
+    ),
+    Key(
+        "env_file",
+        "path, or list of paths",
+        "Files of KEY=VALUE lines, relative to the service file's directory, read when "
+        "containers are created and never logged (see Secrets in README.md). Later files "
+        "override earlier ones.",
+        "[web.env]",
+        schema={
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
+            ]
+        },
+        check=env_files,
+        default=(),
+        compose="env_file",
+        attr="env_files",
+    ),
+    Key(
+        "labels",
+        "mapping, or list of key=value",
+        f"Container labels; keys starting with {RESERVED_LABEL_PREFIX} are reserved.",
+        "{team: platform}",
+        schema=pairs_schema(labels=True),
+        check=labels,
+        default=(),
+        compose="labels",
+    ),
+    Key(
+        "user",
+        "string or integer",
+        "User (and group) to run as: name, uid or uid:gid. Absent: the image's USER.",
+        '"1000:1000"',
+        schema={
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\S+$"}]
+        },
+        check=user,
+        compose="user",
+    ),
+    Key(
+        "working_dir",
+        "absolute path",
+        "The working directory inside the container. Absent: the image's WORKDIR.",
+        "/app",
+        schema={"type": "string", "pattern": "^/"},
+        check=working_dir,
+        compose="working_dir",
+    ),
+    Key(
+        "volumes",
+        "list of SOURCE:TARGET[:ro|rw]",
+        "Mounts, short syntax only: SOURCE is an absolute host path or a volume name, TARGET "
+        "an absolute path in the container; a bare /path is an anonymous volume.",
+        '["data:/var/lib/app", "/srv/conf:/etc/app:ro"]',
+        schema={"type": "array", "items": {"type": "string", "pattern": VOLUME_TEXT}},
+        check=volumes,
+        default=(),
+        compose="volumes",
+    ),
+    Key(
+        "ports",
+        f"list of {PORT_FORMAT}",
+        "Published ports, short syntax only. Without HOST the engine picks a free host port "
+        "for each replica; a fixed HOST port allows only one replica and stop-first rollouts.",
+        '["8080", "127.0.0.1:8081:80", "9000:9000/udp"]',
+        schema={
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": 65535},
+                    {"type": "string", "pattern": PORT_TEXT},
+                ]
+            },
+        },
+        check=ports,
+        default=(),
+        compose="ports",
+    ),
+    Key(
+        "networks",
+        "list of names, or mapping of names to null",
+        "Existing networks to connect the containers to (healerd does not create them).",
+        "[backend]",
+        schema={
+            "anyOf": [
+                {"type": "array", "items": _NETWORK_NAME, "uniqueItems": True},
+                {
+                    "type": "object",
+                    "propertyNames": _NETWORK_NAME,
+                    "additionalProperties": {"type": ["object", "null"], "maxProperties": 0},
+                },
+            ]
+        },
+        check=networks,
+        default=(),
+        compose="networks",
+    ),
+    Key(
+        "mem_limit",
+        "size",
+        "Memory limit: bytes, or a number with k, m or g (binary units) and an optional b.",
+        "256m",
+        schema={
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {
+                    "type": "string",
+                    "pattern": f"^{SIZE_PATTERN}$",
+                    # What parses to 0 bytes: 0, 0Mi, 0.5 (no unit), ...
+                    "not": {
+                        "pattern": "^(?:0*(?:\\.[0-9]+)?[bB]?|0*(?:\\.0+)?[kmgKMG][iI]?[bB]?)$"
+                    },
+                },
+            ]
+        },
+        check=mem_limit,
+        compose="mem_limit",
+    ),
+    Key(
+        "cpus",
+        "number > 0",
+        "CPU limit, in CPUs.",
+        "0.5",
+        schema={
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {
+                    "type": "string",
+                    "pattern": f"^(?:{NUMBER_RE.pattern})$",
+                    "not": {"pattern": r"^0*\.?0*$"},
+                },
+            ]
+        },
+        check=cpus,
+        compose="cpus",
+    ),
+    Key(
+        "stop_grace_period",
+        f"duration <= {MAX_STOP_GRACE_PERIOD:.0f}s",
+        "How long the engine waits after SIGTERM before it kills a container.",
+        "30s",
+        schema={
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": MAX_STOP_GRACE_PERIOD},
+                {"type": "string", "pattern": DURATION_TEXT},
+            ]
+        },
+        check=stop_grace_period,
+        default=10.0,
+        compose="stop_grace_period",
+    ),
+    Key(
+        "healthcheck",
+        "mapping",
+        "The container's healthcheck, overriding the image's. An unhealthy container is "
+        "replaced after unhealthy_grace.",
+        "{test: [CMD, /bin/check], interval: 5s}",
+        schema={},
+        check=healthcheck,
+        compose="healthcheck",
+        children=HEALTHCHECK_FIELDS,
+    ),
+    Key(
+        "pull_policy",
+        "always | missing | never",
+        "When to pull the image: before every container create, only when it is not present "
+        "(if_not_present is a synonym), or never.",
+        "always",
+        schema={"enum": [*PULL_POLICIES, "if_not_present"]},
+        check=pull_policy,
+        default="missing",
+        compose="pull_policy",
+    ),
+    Key(
+        "unhealthy_grace",
+        "duration",
+        "How long a container may stay unhealthy before healerd replaces it.",
+        "30s",
+        schema=DURATION_SCHEMA,
+        check=unhealthy_grace,
+        default=0.0,
+    ),
+    Key(
+        "priority",
+        "integer",
+        "When the host has no room for every container that should start (see the pressure "
+        "settings in healerd.yaml), services with a higher priority start first and lower "
+        "ones wait. Changing it never replaces containers.",
+        "10",
+        schema={"type": "integer", "minimum": -PRIORITY_RANGE, "maximum": PRIORITY_RANGE},
+        check=priority,
+        default=0,
+    ),
+    Key(
+        "update_config",
+        "mapping",
+        "How a changed spec rolls out to the running containers.",
+        "{parallelism: 1, order: stop-first}",
+        schema={},
+        check=update_config,
+        default=UpdateConfig(),
+        compose="deploy.update_config",
+        children=UPDATE_CONFIG_FIELDS,
+    ),
+    Key(
+        "restart_policy",
+        "mapping",
+        "Backoff for a replica that keeps crashing. healerd always restarts and never gives "
+        "up, so Compose's condition and max_attempts are refused.",
+        "{delay: 5s, max_delay: 2m}",
+        schema={},
+        check=restart_policy,
+        default=RestartPolicy(),
+        compose="deploy.restart_policy",
+        children=RESTART_POLICY_FIELDS,
+    ),
+)
+
+SERVICE_KEYS = frozenset(key.name for key in SERVICE_FIELDS)

@@ -1,0 +1,69 @@
+"""One service's mapping checked into a ServiceSpec: its keys through the table in
+healerd.config.fields, then the checks that span several keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+from healerd.config.envfile import EnvFileError, env_digest
+from healerd.config.errors import describe, unknown_key_reason
+from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
+from healerd.config.keys import At, check_keys
+from healerd.config.yamlload import LineDict
+from healerd.model import ServiceSpec
+
+# Compose keys whose job healerd does itself, with what to write instead.
+_REPLACED_KEYS = {
+    "restart": "healerd restarts containers itself and never gives up; restart_policy "
+    "sets its backoff",
+    "deploy": "write replicas, update_config and restart_policy directly in the service",
+    "container_name": "healerd names containers <service>-<hash>-<random> itself",
+}
+
+
+def _unknown_keys(body: LineDict, at: At) -> None:
+    for key in body:
+        if key in _REPLACED_KEYS:
+            at.key(body, key).error(f"unknown key {key!r}: {_REPLACED_KEYS[key]}")
+        elif not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
+            at.key(body, key).error(unknown_key_reason(key, SERVICE_KEYS))
+
+
+def _across_keys(spec: ServiceSpec, body: LineDict, at: At) -> None:
+    """What no single key's check can see."""
+    if spec.replicas > 1 and spec.has_fixed_host_port:
+        at.key(body, "ports").error("a fixed host port allows only one replica")
+    update = body.get("update_config")
+    if (
+        spec.has_fixed_host_port
+        and isinstance(update, LineDict)
+        and update.get("order") == "start-first"
+    ):
+        at.key(body, "update_config").key(update, "order").error(
+            "start-first cannot work with a fixed host port: two containers cannot hold one "
+            "fixed host port: use stop-first"
+        )
+
+
+def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
+    """The service `name` declares, or None when `body` is not a mapping at all.
+
+    A spec comes back even when a key has an error (the caller drops the whole file then),
+    so that checks across services still run.
+    """
+    if not isinstance(body, LineDict):
+        at.error(f"must be a mapping with at least an 'image', not {describe(body)}")
+        return None
+    _unknown_keys(body, at)
+    if body.get("image") is None:
+        at.here("image").error("is required")
+    values, _ = check_keys(body, SERVICE_FIELDS, lambda key: at.key(body, key))
+    spec = ServiceSpec(name=name, source_file=at.file, **values)
+    if spec.env_files:
+        # Errors were reported above; a digest is only taken of files that read cleanly.
+        with contextlib.suppress(EnvFileError, OSError):
+            spec = dataclasses.replace(spec, env_digest=env_digest(spec))
+    _across_keys(spec, body, at)
+    return spec

@@ -1,0 +1,152 @@
+"""Service files: one YAML file read and checked into its services, or into its errors.
+
+A file is applied all-or-nothing, so checking never stops at the first problem: every
+error in the file is collected and the operator can fix them in one go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from healerd.config.errors import ConfigError, describe, sort_errors
+from healerd.config.keys import At, Context, unknown_keys
+from healerd.config.ports import describe_port, port_clash
+from healerd.config.service import check_service
+from healerd.config.trust import trust_problem
+from healerd.config.yamlload import LineDict, LineList, load_yaml, read_yaml_file
+from healerd.model import ServiceSpec
+
+SERVICE_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file's verdict; `services` is None when the file has any error.
+
+    `lines` and `columns` map each service name to where it is declared, so that later
+    checks across files can point at it.
+    """
+
+    file: str
+    services: dict[str, ServiceSpec] | None
+    errors: tuple[ConfigError, ...] = ()
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False)
+    columns: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+
+_Positions = dict[str, tuple[int, int | None]]
+
+
+def _valid_name(name: object, at: At) -> bool:
+    if not isinstance(name, str):
+        at.error(f"service names must be strings, not {describe(name)} (quote it)")
+        return False
+    if not SERVICE_NAME_RE.fullmatch(name):
+        at.error(
+            f"{name!r} is not a valid service name: 1 to 50 letters, digits, '_', '.' "
+            "or '-', starting with a letter or digit"
+        )
+        return False
+    return True
+
+
+def _services(services: LineDict, at: At) -> tuple[dict[str, ServiceSpec], _Positions]:
+    specs: dict[str, ServiceSpec] = {}
+    lines: _Positions = {}
+    for name, body in services.items():
+        name_at = at.key(services, name)
+        if not _valid_name(name, name_at):
+            continue
+        spec = check_service(name, body, name_at)
+        if spec is None:
+            continue
+        for other in specs.values():
+            if (port := port_clash(other, spec)) is not None:
+                ports_at = name_at.key(body, "ports")
+                ports_at.error(
+                    f"{describe_port(port)} is also published by service {other.name!r} "
+                    "in this file: two containers cannot hold one fixed host port"
+                )
+                break
+        specs[name] = spec
+        lines[name] = (name_at.line or 1, name_at.column)
+    return specs, lines
+
+
+def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]:
+    if data is None:
+        return {}, {}  # an empty file declares nothing, and that is fine
+    if not isinstance(data, LineDict):
+        line = data.line if isinstance(data, LineList) else 1
+        column = data.column if isinstance(data, LineList) else 1
+        at.child("", line, column).error(
+            f"must be a mapping with a 'services' key, not {describe(data)}"
+        )
+        return {}, {}
+    unknown_keys(data, at, ("services",))
+    services = data.get("services")
+    services_at = at.key(data, "services")
+    if services is None:
+        return {}, {}
+    if not isinstance(services, LineDict):
+        services_at.error(f"must map service names to services, not {describe(services)}")
+        return {}, {}
+    return _services(services, services_at)
+
+
+def _result(data: object, errors: list[ConfigError], file: str, context: Context) -> FileResult:
+    found = list(errors)
+    specs, positions = _document(data, At(found, file, "", None, None, context))
+    lines = {name: line for name, (line, _) in positions.items()}
+    columns = {name: col for name, (_, col) in positions.items() if col is not None}
+    if found:
+        return FileResult(file, None, sort_errors(found), lines, columns)
+    return FileResult(file, specs, (), lines, columns)
+
+
+def parse_service_text(
+    text: str, file: str, *, base_dir: Path | None = None, strict_modes: bool = False
+) -> FileResult:
+    """Checks YAML text as if it were the file `file`; never raises.
+
+    Relative env_file paths start at `base_dir`, by default the directory of `file`.
+    """
+    data, errors = load_yaml(text, file)
+    base = Path(file).parent if base_dir is None else base_dir
+    return _result(data, errors, file, Context(base, strict_modes))
+
+
+def load_service_file(
+    path: Path, display_name: str | None = None, *, strict_modes: bool = False
+) -> FileResult:
+    """Reads and checks one service file; read errors become ConfigErrors, never exceptions.
+
+    With `strict_modes`, a file (or an env file it names) that others than root or
+    healerd's user could write is refused: see healerd.config.trust.
+    """
+    file = str(path) if display_name is None else display_name
+    if strict_modes and (problem := trust_problem(path)):
+        return FileResult(file, None, (ConfigError(file, None, "file", problem),))
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:
+            # A file truncated to be rewritten (cp, `>` redirection) is empty for a moment:
+            # that must not read as "remove its services". Delete the file for that.
+            return FileResult(
+                file,
+                None,
+                (
+                    ConfigError(
+                        file,
+                        None,
+                        "file",
+                        "empty (still being written?): its services keep their last good state; "
+                        "delete the file to remove them, or write `services: {}`",
+                    ),
+                ),
+            )
+    data, errors = read_yaml_file(path, file)
+    return _result(data, errors, file, Context(path.parent, strict_modes))
