@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
+from typing import Any
 
 LABEL_SERVICE = "io.healerd.service"
 LABEL_SPEC_HASH = "io.healerd.spec-hash"
@@ -81,35 +82,26 @@ class RestartPolicy:
     window: float = 600.0
 
 
-# The fields that shape a container; only these enter the spec hash, and only when they
-# differ from their defaults, so that a new optional field never replaces containers.
-CONTAINER_FIELDS = (
-    "image",
-    "command",
-    "entrypoint",
-    "environment",
-    "env_files",
-    "env_digest",
-    "labels",
-    "user",
-    "working_dir",
-    "volumes",
-    "ports",
-    "networks",
-    "mem_limit",
-    "cpus",
-    "stop_grace_period",
-    "healthcheck",
-)
+# A ServiceSpec field that steers healerd rather than shaping the container is marked
+# with STEERING; every other field enters the spec hash (when it differs from its
+# default, so that a new optional field never replaces running containers). Opt-out, not
+# opt-in: a new field forgotten here rolls containers instead of silently never rolling
+# them, and tests/unit/test_model.py fails until it is classified.
+STEERING: dict[str, object] = {"steering": True}
+
+
+def steering(default: object) -> Any:
+    """A field that is not part of the spec hash (replicas, rollout and restart pacing)."""
+    return field(default=default, metadata=STEERING)
 
 
 @dataclass(frozen=True)
 class ServiceSpec:
     """What the user declared for one service, normalised so equal specs hash equal."""
 
-    name: str
+    name: str = field(metadata=STEERING)  # in the container's name and labels already
     image: str
-    replicas: int = 1
+    replicas: int = steering(1)
     command: tuple[str, ...] | None = None
     entrypoint: tuple[str, ...] | None = None
     environment: tuple[tuple[str, str], ...] = ()
@@ -128,13 +120,13 @@ class ServiceSpec:
     stop_grace_period: float = 10.0
     healthcheck: HealthcheckSpec | None = None
     # What follows steers healerd, not the container: it is not part of the hash.
-    pull_policy: str = "missing"
-    unhealthy_grace: float = 0.0
+    pull_policy: str = steering("missing")
+    unhealthy_grace: float = steering(0.0)
     # When not every container fits the host's headroom, higher priorities go first.
-    priority: int = 0
-    update_config: UpdateConfig = field(default_factory=UpdateConfig)
-    restart_policy: RestartPolicy = field(default_factory=RestartPolicy)
-    source_file: str = field(default="", compare=False)
+    priority: int = steering(0)
+    update_config: UpdateConfig = field(default_factory=UpdateConfig, metadata=STEERING)
+    restart_policy: RestartPolicy = field(default_factory=RestartPolicy, metadata=STEERING)
+    source_file: str = field(default="", compare=False, metadata=STEERING)
 
     @cached_property
     def spec_hash(self) -> str:
@@ -143,7 +135,7 @@ class ServiceSpec:
         data = {
             f.name: asdict(self)[f.name]
             for f in fields(self)
-            if f.name in CONTAINER_FIELDS and getattr(self, f.name) != f.default
+            if not f.metadata.get("steering") and getattr(self, f.name) != f.default
         }
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:SPEC_HASH_LEN]

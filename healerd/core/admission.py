@@ -62,7 +62,7 @@ class Admission:
         self._limits = limits
         self._disk_path = disk_path
         # Called (outside the lock) when a pressure flag turns on or off.
-        self.on_change: Callable[[Pressure, Pressure], None] = lambda old, new: None
+        self._listeners: list[Callable[[Pressure, Pressure], None]] = []
         self._lock = threading.Lock()
         self._sample = HostSample()
         self._sampled_at = -math.inf
@@ -93,8 +93,13 @@ class Admission:
                 self._pressure = assess(self._sample, self._limits)
             new = self._pressure
         if new.flags != old.flags:
-            self.on_change(old, new)
+            for listener in list(self._listeners):
+                listener(old, new)
         return new
+
+    def subscribe(self, listener: Callable[[Pressure, Pressure], None]) -> None:
+        """Call `listener(old, new)` whenever a pressure flag turns on or off."""
+        self._listeners.append(listener)
 
     def sample(self) -> HostSample:
         self.pressure()

@@ -70,16 +70,7 @@ def plan_context(
                     f"{c.name}{code}; next try in {ready_at - now:.0f}s"
                 )
     if recall.rollout is not None:
-        last_progress, last_batch = recall.rollout
-        deadline = last_progress + spec.update_config.progress_deadline
-        next_batch = last_batch + spec.update_config.delay
-        if now >= deadline:
-            rollout_allowed = False
-        else:
-            wake.append(deadline + 0.01)
-        if now < next_batch:
-            rollout_allowed = False
-            wake.append(next_batch)
+        rollout_allowed = _rollout_pacing(spec, recall.rollout, now, wake) and rollout_allowed
     min_ready = spec.update_config.min_ready_seconds
     wake.extend(c.created + min_ready for c in mine if c.running and c.created + min_ready > now)
     ctx = PlanContext(
@@ -89,6 +80,25 @@ def plan_context(
         rollout_allowed=rollout_allowed,
     )
     return ctx, wake, note
+
+
+def _rollout_pacing(
+    spec: ServiceSpec, rollout: tuple[float, float], now: float, wake: list[float]
+) -> bool:
+    """Whether the rollout may take its next step now: not past its progress deadline,
+    and `update_config.delay` after its last batch. Adds when to look again to `wake`."""
+    last_progress, last_batch = rollout
+    deadline = last_progress + spec.update_config.progress_deadline
+    next_batch = last_batch + spec.update_config.delay
+    allowed = True
+    if now >= deadline:
+        allowed = False
+    else:
+        wake.append(deadline + 0.01)
+    if now < next_batch:
+        allowed = False
+        wake.append(next_batch)
+    return allowed
 
 
 __all__ = ["Recall", "plan_context"]

@@ -130,6 +130,11 @@ class Executor:
                 last = exc
         raise EngineError(f"no free container name after {_NAME_ATTEMPTS} tries: {last}")
 
+    def pull(self, image: str) -> None:
+        """Pull an image (raises ImagePullFailed): the one other way healerd changes the
+        engine, so it is here with the container actions."""
+        self._engine.pull(image)
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 

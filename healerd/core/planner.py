@@ -101,86 +101,111 @@ def plan(
     mine = [c for c in containers if c.service == service]
     if spec is None:
         return _plan_undeclared(service, mine, ctx)
+    p = _Planning(service, spec, mine, ctx)
+    if len(p.cur) >= spec.replicas:
+        return p.scale_down()
+    return p.heal_and_roll()
 
-    now, desired = ctx.now, spec.replicas
-    cur_hash = spec.spec_hash
-    failed = [c for c in mine if not c.running or c.id in ctx.failed_running]
-    alive = [c for c in mine if c.running and c.id not in ctx.failed_running]
-    cur = [c for c in alive if c.spec_hash == cur_hash]
-    stale = [c for c in alive if c.spec_hash != cur_hash]
-    ready_failed = [c for c in failed if ctx.replacements.get(c.id, _READY).ready]
-    held = [c for c in failed if not ctx.replacements.get(c.id, _READY).ready]
-    held_cur = [c for c in held if c.spec_hash == cur_hash]
 
-    actions: list[Action] = []
+class _Planning:
+    """One plan being built: the service's containers sorted into the planner's words,
+    and the actions chosen so far."""
 
-    def remove(c: ObservedContainer, reason: str) -> None:
-        actions.append(Action(ActionKind.REMOVE, service, reason, spec=spec, container=c))
+    def __init__(
+        self, service: str, spec: ServiceSpec, mine: list[ObservedContainer], ctx: PlanContext
+    ) -> None:
+        self.service, self.spec, self.mine, self.ctx = service, spec, mine, ctx
+        self.now = ctx.now
+        failed_running = ctx.failed_running
+        self.failed = [c for c in mine if not c.running or c.id in failed_running]
+        alive = [c for c in mine if c.running and c.id not in failed_running]
+        self.cur = [c for c in alive if c.spec_hash == spec.spec_hash]
+        self.stale = [c for c in alive if c.spec_hash != spec.spec_hash]
+        self.ready_failed = [c for c in self.failed if self._verdict(c).ready]
+        self.held = [c for c in self.failed if not self._verdict(c).ready]
+        self.actions: list[Action] = []
+        self._pending: list[ObservedContainer] = []
 
-    # Replicas missing outright (crashed, removed, scaled up) are made at once with the
-    # current spec; a held failed container keeps its slot until its backoff ends.
-    missing = max(0, desired - len(cur) - len(stale) - len(held))
-    # Each create stands in for one failed container while any is left, so that its
-    # replacement carries the restart count and crash streak on. Failed containers the
-    # host has no room to replace yet stay (as held ones do) and keep their slot.
-    to_replace = list(_oldest_first(ready_failed))
-    n_repl = min(missing, len(to_replace))
-    n_extra = missing - n_repl
-    a_repl = _at_most(n_repl, ctx.max_replacements)
-    a_extra = _at_most(n_extra, ctx.max_extras)
-    waiting = (n_repl - a_repl) + (n_extra - a_extra)
-    unreplaced = to_replace[a_repl:n_repl]
-    to_replace = [c for c in to_replace if c not in unreplaced]
-    pending = list(to_replace)
+    def _verdict(self, c: ObservedContainer) -> Replacement:
+        return self.ctx.replacements.get(c.id, _READY)
 
-    def create(reason: str) -> None:
-        replaces = pending.pop(0) if pending else None
+    def remove(self, c: ObservedContainer, reason: str) -> None:
+        self.actions.append(
+            Action(ActionKind.REMOVE, self.service, reason, spec=self.spec, container=c)
+        )
+
+    def create(self, reason: str) -> None:
+        """A create stands in for the next failed container still to replace, if any."""
+        replaces = self._pending.pop(0) if self._pending else None
         if replaces is not None:
-            reason = f"replace {_failure(replaces, ctx)}"
-        verdict = ctx.replacements.get(replaces.id, _READY) if replaces else _READY
-        actions.append(
+            reason = f"replace {_failure(replaces, self.ctx)}"
+        verdict = self._verdict(replaces) if replaces else _READY
+        self.actions.append(
             Action(
                 ActionKind.CREATE,
-                service,
+                self.service,
                 reason,
-                spec=spec,
+                spec=self.spec,
                 container=replaces,
                 restarts=replaces.restarts + 1 if replaces else 0,
                 crash_streak=verdict.crash_streak if replaces else 0,
             )
         )
 
-    if len(cur) >= desired:
-        # Enough current ones: extras go, not-yet-available and newest first; no old or
-        # failed container is needed any more.
-        ranked = sorted(cur, key=lambda c: (is_available(c, spec, now), -c.created))
-        extras = ranked[: len(cur) - desired]
+    def scale_down(self) -> Plan:
+        """Enough current ones: extras go, not-yet-available and newest first; no old or
+        failed container is needed any more."""
+        spec, now, desired = self.spec, self.now, self.spec.replicas
+        ranked = sorted(self.cur, key=lambda c: (is_available(c, spec, now), -c.created))
+        extras = ranked[: len(self.cur) - desired]
         for c in extras:
-            remove(c, f"scale down to {desired}")
-        kept = [c for c in cur if c not in extras]
-        _drop_stale(spec, kept, stale, len(stale), now, remove)
-        for c in _oldest_first(failed):
-            remove(c, f"{_failure(c, ctx)}, not needed")
-        return _done(actions, spec, mine, cur, stale, [], now)
+            self.remove(c, f"scale down to {desired}")
+        kept = [c for c in self.cur if c not in extras]
+        _drop_stale(spec, kept, self.stale, len(self.stale), now, self.remove)
+        for c in _oldest_first(self.failed):
+            self.remove(c, f"{_failure(c, self.ctx)}, not needed")
+        return _done(self.actions, spec, self.mine, self.cur, self.stale, [], now)
 
-    for c in to_replace:
-        remove(c, _failure(c, ctx))
-    made = a_repl + a_extra
-    for _ in range(made):
-        create(f"{desired} wanted")
-    surplus = len(cur) + len(stale) + len(held) - desired
+    def heal_and_roll(self) -> Plan:
+        """Replicas missing outright (crashed, removed, scaled up) are made at once with
+        the current spec; a held failed container keeps its slot until its backoff ends.
+        Each create stands in for one failed container while any is left, so that its
+        replacement carries the restart count and crash streak on. Failed containers the
+        host has no room to replace yet stay (as held ones do) and keep their slot.
+        Then, room permitting, one batch of a rolling update."""
+        spec, ctx, cur, stale, held = self.spec, self.ctx, self.cur, self.stale, self.held
+        desired = spec.replicas
+        missing = max(0, desired - len(cur) - len(stale) - len(held))
+        to_replace = _oldest_first(self.ready_failed)
+        n_repl = min(missing, len(to_replace))
+        n_extra = missing - n_repl
+        a_repl = _at_most(n_repl, ctx.max_replacements)
+        a_extra = _at_most(n_extra, ctx.max_extras)
+        waiting = (n_repl - a_repl) + (n_extra - a_extra)
+        to_replace = to_replace[:a_repl] + to_replace[n_repl:]
+        self._pending = list(to_replace)
+        for c in to_replace:
+            self.remove(c, _failure(c, ctx))
+        made = a_repl + a_extra
+        for _ in range(made):
+            self.create(f"{desired} wanted")
+        surplus = len(cur) + len(stale) + len(held) - desired
+        if surplus > 0 and stale:
+            # More alive than wanted (a surge container is up): old ones go.
+            _drop_stale(spec, cur, stale, surplus, self.now, self.remove)
+        elif stale and ctx.rollout_allowed and not waiting:
+            room = None if ctx.max_extras is None else ctx.max_extras - a_extra
+            held_cur = [c for c in held if c.spec_hash == spec.spec_hash]
+            step = _rollout_step(
+                spec, cur, stale, held_cur, made, self.now, self.remove, self.create, room
+            )
+            return dataclasses.replace(self._done(waiting), rollout_step=step)
+        return self._done(waiting)
 
-    if surplus > 0 and stale:
-        # More alive than wanted (a surge container is up): old ones go.
-        _drop_stale(spec, cur, stale, surplus, now, remove)
-    elif stale and ctx.rollout_allowed and not waiting:
-        room = None if ctx.max_extras is None else ctx.max_extras - a_extra
-        step = _rollout_step(spec, cur, stale, held_cur, made, now, remove, create, room)
-        return dataclasses.replace(
-            _done(actions, spec, mine, cur, stale, held, now, waiting), rollout_step=step
+    def _done(self, waiting: int) -> Plan:
+        return _done(
+            self.actions, self.spec, self.mine, self.cur, self.stale, self.held, self.now, waiting
         )
-
-    return _done(actions, spec, mine, cur, stale, held, now, waiting)
 
 
 def _at_most(n: int, limit: int | None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from healerd.core.pressure import Pressure
+from healerd.core.state import ServiceState
 from healerd.host import HostSample, SelfSample
 from healerd.model import NodeLimits
 
@@ -17,14 +18,24 @@ class ServiceStatus:
     available: int = 0
     up_to_date: int = 0
     restarts: int = 0
-    # Converged, Progressing, Degraded, CrashLoopBackOff, ImagePullBackOff, RolloutHalted,
-    # EngineUnreachable, Held, Paused, Pending, WaitingForResources.
-    state: str = "Pending"
+    state: ServiceState = ServiceState.PENDING
     reason: str = ""
     since: float = 0.0  # wall clock of the last change of state
     paused: bool = False
     source_file: str = ""
     next_retry: float | None = None  # wall clock, when a backoff ends
+
+
+def is_converged(st: ServiceStatus) -> bool:
+    """The one definition of "converged" (status --check, wait, metrics, the API): what
+    runs is what is declared, every container up to date and available, not paused."""
+    return (
+        st.state == ServiceState.CONVERGED
+        and not st.paused
+        and st.running == st.desired
+        and st.up_to_date == st.desired
+        and st.available >= st.desired
+    )
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from healerd.model import (
     UpdateConfig,
 )
 from tests.unit.builders import container, spec
-from tests.unit.fake_engine import FakeEngine
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 Mi = 2**20
 Gi = 2**30
@@ -187,7 +187,7 @@ def test_new_limits_apply_at_once() -> None:
 def test_pressure_changes_are_reported_once_each_way() -> None:
     a, probe, clock = admission(host())
     seen: list[tuple[bool, bool]] = []
-    a.on_change = lambda old, new: seen.append((old.any, new.any))
+    a.subscribe(lambda old, new: seen.append((old.any, new.any)))
     a.pressure()
     probe.host = host(mem_avail=10 * Mi)
     for _ in range(3):
@@ -263,7 +263,7 @@ def test_token_bucket_lets_a_burst_through_then_paces() -> None:
 
 def test_throttled_engine_counts_and_paces_every_call() -> None:
     clock = FakeClock()
-    engine = FakeEngine(clock)
+    engine = FakeEngine(clock, allow={"list"})
 
     def sleep(s: float) -> None:
         clock.advance(s)
@@ -289,7 +289,7 @@ def loop(
     sample: HostSample, **limits: object
 ) -> tuple[Controller, FakeEngine, FakeClock, FakeProbe]:
     clock = FakeClock()
-    engine = FakeEngine(clock)
+    engine = FakeEngine(clock, allow=LOOP_CALLS | {"image_size_hint", "pull"})
     probe = FakeProbe(sample)
     lim = dataclasses.replace(NodeLimits(), **limits)  # type: ignore[arg-type]
     adm = Admission(probe, clock, lim, lambda: "/var/lib/docker")

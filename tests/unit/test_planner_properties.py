@@ -8,15 +8,15 @@ unhealthy and back, vanish; foreign and unlabelled containers and containers wit
 service's labels appear; stale-hash containers appear; the spec changes (image, replicas,
 update settings); the service is undeclared for a while, with and without hold_orphans.
 
-Each pass builds its PlanContext the way healerd.core.controller.Controller does
-(`_observe`, `_track_rollout`, then the loop's own `plan_context`): dead_since /
+Each pass builds its PlanContext with the loop's own steps (healerd.core.observe.observe,
+healerd.core.rollouts.track, then healerd.core.context.plan_context): dead_since /
 unhealthy_since / forgiven memory, the crash-loop verdicts from replacement_verdict,
 failed_running for containers unhealthy past unhealthy_grace, and rollout_allowed from
 update_config.delay. When a pass
 has nothing to do, the clock jumps to the earliest wake-up the controller would schedule
 (or to the next change the engine makes by itself: a health check that passes).
 
-As in Controller._context, the crash-loop backoff of a running container that failed
+As in the loop (healerd.core.reconcile), the crash-loop backoff of a running container that failed
 (unhealthy past its grace) runs from when it failed (the test at the end holds the
 controller to it).
 progress_deadline is kept out of reach (NO_DEADLINE): a halted rollout is documented to
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +36,11 @@ from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
 from healerd.config import DesiredState
+from healerd.core import rollouts
 from healerd.core.clock import FakeClock
-from healerd.core.context import Recall, plan_context
+from healerd.core.context import plan_context
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.observe import Memory, observe
 from healerd.core.planner import (
     Plan,
     PlanContext,
@@ -48,6 +49,7 @@ from healerd.core.planner import (
     min_available,
     plan,
 )
+from healerd.core.rollouts import Rollout
 from healerd.model import (
     ActionKind,
     ContainerState,
@@ -77,14 +79,6 @@ SETTINGS = settings(max_examples=150, deadline=None, database=None)
 # -- the simulated engine and controller memory ----------------------------------------------
 
 
-@dataclass
-class _Rollout:
-    spec_hash: str
-    last_progress: float
-    best: int
-    last_batch: float = -math.inf
-
-
 @dataclass(frozen=True)
 class Step:
     """One pass: what was observed, what the planner said, what the engine then held."""
@@ -108,11 +102,9 @@ class Sim:
     port_holders: set[str] = field(default_factory=set)
     # Health changes the engine makes by itself: id -> (when, new health).
     health_at: dict[str, tuple[float, str]] = field(default_factory=dict)
-    # The controller's memory (healerd.core.controller._Memory and _Rollout).
-    dead_since: dict[str, float] = field(default_factory=dict)
-    unhealthy_since: dict[str, float] = field(default_factory=dict)
-    forgiven: set[str] = field(default_factory=set)
-    rollout: _Rollout | None = None
+    # The loop's memory: the same objects healerd.core.controller.Controller keeps.
+    mem: Memory = field(default_factory=Memory)
+    rollout: Rollout | None = None
     trace: list[Step] = field(default_factory=list)
     last_declared: ServiceSpec | None = None
     _ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -199,7 +191,7 @@ class Sim:
                 manual = op[2]
                 self._set(c.id, state=ContainerState.EXITED, exit_code=137 if manual else 1)
                 if manual:  # the controller sees a kill/stop event: no crash
-                    self.forgiven.add(c.id)
+                    self.mem.forgiven.add(c.id)
         elif kind == "state":
             c = self._pick(op[1])
             if c is not None:
@@ -234,56 +226,31 @@ class Sim:
     # -- one controller pass --------------------------------------------------------------
 
     def _observe(self) -> list[ObservedContainer]:
-        """Controller._observe: one list, memory pruned and updated."""
+        """The loop's observe step: one list folded into its memory (one clock here).
+
+        The planner gets the engine's own creation times, not the loop's aged ones (a
+        container is at least as old as first seen): the strategy draws containers
+        created ahead of the clock and the properties judge availability by the engine's
+        timestamps. Aging after a clock jump is tested in test_clock_jump.py."""
         self._engine_tick()
-        observed = list(self.engine.values())
-        present = {c.id for c in observed}
-        for d in (self.dead_since, self.unhealthy_since):
-            for cid in list(d):
-                if cid not in present:
-                    del d[cid]
-        self.forgiven &= present
-        for c in observed:
-            if c.running:
-                self.dead_since.pop(c.id, None)
-            else:
-                self.dead_since.setdefault(c.id, self.now)
-            if c.running and c.health == "unhealthy":
-                self.unhealthy_since.setdefault(c.id, self.now)
-            else:
-                self.unhealthy_since.pop(c.id, None)
-        return observed
+        listed = list(self.engine.values())
+        observe(self.mem, listed, self.now, self.now)
+        return listed
 
     def _track_rollout(self, spec: ServiceSpec | None, mine: list[ObservedContainer]) -> None:
-        """Controller._track_rollout."""
-        if spec is None:
-            self.rollout = None
-            return
-        stale = [c for c in mine if c.running and c.spec_hash != spec.spec_hash]
-        ready = sum(
-            1 for c in mine if c.spec_hash == spec.spec_hash and is_available(c, spec, self.now)
-        )
-        r = self.rollout
-        if not stale:
-            self.rollout = None
-        elif r is None or r.spec_hash != spec.spec_hash:
-            self.rollout = _Rollout(spec.spec_hash, self.now, ready)
-        elif ready > r.best:
-            r.best, r.last_progress = ready, self.now
+        """The loop's rollout tracking."""
+        self.rollout, _ = rollouts.track(self.rollout, spec, mine, self.now, self.now)
 
     def context(
         self, spec: ServiceSpec | None, mine: list[ObservedContainer]
     ) -> tuple[PlanContext, list[float]]:
-        """Controller._context: the loop's own plan_context on this model's memory."""
+        """As healerd.core.reconcile: the loop's own plan_context on the loop's memory."""
         if spec is None:
             return PlanContext(now=self.now, hold_orphans=self.hold), []
         r = self.rollout
-        recall = Recall(
-            unhealthy_since=self.unhealthy_since,
-            dead_since=self.dead_since,
-            forgiven=frozenset(self.forgiven),
-            rollout=None if r is None else (r.last_progress, r.last_batch),
-        )
+        recall = self.mem.recall({c.id for c in mine}, 0.0)
+        if r is not None:
+            recall = dataclasses.replace(recall, rollout=(r.last_progress, r.last_batch))
         ctx, wake, _ = plan_context(spec, mine, self.now, recall)
         return ctx, wake
 

@@ -1,0 +1,85 @@
+"""Whether the engine answers: the loop's one list call goes through here, which notes
+an outage once (not at every pass), and a return (so every service is looked at again)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+
+from healerd.core.clock import Clock
+from healerd.core.events import EventLog
+from healerd.engine import Engine, EngineError, EngineUnavailable
+from healerd.model import ObservedContainer
+
+log = logging.getLogger("healerd.controller")
+
+
+class EngineHealth:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        events: EventLog,
+        down_log_interval: float,
+        *,
+        guard: Callable[[], None],
+        on_back: Callable[[], None],
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._events = events
+        self._interval = down_log_interval
+        self._guard = guard
+        self._guarded = False
+        self._on_back = on_back
+        self._logged_at: float | None = None
+        self.ok: bool | None = None
+        self.version: str | None = None
+        self.data_root: str | None = None
+        self.list_error = ""
+
+    def list_managed(self, keys: Iterable[str]) -> list[ObservedContainer] | None:
+        """The engine's list; None when it cannot be read (`keys` wait, for the log)."""
+        try:
+            if not self._guarded:
+                # Before the first look: may this healerd act on this engine at all?
+                self._guard()
+                self._guarded = True
+            listed = self._engine.list_managed()
+        except EngineError as exc:
+            self._failed(exc, keys)
+            return None
+        self._reachable()
+        return listed
+
+    def _failed(self, exc: EngineError, keys: Iterable[str]) -> None:
+        self.list_error = str(exc)
+        now = self._clock.monotonic()
+        was_ok = self.ok
+        if isinstance(exc, EngineUnavailable):
+            self.ok = False
+        last = self._logged_at
+        if was_ok is not False or last is None or now - last >= self._interval:
+            self._logged_at = now
+            waiting = ", ".join(sorted(k for k in keys if k)) or "-"
+            log.warning("cannot list containers: %s (services wait: %s)", exc, waiting)
+            if was_ok is not False:
+                self._events.record("engine-lost", "", str(exc))
+
+    def _reachable(self) -> None:
+        if self.ok is False:
+            self._events.record("engine-back", "", "engine reachable again")
+            self.ok = True
+            self._on_back()
+        if self.version is None or self.ok is not True:
+            with contextlib.suppress(EngineError):
+                self.version = self._engine.version()
+        if self.data_root is None or self.ok is not True:
+            # The disk figures and the pull check need it: retried until known.
+            with contextlib.suppress(EngineError):
+                self.data_root = self._engine.data_root()
+        self.ok = True
+
+
+__all__ = ["EngineHealth"]

@@ -1,0 +1,153 @@
+"""Whether a service's image is there to create from, and pulling it when it is not.
+
+The pull itself is an action of the executor (acting on the engine happens in one
+place); this object keeps the policy's memory: images seen present a moment ago (a
+heal need not ask again), which spec `always` already pulled for, and per-service
+failure counts for the pull backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from healerd.core.admission import Admission
+from healerd.core.backoff import Backoff
+from healerd.core.clock import Clock
+from healerd.core.events import EventLog
+from healerd.core.executor import Executor
+from healerd.core.state import ServiceState
+from healerd.engine import ImagePullFailed
+from healerd.model import ServiceSpec
+
+log = logging.getLogger("healerd.controller")
+
+# How long an image seen present is taken to be still there (a create that finds it
+# gone fails and is retried with backoff anyway).
+IMAGE_SEEN_TTL = 30.0
+# How often a service whose pull was refused for lack of disk looks again.
+PULL_DISK_RECHECK = 10.0
+
+
+class ImageReader(Protocol):
+    def image_present(self, image: str) -> bool: ...
+    def image_size_hint(self, image: str) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class ImageProblem:
+    """Why the image cannot be had now, and when to look again."""
+
+    state: ServiceState
+    reason: str
+    retry_in: float
+
+
+class ImagePolicy:
+    def __init__(
+        self,
+        engine: ImageReader,
+        executor: Executor,
+        clock: Clock,
+        events: EventLog,
+        backoff: Backoff,
+        admission: Admission | None,
+    ) -> None:
+        self._engine = engine
+        self._executor = executor
+        self._clock = clock
+        self._events = events
+        self._backoff = backoff
+        self._admission = admission
+        self._lock = threading.Lock()
+        self._seen: dict[str, float] = {}
+        self._pulled: dict[str, str] = {}  # service -> the spec hash `always` pulled for
+        self._failures: dict[str, int] = {}
+        # Services whose image cannot be had now: they claim no room.
+        self.waiting: set[str] = set()
+
+    def ensure(self, key: str, spec: ServiceSpec) -> ImageProblem | None:
+        """Make sure the image is there before anything is created or stopped for it."""
+        problem = self._ensure(key, spec)
+        with self._lock:
+            if problem is None:
+                self._failures.pop(key, None)
+                self.waiting.discard(key)
+                return None
+            n = self._failures.get(key, 0) + 1
+            self._failures[key] = n
+            self.waiting.add(key)
+        if problem.state is ServiceState.WAITING_FOR_RESOURCES:
+            return problem
+        return ImageProblem(problem.state, problem.reason, self._backoff.delay(n))
+
+    def forget(self, key: str) -> None:
+        """The service is gone: nothing of it is remembered."""
+        with self._lock:
+            self._pulled.pop(key, None)
+            self._failures.pop(key, None)
+            self.waiting.discard(key)
+
+    def _fresh(self, key: str, spec: ServiceSpec) -> bool:
+        seen = self._seen.get(spec.image)
+        fresh = seen is not None and self._clock.monotonic() - seen < IMAGE_SEEN_TTL
+        return fresh and (spec.pull_policy != "always" or self._pulled_for(key, spec))
+
+    def _pulled_for(self, key: str, spec: ServiceSpec) -> bool:
+        with self._lock:
+            return self._pulled.get(key) == spec.spec_hash
+
+    def _ensure(self, key: str, spec: ServiceSpec) -> ImageProblem | None:
+        image, policy = spec.image, spec.pull_policy
+        if self._fresh(key, spec):
+            return None
+        present = self._engine.image_present(image)
+        if present:
+            self._saw(image)
+        if present and not (policy == "always" and not self._pulled_for(key, spec)):
+            return None
+        if not present and policy == "never":
+            reason = f"image {image} is not present and pull_policy is never"
+            return ImageProblem(ServiceState.ERR_IMAGE_NEVER_PULL, reason, 0.0)
+        if self._admission is not None:
+            refusal = self._admission.pull_refusal(image, self._engine.image_size_hint(image))
+            if refusal is not None:
+                return ImageProblem(ServiceState.WAITING_FOR_RESOURCES, refusal, PULL_DISK_RECHECK)
+        return self._pull(key, spec, present)
+
+    def _pull(self, key: str, spec: ServiceSpec, present: bool) -> ImageProblem | None:
+        image = spec.image
+        log.info(
+            "%s: pulling %s",
+            key,
+            image,
+            extra={"healerd_service": key, "action": "pull", "reason": image},
+        )
+        try:
+            self._executor.pull(image)
+        except ImagePullFailed as exc:
+            self._events.record("pull-failed", key, str(exc))
+            if not present:
+                return ImageProblem(
+                    ServiceState.IMAGE_PULL_BACK_OFF, f"cannot pull {image}: {exc}", 0.0
+                )
+            # pull_policy always, registry away, image on disk: a heal must not wait for
+            # the registry. Use the local image; the next spec change pulls again.
+            log.warning("%s: cannot pull %s (%s); using the local image", key, image, exc)
+        else:
+            self._events.record("pulled", key, f"pulled {image}")
+        with self._lock:
+            # `always` pulls once per spec: only the service's current spec is remembered.
+            self._pulled[key] = spec.spec_hash
+        return None
+
+    def _saw(self, image: str) -> None:
+        now = self._clock.monotonic()
+        with self._lock:
+            self._seen = {i: t for i, t in self._seen.items() if now - t < IMAGE_SEEN_TTL}
+            self._seen[image] = now
+
+
+__all__ = ["PULL_DISK_RECHECK", "ImagePolicy", "ImageProblem"]

@@ -1,0 +1,121 @@
+"""What a pass concludes: the service's state and when to look again.
+
+In the spirit of controller-runtime's `Reconcile(ctx, req) -> (Result, error)`: a
+reconcile returns an `Outcome`, `decide` is the pure rule that picks it from what the
+pass found, and the loop turns it into work-queue calls and a status in one place
+(`healerd.core.controller.Controller._settle`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from healerd.core.state import ServiceState
+
+# How soon to look again while the list still disagrees with an event.
+SUSPECT_RECHECK = 0.02
+# How often a service waiting for room on the host looks again (pressure has no events).
+RESOURCE_RECHECK = 2.0
+
+
+class Requeue(StrEnum):
+    """What the work queue does with the key after the pass."""
+
+    FORGET = "forget"  # done: the error backoff ends; timers in `after` still fire
+    AGAIN = "again"  # acted: look again at once (the engine, not memory, says if it worked)
+    RATE_LIMITED = "rate-limited"  # failed: per-key exponential backoff
+    BACKOFF = "backoff"  # a backoff of its own length (`Outcome.backoff`), e.g. a pull
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The counts a status shows; None where the pass did not learn them."""
+
+    desired: int
+    running: int
+    restarts: int
+    source_file: str = ""
+    available: int | None = None
+    up_to_date: int | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    # None: the status stays as it is (or goes, with `drop`).
+    state: ServiceState | None
+    reason: str = ""
+    requeue: Requeue = Requeue.FORGET
+    after: tuple[float, ...] = ()  # also look again after each of these delays
+    backoff: float = 0.0  # with Requeue.BACKOFF
+    next_retry_in: float | None = None  # when a crash-loop backoff ends (status)
+    drop: bool = False  # the service is gone: forget its status and memory
+    tally: Tally | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a pass found and did, as far as the state decision needs it."""
+
+    declared: bool = True
+    has_containers: bool = True
+    paused: bool = False
+    # The image cannot be had: (state, reason, seconds until the next try).
+    image_problem: tuple[ServiceState, str, float] | None = None
+    actions: int = 0
+    first_action: str = ""  # the first action's reason
+    error: str = ""  # the first failed action's error
+    wait_reason: str = ""  # why some creates wait for room
+    wake_in: float | None = None  # the earliest timer the plan asked for
+    suspect: bool = False  # an event the list does not confirm yet
+    held: bool = False  # a failed container waits out its crash-loop backoff
+    backoff_note: str = ""
+    halted: str = ""  # why the rollout stopped
+    note: str = ""  # the planner's note (orphans held)
+    converged: bool = False  # the plan has nothing to do and every replica is available
+    file_error: str = ""  # the service's file is broken now
+    progress: str = ""  # what a Progressing service waits for
+
+
+def decide(f: Facts) -> Outcome:
+    """The state machine of one service, in one place."""
+    if f.paused:
+        return Outcome(ServiceState.PAUSED, "paused by operator")
+    if f.image_problem is not None:
+        state, reason, delay = f.image_problem
+        return Outcome(state, reason, Requeue.BACKOFF, backoff=delay)
+    after: tuple[float, ...] = (SUSPECT_RECHECK,) if f.suspect else ()
+    if f.error:
+        return Outcome(ServiceState.DEGRADED, f.error, Requeue.RATE_LIMITED, after)
+    if f.actions:
+        reason = f.first_action + (f"; {f.wait_reason}" if f.wait_reason else "")
+        return Outcome(ServiceState.PROGRESSING, reason, Requeue.AGAIN, after)
+    if f.wake_in is not None:
+        after += (max(0.0, f.wake_in),)
+    if f.wait_reason:
+        after += (RESOURCE_RECHECK,)
+        return Outcome(ServiceState.WAITING_FOR_RESOURCES, f.wait_reason, after=after)
+    return _settled(f, after)
+
+
+def _settled(f: Facts, after: tuple[float, ...]) -> Outcome:
+    """Nothing to do this pass: why not, or that all is well."""
+    if f.held:
+        return Outcome(
+            ServiceState.CRASH_LOOP_BACK_OFF, f.backoff_note, after=after, next_retry_in=f.wake_in
+        )
+    if f.halted:
+        return Outcome(ServiceState.ROLLOUT_HALTED, f.halted, after=after)
+    if f.note:
+        return Outcome(ServiceState.HELD, f.note, after=after)
+    if not f.declared and not f.has_containers:
+        return Outcome(None, after=after, drop=True)
+    if f.converged and f.file_error:
+        # Running as declared, but by a version of its file that is no longer there.
+        return Outcome(ServiceState.CONFIG_ERROR, f.file_error, after=after)
+    if f.converged:
+        return Outcome(ServiceState.CONVERGED, after=after)
+    return Outcome(ServiceState.PROGRESSING, f.progress, after=after)
+
+
+__all__ = ["RESOURCE_RECHECK", "SUSPECT_RECHECK", "Facts", "Outcome", "Requeue", "Tally", "decide"]

@@ -1,0 +1,175 @@
+"""The read side of the loop: service statuses as passes leave them, what runs now, and
+the one-line summary. The API, metrics and healerctl read only this."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import replace
+
+from healerd.config import DesiredState
+from healerd.core.clock import Clock
+from healerd.core.events import EventLog
+from healerd.core.outcome import Tally
+from healerd.core.state import ServiceState
+from healerd.core.status import ContainerStatus, ServiceStatus, is_converged
+from healerd.model import ObservedContainer, ServiceSpec
+
+log = logging.getLogger("healerd.controller")
+
+
+class StatusBook:
+    """Each service's status, written by passes (thread-safe)."""
+
+    def __init__(self, clock: Clock, events: EventLog) -> None:
+        self._clock = clock
+        self._events = events
+        self._lock = threading.Lock()
+        self._status: dict[str, ServiceStatus] = {}
+
+    def set(
+        self,
+        key: str,
+        state: ServiceState,
+        reason: str,
+        *,
+        tally: Tally | None = None,
+        paused: bool = False,
+        next_retry: float | None = None,
+    ) -> None:
+        now = self._clock.time()
+        with self._lock:
+            st = self._status.setdefault(key, ServiceStatus(name=key, since=now))
+            changed = st.state != state
+            if changed:
+                st.since = now
+            st.state, st.reason, st.next_retry, st.paused = state, reason, next_retry, paused
+            if tally is not None:
+                st.desired, st.source_file = tally.desired, tally.source_file
+                st.running, st.restarts = tally.running, tally.restarts
+                if tally.available is not None and tally.up_to_date is not None:
+                    st.available, st.up_to_date = tally.available, tally.up_to_date
+            running, desired = st.running, st.desired
+        if not changed:
+            return
+        # A line per change of state, none per pass: the log tells the story.
+        log.info(
+            "%s: %s (%d/%d running)%s",
+            key,
+            state,
+            running,
+            desired,
+            f": {reason}" if reason else "",
+            extra={"healerd_service": key, "healerd_state": state.value, "reason": reason},
+        )
+        if state.event is not None:
+            self._events.record(state.event, key, reason)
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._status.pop(key, None)
+
+    def states(self) -> dict[str, ServiceState]:
+        with self._lock:
+            return {k: s.state for k, s in self._status.items()}
+
+    def statuses(
+        self, services: Mapping[str, ServiceSpec], paused: Set[str]
+    ) -> list[ServiceStatus]:
+        with self._lock:
+            raw = list(self._status.values())
+        return complete(raw, services, paused)
+
+
+def complete(
+    raw: Iterable[ServiceStatus], services: Mapping[str, ServiceSpec], paused: Set[str]
+) -> list[ServiceStatus]:
+    """Passes' statuses (copied) completed with what passes have not looked at yet, by
+    name: a service declared since the last pass is Pending; one whose replica count
+    changed since is not reported converged on the old count (so `healerctl reload &&
+    healerctl wait` cannot return early); a paused one always shows as Paused."""
+    out = {s.name: replace(s) for s in raw if s.name}
+    for name, spec in services.items():
+        st = out.get(name)
+        if st is None:
+            out[name] = ServiceStatus(
+                name=name,
+                desired=spec.replicas,
+                reason="declared; not reconciled yet",
+                source_file=spec.source_file,
+            )
+            continue
+        if st.desired != spec.replicas and st.state == ServiceState.CONVERGED:
+            st.state = ServiceState.PROGRESSING
+            st.reason = f"replicas changed from {st.desired} to {spec.replicas}; pass pending"
+            st.desired = spec.replicas
+        st.source_file = st.source_file or spec.source_file
+    for st in out.values():
+        st.paused = st.name in paused
+        if st.paused and st.state != ServiceState.PAUSED:
+            st.state = ServiceState.PAUSED
+            st.reason = st.reason or "paused by an operator: healerd leaves it alone"
+    return [out[k] for k in sorted(out)]
+
+
+def tally(
+    spec: ServiceSpec | None,
+    mine: Sequence[ObservedContainer],
+    available: int | None = None,
+    up_to_date: int | None = None,
+) -> Tally | None:
+    """None when there is nothing to count (an undeclared service without containers)."""
+    if spec is None and not mine:
+        return None
+    return Tally(
+        desired=spec.replicas if spec is not None else 0,
+        running=sum(1 for c in mine if c.running),
+        restarts=sum(c.restarts for c in mine if c.running),
+        source_file=spec.source_file if spec is not None else "",
+        available=available,
+        up_to_date=up_to_date,
+    )
+
+
+def container_statuses(
+    observed: Sequence[ObservedContainer], services: Mapping[str, ServiceSpec], service: str | None
+) -> list[ContainerStatus]:
+    out = []
+    for c in sorted(observed, key=lambda c: (c.service, c.created, c.name)):
+        if service is not None and c.service != service:
+            continue
+        spec = services.get(c.service)
+        out.append(
+            ContainerStatus(
+                id=c.id,
+                name=c.name,
+                service=c.service,
+                state=c.state.value,
+                status=c.status,
+                health=c.health,
+                restarts=c.restarts,
+                exit_code=c.exit_code,
+                created=c.created,
+                image=c.image,
+                up_to_date=spec is not None and c.spec_hash == spec.spec_hash,
+            )
+        )
+    return out
+
+
+def summary(sts: Sequence[ServiceStatus], desired: DesiredState, engine_ok: bool | None) -> str:
+    """One line for logs and sd_notify STATUS=."""
+    declared = [s for s in sts if s.name in desired.services]
+    converged = sum(1 for s in declared if s.state is ServiceState.CONVERGED)
+    containers = sum(s.running for s in sts)
+    engine = {True: "ok", False: "unreachable", None: "unknown"}[engine_ok]
+    errors = len(desired.errors)
+    cfg = f"; {errors} config error(s)" if errors else ""
+    return (
+        f"{converged}/{len(declared)} services converged, "
+        f"{containers} containers running; engine {engine}{cfg}"
+    )
+
+
+__all__ = ["StatusBook", "complete", "container_statuses", "is_converged", "summary", "tally"]

@@ -1,0 +1,255 @@
+"""One pass over one service: `reconcile(key, observation) -> Outcome`.
+
+It reads the observation (never the engine: the loop listed once for the whole batch),
+plans, makes sure of the image, asks the host for room, applies the actions through the
+executor, and says what it concluded with `decide`. The loop turns the outcome into
+work-queue calls and a status. `preview` is the same pass without acting.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from healerd.config import DesiredState
+from healerd.core import rollouts
+from healerd.core.admission import Admission
+from healerd.core.clock import Clock
+from healerd.core.context import Recall, plan_context
+from healerd.core.executor import Executor
+from healerd.core.images import ImagePolicy
+from healerd.core.observe import Memory, as_dead, still_suspect
+from healerd.core.outcome import Facts, Outcome, Tally, decide
+from healerd.core.planner import Plan, PlanContext, plan
+from healerd.core.readmodel import tally
+from healerd.core.report import Reporter
+from healerd.core.rollouts import Rollout
+from healerd.core.room import admit
+from healerd.model import Action, ActionKind, ObservedContainer, ServiceSpec
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one list call of the loop saw, and the declaration it is compared with."""
+
+    containers: Sequence[ObservedContainer]
+    desired: DesiredState
+
+
+@dataclass(frozen=True)
+class _Planned:
+    plan: Plan
+    ctx: PlanContext
+    wake_at: float | None
+    backoff_note: str
+
+
+class Reconciler:
+    def __init__(
+        self,
+        clock: Clock,
+        executor: Executor,
+        images: ImagePolicy,
+        reporter: Reporter,
+        admission: Admission | None,
+        memory: Memory,
+        lock: threading.Lock,
+        is_paused: Callable[[str], bool],
+    ) -> None:
+        self._clock = clock
+        self._executor = executor
+        self._images = images
+        self._report = reporter
+        self._admission = admission
+        # Shared with the loop, which folds lists and events into it under `lock`.
+        self._mem = memory
+        self._lock = lock
+        self._is_paused = is_paused
+        self.rollouts: dict[str, Rollout] = {}
+
+    def reconcile(self, key: str, obs: Observation) -> Outcome:
+        now, mono = self._clock.time(), self._clock.monotonic()
+        # One snapshot for the whole pass: the declaration may be swapped meanwhile.
+        desired = obs.desired
+        spec = desired.services.get(key)
+        with self._lock:
+            mine = [as_dead(self._mem, c, mono) for c in obs.containers if c.service == key]
+        self._report.count("passes")
+        if self._is_paused(key):
+            self._done_with_room(key)
+            return _with(decide(Facts(paused=True)), tally(spec, mine))
+        self._track_rollout(key, spec, mine, now, mono)
+        planned = self._plan(key, spec, mine, now, desired)
+        p = planned.plan
+        if spec is not None and (p.creates or p.rollout_step):
+            problem = self._images.ensure(key, spec)
+            if problem is not None:
+                self._done_with_room(key)
+                facts = Facts(image_problem=(problem.state, problem.reason, problem.retry_in))
+                return _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
+        p, wait_reason = self._room(key, spec, mine, planned)
+        errors = self._act(key, p, mono)
+        with self._lock:
+            suspect = still_suspect(self._mem, key, mine, self._clock.monotonic())
+            r = self.rollouts.get(key)
+        facts = Facts(
+            declared=spec is not None,
+            has_containers=bool(mine),
+            actions=len(p.actions),
+            first_action=p.actions[0].reason if p.actions else "",
+            error=errors[0] if errors else "",
+            wait_reason=wait_reason,
+            wake_in=None if planned.wake_at is None else planned.wake_at - now,
+            suspect=suspect,
+            held=p.held > 0,
+            backoff_note=planned.backoff_note,
+            halted=rollouts.halted(r, spec, self._clock.monotonic()),
+            note=p.note,
+            converged=p.converged and spec is not None and p.available >= spec.replicas,
+            file_error=_file_error(spec, desired),
+            progress=_waiting_reason(spec, p),
+        )
+        return _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
+
+    def preview(self, key: str, obs: Observation) -> list[Action]:
+        """What a pass would do right now, without doing it."""
+        if self._is_paused(key):
+            return []
+        spec = obs.desired.services.get(key)
+        mine = [c for c in obs.containers if c.service == key]
+        return list(self._plan(key, spec, mine, self._clock.time(), obs.desired).plan.actions)
+
+    def forget(self, key: str) -> None:
+        """The service is gone."""
+        if self._admission is not None:
+            self._admission.done(key)
+        self._images.forget(key)
+        with self._lock:
+            self.rollouts.pop(key, None)
+            self._mem.suspects.pop(key, None)
+
+    # -- the steps of a pass --------------------------------------------------------
+
+    def _plan(
+        self,
+        key: str,
+        spec: ServiceSpec | None,
+        mine: Sequence[ObservedContainer],
+        now: float,
+        desired: DesiredState,
+    ) -> _Planned:
+        """Turn remembered times into the planner's verdicts, and plan."""
+        if spec is None:
+            ctx = PlanContext(now=now, hold_orphans=desired.hold_orphans)
+            return _Planned(plan(key, spec, mine, ctx), ctx, None, "")
+        # Remembered times are monotonic; the planner's are wall-clock ones.
+        offset = now - self._clock.monotonic()
+        with self._lock:
+            recall = self._mem.recall({c.id for c in mine}, offset)
+            r = self.rollouts.get(key)
+        if r is not None:
+            recall = _with_rollout(recall, r, offset)
+        # A rolling update needs a surge container (or room for a stop-first one): not
+        # under pressure.
+        pressured = self._admission is not None and self._admission.pressure().any
+        ctx, wake, note = plan_context(spec, mine, now, recall, rollout_allowed=not pressured)
+        return _Planned(plan(key, spec, mine, ctx), ctx, min(wake) if wake else None, note)
+
+    def _track_rollout(
+        self,
+        key: str,
+        spec: ServiceSpec | None,
+        mine: Sequence[ObservedContainer],
+        now: float,
+        mono: float,
+    ) -> None:
+        with self._lock:
+            r, event = rollouts.track(self.rollouts.get(key), spec, mine, now, mono)
+            if r is None:
+                self.rollouts.pop(key, None)
+            else:
+                self.rollouts[key] = r
+        if event == "rollout-started" and spec is not None:
+            n = rollouts.stale_count(spec, mine)
+            self._report.events.record(event, key, f"{n} container(s) to replace")
+        elif event == "rollout-complete":
+            self._report.events.record(event, key, "all containers run the new spec")
+
+    def _room(
+        self,
+        key: str,
+        spec: ServiceSpec | None,
+        mine: Sequence[ObservedContainer],
+        planned: _Planned,
+    ) -> tuple[Plan, str]:
+        """The plan the host has room for, and why some of it waits ("" if none)."""
+        p, wait_reason = planned.plan, ""
+        if self._admission is None:
+            return p, ""
+        if spec is not None and p.creates:
+            p, wait_reason = admit(self._admission, key, spec, mine, planned.ctx, p)
+        else:
+            self._admission.done(key)
+        pressure = self._admission.pressure()
+        if not wait_reason and pressure.any and p.stale:
+            wait_reason = f"the rolling update waits: {pressure.describe()}"
+        if wait_reason:
+            # Waiting for room is no lack of progress: the progress deadline stops.
+            with self._lock:
+                r = self.rollouts.get(key)
+                if r is not None:
+                    r.last_progress = self._clock.monotonic()
+        return p, wait_reason
+
+    def _act(self, key: str, p: Plan, mono: float) -> list[str]:
+        """Apply the plan; returns the errors of the actions that failed."""
+        if not p.actions:
+            return []
+        results = self._executor.apply(p.actions)
+        self._report.results(key, results)
+        for res in results:
+            a = res.action
+            if res.ok and a.kind is ActionKind.CREATE and a.container is not None:
+                with self._lock:
+                    died = self._mem.dead_since.get(a.container.id)
+                if died is not None:
+                    self._report.healed(key, max(0.0, self._clock.monotonic() - died))
+        if p.rollout_step:
+            with self._lock:
+                r = self.rollouts.get(key)
+                if r is not None:
+                    r.last_batch = self._clock.monotonic()
+        return [res.error for res in results if res.error is not None]
+
+    def _done_with_room(self, key: str) -> None:
+        if self._admission is not None:
+            self._admission.done(key)
+
+
+def _with(outcome: Outcome, t: Tally | None) -> Outcome:
+    return replace(outcome, tally=t)
+
+
+def _with_rollout(recall: Recall, r: Rollout, offset: float) -> Recall:
+    return replace(recall, rollout=(r.last_progress + offset, r.last_batch + offset))
+
+
+def _file_error(spec: ServiceSpec | None, desired: DesiredState) -> str:
+    """The first error of the service's file, if that file is broken now."""
+    if spec is None or not spec.source_file or spec.source_file not in desired.broken_files:
+        return ""
+    first = next((e for e in desired.errors if e.file == spec.source_file), None)
+    detail = f": {first}" if first else ""
+    return f"its file is invalid, the last good spec keeps running{detail}"
+
+
+def _waiting_reason(spec: ServiceSpec | None, p: Plan) -> str:
+    if spec is None:
+        return "removing"
+    if p.stale:
+        return f"rolling update: {p.up_to_date}/{spec.replicas} up to date, waiting for readiness"
+    return f"{p.available}/{spec.replicas} available, waiting for readiness"
+
+
+__all__ = ["Observation", "Reconciler"]

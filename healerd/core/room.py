@@ -1,0 +1,78 @@
+"""Between the planner and the host's admission: who claims room, and how much of a
+plan's creates may start now (plan again with what is granted)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from healerd.core.admission import Admission, Claim
+from healerd.core.executor import HOLDING_STATES
+from healerd.core.planner import Plan, PlanContext, plan
+from healerd.core.state import ServiceState
+from healerd.model import ActionKind, ObservedContainer, ServiceSpec
+
+
+def need(spec: ServiceSpec, admission: Admission) -> int:
+    """Memory one container of `spec` is assumed to take."""
+    return spec.mem_limit or admission.limits.container_memory
+
+
+def claims(
+    services: Mapping[str, ServiceSpec],
+    observed: Sequence[ObservedContainer],
+    states: Mapping[str, ServiceState],
+    admission: Admission,
+) -> dict[str, Claim]:
+    """Services missing running containers, from the batch's one list call: the priority
+    order needs every service's shortfall, not just the batch's keys. Under pressure
+    only replacements can start: a claim covers the failed containers listed, not the
+    extras that would wait anyway."""
+    pressure = admission.pressure().any
+    running: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for c in observed:
+        counts = running if c.running else failed
+        counts[c.service] = counts.get(c.service, 0) + 1
+    out = {}
+    for name, spec in services.items():
+        missing = spec.replicas - running.get(name, 0)
+        if pressure:
+            missing = min(missing, failed.get(name, 0))
+        state = states.get(name)
+        if missing > 0 and (state is None or state.claims_room):
+            out[name] = Claim(spec.priority, missing, need(spec, admission))
+    return out
+
+
+def admit(
+    admission: Admission,
+    key: str,
+    spec: ServiceSpec,
+    mine: Sequence[ObservedContainer],
+    ctx: PlanContext,
+    p: Plan,
+) -> tuple[Plan, str]:
+    """Ask the host for room for the plan's creates; plan again with what is granted.
+    Returns the plan to apply and why some creates wait ("" if none)."""
+    creates = [a for a in p.actions if a.kind is ActionKind.CREATE]
+    # A running (unhealthy) or paused container is stopped before its replacement
+    # starts: the swap frees what it takes, it needs no room.
+    swaps = sum(
+        1 for a in creates if a.container is not None and a.container.state in HOLDING_STATES
+    )
+    repl = sum(1 for a in creates if a.container is not None) - swaps
+    extras = len(creates) - repl - swaps
+    g = admission.grant(key, spec.priority, repl, extras, need(spec, admission))
+    if g.replacements >= repl and g.extras >= extras:
+        return p, ""
+    limited = replace(
+        ctx,
+        max_replacements=g.replacements + swaps,
+        max_extras=g.extras,
+        rollout_allowed=False,
+    )
+    return plan(key, spec, mine, limited), g.reason
+
+
+__all__ = ["admit", "claims", "need"]

@@ -1,0 +1,64 @@
+"""The states a service can be in, and what the rest of the code asks of each.
+
+One closed set: the loop decides them, status, metrics, the API and healerctl read
+them. A property here, not a list of names in each reader, keeps them in step.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ServiceState(StrEnum):
+    PENDING = "Pending"  # declared, not reconciled yet
+    CONVERGED = "Converged"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"  # an action failed; retried with backoff
+    CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+    IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+    ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+    WAITING_FOR_RESOURCES = "WaitingForResources"
+    ROLLOUT_HALTED = "RolloutHalted"
+    ENGINE_UNREACHABLE = "EngineUnreachable"
+    HELD = "Held"  # orphans kept while a broken file may still declare them
+    PAUSED = "Paused"
+    CONFIG_ERROR = "ConfigError"  # runs the last good spec of a file that is broken now
+
+    @property
+    def claims_room(self) -> bool:
+        """Whether its missing containers claim host room ahead of lower priorities: a
+        service that will not create now must not hold others back."""
+        return self not in _NOT_CLAIMING
+
+    @property
+    def is_backoff(self) -> bool:
+        """Waiting out a crash-loop or pull backoff (a metric and an alert)."""
+        return self in (ServiceState.CRASH_LOOP_BACK_OFF, ServiceState.IMAGE_PULL_BACK_OFF)
+
+    @property
+    def event(self) -> str | None:
+        """The event kind recorded when a service enters this state (None: none)."""
+        return _EVENTS.get(self)
+
+
+_NOT_CLAIMING = frozenset(
+    {
+        ServiceState.CRASH_LOOP_BACK_OFF,
+        ServiceState.IMAGE_PULL_BACK_OFF,
+        ServiceState.ERR_IMAGE_NEVER_PULL,
+        ServiceState.PAUSED,
+        ServiceState.HELD,
+        ServiceState.ROLLOUT_HALTED,
+        ServiceState.DEGRADED,
+    }
+)
+_EVENTS = {
+    ServiceState.CRASH_LOOP_BACK_OFF: "backoff",
+    ServiceState.WAITING_FOR_RESOURCES: "waitingforresources",
+    ServiceState.ROLLOUT_HALTED: "rollouthalted",
+    ServiceState.DEGRADED: "degraded",
+    ServiceState.IMAGE_PULL_BACK_OFF: "imagepullbackoff",
+    ServiceState.ERR_IMAGE_NEVER_PULL: "errimageneverpull",
+}
+
+__all__ = ["ServiceState"]

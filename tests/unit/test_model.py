@@ -1,0 +1,82 @@
+"""The spec hash is opt-out: every ServiceSpec field shapes the container unless it is
+marked as steering healerd (model.STEERING). A new field must be classified here."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from healerd.model import HealthcheckSpec, PortSpec, ServiceSpec, VolumeSpec
+
+# Fields that steer healerd and must never replace containers when changed.
+STEERING_ONLY = {
+    "name",
+    "replicas",
+    "pull_policy",
+    "unhealthy_grace",
+    "priority",
+    "update_config",
+    "restart_policy",
+    "source_file",
+}
+# Fields that shape the container: a change rolls the service.
+SHAPES_CONTAINER = {
+    "image",
+    "command",
+    "entrypoint",
+    "environment",
+    "env_files",
+    "env_digest",
+    "labels",
+    "user",
+    "working_dir",
+    "volumes",
+    "ports",
+    "networks",
+    "mem_limit",
+    "cpus",
+    "stop_grace_period",
+    "healthcheck",
+}
+# A non-default value for each container field.
+CHANGED: dict[str, object] = {
+    "image": "other:2",
+    "command": ("sh",),
+    "entrypoint": ("sh", "-c"),
+    "environment": (("A", "1"),),
+    "env_files": ("x.env",),
+    "env_digest": "abc",
+    "labels": (("a", "b"),),
+    "user": "1000",
+    "working_dir": "/w",
+    "volumes": (VolumeSpec("/a", "/b"),),
+    "ports": (PortSpec(80),),
+    "networks": ("n",),
+    "mem_limit": 1 << 20,
+    "cpus": 0.5,
+    "stop_grace_period": 3.0,
+    "healthcheck": HealthcheckSpec(test=("CMD", "true")),
+}
+
+
+def test_every_service_field_is_classified_as_container_or_steering() -> None:
+    names = {f.name for f in dataclasses.fields(ServiceSpec)}
+    unclassified = names - STEERING_ONLY - SHAPES_CONTAINER
+    assert not unclassified, f"classify these fields (STEERING in model.py or not): {unclassified}"
+    steering = {f.name for f in dataclasses.fields(ServiceSpec) if f.metadata.get("steering")}
+    assert steering == STEERING_ONLY
+
+
+def test_each_container_field_changes_the_hash_and_no_steering_field_does() -> None:
+    base = ServiceSpec(name="web", image="img:1")
+    for name in SHAPES_CONTAINER:
+        changed = dataclasses.replace(base, **{name: CHANGED[name]})
+        assert changed.spec_hash != base.spec_hash, name
+    steered = dataclasses.replace(
+        base, replicas=9, pull_policy="always", unhealthy_grace=5.0, priority=3, source_file="f"
+    )
+    assert steered.spec_hash == base.spec_hash
+
+
+def test_the_hash_of_an_existing_spec_is_unchanged() -> None:
+    """Containers made by earlier versions must not roll on an upgrade."""
+    assert ServiceSpec(name="a", image="b").spec_hash == "43bf9e7862831f17"

@@ -1,0 +1,85 @@
+"""The state decision of one pass (healerd.core.outcome.decide), as a table: what the
+pass found -> the state, the reason, and what the work queue does next."""
+
+from __future__ import annotations
+
+import pytest
+
+from healerd.core.outcome import (
+    RESOURCE_RECHECK,
+    SUSPECT_RECHECK,
+    Facts,
+    Outcome,
+    Requeue,
+    decide,
+)
+from healerd.core.state import ServiceState as S
+
+FORGET, AGAIN, LIMITED, BACKOFF = (
+    Requeue.FORGET,
+    Requeue.AGAIN,
+    Requeue.RATE_LIMITED,
+    Requeue.BACKOFF,
+)
+
+TABLE: list[tuple[str, Facts, Outcome]] = [
+    ("paused wins over everything", Facts(paused=True, error="x", actions=2),
+     Outcome(S.PAUSED, "paused by operator")),
+    ("image missing: its own backoff", Facts(image_problem=(S.IMAGE_PULL_BACK_OFF, "no", 4.0)),
+     Outcome(S.IMAGE_PULL_BACK_OFF, "no", BACKOFF, backoff=4.0)),
+    ("never pull", Facts(image_problem=(S.ERR_IMAGE_NEVER_PULL, "never", 2.0)),
+     Outcome(S.ERR_IMAGE_NEVER_PULL, "never", BACKOFF, backoff=2.0)),
+    ("no disk for the pull", Facts(image_problem=(S.WAITING_FOR_RESOURCES, "disk", 10.0)),
+     Outcome(S.WAITING_FOR_RESOURCES, "disk", BACKOFF, backoff=10.0)),
+    ("a failed action: rate-limited retry", Facts(actions=1, error="boom"),
+     Outcome(S.DEGRADED, "boom", LIMITED)),
+    ("failed while an event is unconfirmed", Facts(actions=1, error="boom", suspect=True),
+     Outcome(S.DEGRADED, "boom", LIMITED, (SUSPECT_RECHECK,))),
+    ("acted: look again at once", Facts(actions=2, first_action="replace x"),
+     Outcome(S.PROGRESSING, "replace x", AGAIN)),
+    ("acted, some creates wait for room",
+     Facts(actions=1, first_action="3 wanted", wait_reason="memory"),
+     Outcome(S.PROGRESSING, "3 wanted; memory", AGAIN)),
+    ("acted with a timer: the timer is not needed", Facts(actions=1, first_action="a", wake_in=5),
+     Outcome(S.PROGRESSING, "a", AGAIN)),
+    ("waiting for room", Facts(wait_reason="memory", wake_in=7.0),
+     Outcome(S.WAITING_FOR_RESOURCES, "memory", FORGET, (7.0, RESOURCE_RECHECK))),
+    ("crash-loop backoff holds a replacement", Facts(held=True, backoff_note="b", wake_in=20.0),
+     Outcome(S.CRASH_LOOP_BACK_OFF, "b", FORGET, (20.0,), next_retry_in=20.0)),
+    ("rollout past its deadline", Facts(halted="deadline"),
+     Outcome(S.ROLLOUT_HALTED, "deadline")),
+    ("orphans held while a file is broken", Facts(declared=False, note="held"),
+     Outcome(S.HELD, "held")),
+    ("undeclared and gone: dropped", Facts(declared=False, has_containers=False),
+     Outcome(None, drop=True)),
+    ("undeclared with containers left", Facts(declared=False, progress="removing"),
+     Outcome(S.PROGRESSING, "removing")),
+    ("converged", Facts(converged=True), Outcome(S.CONVERGED)),
+    ("converged on a broken file", Facts(converged=True, file_error="bad"),
+     Outcome(S.CONFIG_ERROR, "bad")),
+    ("converged, with a readiness timer", Facts(converged=True, wake_in=3.0),
+     Outcome(S.CONVERGED, after=(3.0,))),
+    ("a timer in the past fires at once", Facts(progress="p", wake_in=-1.0),
+     Outcome(S.PROGRESSING, "p", after=(0.0,))),
+    ("waiting for readiness", Facts(progress="1/2 available", wake_in=4.0),
+     Outcome(S.PROGRESSING, "1/2 available", after=(4.0,))),
+    ("nothing to do, event unconfirmed", Facts(converged=True, suspect=True),
+     Outcome(S.CONVERGED, after=(SUSPECT_RECHECK,))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("facts", "expected"), [t[1:] for t in TABLE], ids=[t[0] for t in TABLE])
+def test_decide(facts: Facts, expected: Outcome) -> None:
+    assert decide(facts) == expected
+
+
+def test_every_state_a_pass_can_end_in_is_in_the_table() -> None:
+    reached = {o.state for _, _, o in TABLE if o.state is not None}
+    # Pending is the state before any pass; EngineUnreachable comes from the loop (no list).
+    assert reached == set(S) - {S.PENDING, S.ENGINE_UNREACHABLE}
+
+
+def test_states_that_wait_claim_no_room_and_backoffs_are_marked() -> None:
+    assert not S.CRASH_LOOP_BACK_OFF.claims_room and S.PROGRESSING.claims_room
+    assert {s for s in S if s.is_backoff} == {S.CRASH_LOOP_BACK_OFF, S.IMAGE_PULL_BACK_OFF}
+    assert S.CRASH_LOOP_BACK_OFF.event == "backoff" and S.CONVERGED.event is None
