@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from healerd import __version__
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
@@ -333,13 +333,8 @@ def describe_service(s: dict[str, Any]) -> str:
 
 
 def service_converged(s: dict[str, Any]) -> bool:
-    return bool(
-        s["state"] == "Converged"
-        and not s.get("paused")
-        and s["running"] == s["desired"]
-        and s["up_to_date"] == s["desired"]
-        and s["available"] >= s["desired"]
-    )
+    """The daemon decides (healerd.core.status.is_converged); healerctl only reads it."""
+    return s.get("converged") is True
 
 
 def check_problems(data: dict[str, Any]) -> list[str]:
@@ -468,6 +463,18 @@ def build_parser() -> argparse.ArgumentParser:
             )
         return sp
 
+    # Verbs are listed in `healerctl --help` in the order they are added.
+    _add_looking_verbs(verb)
+    _add_steering_verbs(verb)
+    return p
+
+
+class AddVerb(Protocol):
+    def __call__(self, name: str, help: str, output: bool = True) -> argparse.ArgumentParser: ...
+
+
+def _add_looking_verbs(verb: AddVerb) -> None:
+    """Verbs that only read: status, get, events, diff, validate."""
     sp = verb("status", "services at a glance: replicas, state, reason; engine and host")
     sp.add_argument("services", nargs="*", metavar="SERVICE")
     sp.add_argument(
@@ -492,6 +499,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="a service file, a conf.d directory, or a config directory",
     )
+
+
+def _add_steering_verbs(verb: AddVerb) -> None:
+    """Verbs that change or wait on the daemon: reconcile, pause, resume, reload, wait."""
     sp = verb("reconcile", "look at a service (or every service) again now")
     sp.add_argument("service", nargs="?", metavar="SERVICE")
     sp = verb("pause", "leave a service alone until resumed (shown as Paused)")
@@ -508,7 +519,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=300.0,
         help="give up after DURATION, exit 1 with the reason (default 5m)",
     )
-    return p
 
 
 VERBS: dict[str, Callable[[Ctl], int]] = {

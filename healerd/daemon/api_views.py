@@ -7,21 +7,20 @@ and reason.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from healerd import __version__
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.events import Event, EventLog
-from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
+from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
 from healerd.model import Action
 
-# States a service can be in without anything left to do.
-CONVERGED = "Converged"
-PAUSED = "Paused"
+if TYPE_CHECKING:
+    from healerd.daemon.metrics import Metrics
+
 # Where the engine keeps its data when it does not say otherwise.
 DEFAULT_DATA_ROOT = "/var/lib/docker"
 
@@ -54,7 +53,6 @@ class ControllerLike(Protocol):
     def resume(self, service: str) -> None: ...
     def reconcile_now(self, service: str | None) -> None: ...
     def preview(self, service: str | None) -> list[Action]: ...
-    def add_hooks(self, hooks: object) -> None: ...
 
 
 class DaemonLike(Protocol):
@@ -63,6 +61,8 @@ class DaemonLike(Protocol):
     @property
     def controller(self) -> ControllerLike: ...
     @property
+    def metrics(self) -> Metrics: ...
+    @property
     def settings(self) -> Settings: ...
 
     def request_reload(self) -> None: ...
@@ -70,55 +70,6 @@ class DaemonLike(Protocol):
 
 
 # -- services ------------------------------------------------------------------
-
-
-def effective_statuses(controller: ControllerLike) -> list[ServiceStatus]:
-    """The controller's statuses, completed with what it has not looked at yet.
-
-    A service declared since the last pass shows as Pending; a service whose replica
-    count changed since its last pass is not reported as converged on the old count
-    (so `healerctl reload && healerctl wait` cannot return early); a paused service
-    always shows as Paused.
-    """
-    desired = controller.desired.services
-    paused = controller.paused_services()
-    # Copies: the controller's objects are its own.
-    by_name = {s.name: dataclasses.replace(s) for s in controller.statuses() if s.name}
-    for name, spec in desired.items():
-        st = by_name.get(name)
-        if st is None:
-            by_name[name] = ServiceStatus(
-                name=name,
-                desired=spec.replicas,
-                state="Pending",
-                reason="declared; not reconciled yet",
-                source_file=spec.source_file,
-            )
-            continue
-        if st.desired != spec.replicas and st.state == CONVERGED:
-            st.state = "Progressing"
-            st.reason = f"replicas changed from {st.desired} to {spec.replicas}; pass pending"
-            st.desired = spec.replicas
-        if not st.source_file:
-            st.source_file = spec.source_file
-    for name in paused:
-        st = by_name.get(name)
-        if st is not None:
-            st.paused = True
-            if st.state != PAUSED:
-                st.state = PAUSED
-                st.reason = st.reason or "paused by an operator: healerd leaves it alone"
-    return sorted(by_name.values(), key=lambda s: s.name)
-
-
-def is_converged(st: ServiceStatus) -> bool:
-    return (
-        st.state == CONVERGED
-        and not st.paused
-        and st.running == st.desired
-        and st.up_to_date == st.desired
-        and st.available >= st.desired
-    )
 
 
 def service_view(st: ServiceStatus, now: float) -> dict[str, Any]:
@@ -220,7 +171,7 @@ def status_payload(
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     wanted = set(names)
-    statuses = [s for s in effective_statuses(controller) if not wanted or s.name in wanted]
+    statuses = [s for s in controller.statuses() if not wanted or s.name in wanted]
     desired = controller.desired
     return {
         "services": [service_view(s, now) for s in statuses],
@@ -282,15 +233,11 @@ def action_view(a: Action) -> dict[str, Any]:
 
 
 __all__ = [
-    "CONVERGED",
-    "PAUSED",
     "ControllerLike",
     "DaemonLike",
     "action_view",
     "container_view",
-    "effective_statuses",
     "event_view",
-    "is_converged",
     "service_view",
     "status_payload",
 ]

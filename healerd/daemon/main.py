@@ -39,6 +39,7 @@ from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.journal import make_handler
+from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notify import Notifier
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine, EngineError
@@ -139,6 +140,7 @@ class Daemon:
         self.probe = probe or PsutilProbe()
         self.admission = Admission(self.probe, self.clock, limits, self._data_root)
         self.store = DesiredStore()
+        loop_metrics = LoopMetrics()
         self.controller = Controller(
             self.engine,
             self.clock,
@@ -149,15 +151,18 @@ class Daemon:
                 engine_down_log_interval=settings.engine_down_log_interval,
             ),
             admission=self.admission,
+            hooks=[loop_metrics],
+            engine_guard=self.guard_engine,
+            # When a list call finds the engine back, do not wait out the stream's backoff.
+            on_engine_back=lambda: self.watcher.kick(),
         )
+        self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.watcher = EventWatcher(
             self.engine,
             self.controller,
             self.clock,
             log_interval=settings.engine_down_log_interval,
         )
-        # When a list call finds the engine back, do not wait out the stream's backoff.
-        self.controller.on_engine_back = self.watcher.kick
         self._stop = threading.Event()
         # Self-pipe: signal handlers and other threads only set a flag and write a byte;
         # the main loop sleeps in select() on it. (A handler that touched a
@@ -176,7 +181,6 @@ class Daemon:
         self.id_lock_dir: Path | None = None
         self._id_lock: int | None = None
         self.exit_code = 0
-        self.controller.engine_guard = self.guard_engine
 
     def guard_engine(self) -> None:
         """One healerd per engine, whatever the address it is reached by: lock the
@@ -355,6 +359,23 @@ class Daemon:
             ", ".join(sorted(self.controller.desired.services)) or "-",
         )
         self.controller.enqueue_all(force=True)
+        threads = self._start_threads()
+        api = self._start_api()
+        log.info("ready: %s", self.controller.summary())
+        self.notifier.ready(self.controller.summary())
+        self._loop()
+        log.info("stopping; containers are left running")
+        self.notifier.stopping()
+        api.stop()
+        self._stop.set()
+        confwatch.stop()
+        self.watcher.stop()
+        self.controller.shutdown()
+        for t in threads:
+            t.join(timeout=SHUTDOWN_GRACE / len(threads))
+        return self.exit_code
+
+    def _start_threads(self) -> list[threading.Thread]:
         threads = [
             threading.Thread(
                 target=self.controller.run, args=(self._stop,), name="healerd-dispatch", daemon=True
@@ -365,14 +386,20 @@ class Daemon:
         ]
         for t in threads:
             t.start()
+        return threads
+
+    def _start_api(self) -> ApiServer:
         api = ApiServer(self, self.api_options)
         try:
             api.start()
         except OSError as exc:
             # Healing matters more than the API: keep going without it.
-            log.error("local API not served on %s: %s", s.socket_path, exc)
-        log.info("ready: %s", self.controller.summary())
-        self.notifier.ready(self.controller.summary())
+            log.error("local API not served on %s: %s", self.settings.socket_path, exc)
+        return api
+
+    def _loop(self) -> None:
+        """Until asked to stop: watchdog ticks, reloads on request, and a periodic resync."""
+        s = self.settings
         next_resync = self.clock.monotonic() + s.resync_interval
         while not self._stop_requested:
             self._sleep(min(next_resync - self.clock.monotonic(), self.notifier.tick_interval))
@@ -392,16 +419,6 @@ class Daemon:
                 self.reload()
                 self.controller.enqueue_all()
                 next_resync = self.clock.monotonic() + s.resync_interval
-        log.info("stopping; containers are left running")
-        self.notifier.stopping()
-        api.stop()
-        self._stop.set()
-        confwatch.stop()
-        self.watcher.stop()
-        self.controller.shutdown()
-        for t in threads:
-            t.join(timeout=SHUTDOWN_GRACE / len(threads))
-        return self.exit_code
 
 
 def setup_logging(level: str) -> None:

@@ -20,9 +20,12 @@ from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
 from healerd.core.pressure import assess
+from healerd.core.readmodel import complete
+from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.daemon import api as api_module
 from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer, parse_listen
+from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.engine import EngineUnavailable
 from healerd.host.psutil_probe import PsutilProbe
 from healerd.model import Action, ActionKind, NodeLimits, ServiceSpec
@@ -66,10 +69,15 @@ class FakeController:
     hooks: list[object] = field(default_factory=list)
 
     def statuses(self) -> list[ServiceStatus]:
+        # Completed by the real read model, as the Controller does.
+        return complete(self.raw_statuses(), self.desired.services, self.paused)
+
+    def raw_statuses(self) -> list[ServiceStatus]:
         now = time.time()
         return [
             ServiceStatus(
-                "db", desired=1, running=1, available=1, up_to_date=1, state="Converged", since=now
+                "db", desired=1, running=1, available=1, up_to_date=1,
+                state=ServiceState.CONVERGED, since=now,
             ),
             ServiceStatus(
                 "web",
@@ -78,7 +86,7 @@ class FakeController:
                 available=1,
                 up_to_date=1,
                 restarts=4,
-                state="CrashLoopBackOff",
+                state=ServiceState.CRASH_LOOP_BACK_OFF,
                 reason="containers keep stopping; next replacement in 3.0s",
                 since=now - 90,
                 next_retry=now + 3,
@@ -119,13 +127,14 @@ class FakeController:
             raise EngineUnavailable("connection refused")
         return [Action(ActionKind.CREATE, "web", "1/2 running", spec=spec("web", 2))]
 
-    def add_hooks(self, hooks: object) -> None:
-        self.hooks.append(hooks)
 
 
 class FakeDaemon:
     def __init__(self, socket_path: Path) -> None:
-        self.controller = FakeController()
+        # Wired as the Daemon wires it: the loop's hooks are handed to the controller.
+        loop_metrics = LoopMetrics()
+        self.controller = FakeController(hooks=[loop_metrics])
+        self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.settings = Settings(socket_path=socket_path)
         self.reloads = 0
         self.settings_errors: tuple[str, ...] = ()

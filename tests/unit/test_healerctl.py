@@ -106,8 +106,9 @@ def test_container_status_and_engine_line() -> None:
 
 def test_check_problems_names_each_reason() -> None:
     ok = {"name": "a", "state": "Converged", "running": 1, "desired": 1, "up_to_date": 1,
-          "available": 1, "reason": ""}  # fmt: skip
-    paused = dict(ok, name="p", state="Paused", paused=True, reason="paused by an operator")
+          "available": 1, "reason": "", "converged": True}  # fmt: skip
+    paused = dict(ok, name="p", state="Paused", paused=True, reason="paused by an operator",
+                  converged=False)  # fmt: skip
     assert check_problems({"services": [ok]}) == []
     problems = check_problems(
         {

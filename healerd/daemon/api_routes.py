@@ -1,0 +1,269 @@
+"""The local API's routes: what each endpoint reads or changes, apart from HTTP.
+
+Kept free of sockets so the routes can be tested with a fake daemon. Handlers run in
+the server's threads and touch the reconcile loop only through the controller's
+thread-safe methods.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from healerd import __version__
+from healerd.core.events import Event
+from healerd.daemon.api_access import AdminPolicy, Peer, peer_label
+from healerd.daemon.api_views import (
+    DaemonLike,
+    action_view,
+    config_error_view,
+    container_view,
+    event_view,
+    status_payload,
+)
+from healerd.daemon.metrics import Metrics
+from healerd.engine import EngineError
+
+log = logging.getLogger("healerd.api")
+
+SERVICE_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")
+# Longest an events long-poll may hold a connection.
+MAX_EVENT_WAIT = 30.0
+# How long POST /v1/reload waits for the main loop to apply the new config.
+RELOAD_APPLY_WAIT = 5.0
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: dict[str, Any]
+    peer: Peer | None
+    # Called once the request is fully read: long waits must not count against its deadline.
+    release_deadline: Callable[[], None] = field(default=lambda: None)
+
+    def one(self, name: str) -> str | None:
+        values = self.query.get(name)
+        if not values:
+            return None
+        if len(values) > 1:
+            raise ApiError(400, f"parameter {name!r} given more than once")
+        return values[0]
+
+    def number(self, name: str, default: float, lo: float, hi: float) -> float:
+        raw = self.one(name)
+        if raw is None:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ApiError(400, f"parameter {name!r}: not a number: {raw!r}") from None
+        if not lo <= value <= hi:
+            raise ApiError(400, f"parameter {name!r}: must be between {lo:g} and {hi:g}")
+        return value
+
+
+def check_service_name(name: str) -> str:
+    if not SERVICE_NAME_RE.fullmatch(name):
+        raise ApiError(400, f"not a service name: {name[:60]!r}")
+    return name
+
+
+Handler = Callable[[Request], tuple[int, Any]]
+
+
+class Api:
+    """The routes, independent of the transport, so they can be tested with a fake daemon."""
+
+    def __init__(
+        self, daemon: DaemonLike, policy: AdminPolicy, metrics: Metrics | None = None
+    ) -> None:
+        self.daemon = daemon
+        self.policy = policy
+        self.metrics = metrics
+        self.started = time.time()
+
+    # -- dispatch ---------------------------------------------------------------------
+
+    def handle(self, req: Request) -> tuple[int, Any]:
+        """(status, payload); payload bytes are sent as they are, anything else as JSON."""
+        path = req.path
+        if path in ("/metrics", "/v1/metrics"):
+            self._only(req, "GET", set())
+            if self.metrics is None:
+                raise ApiError(404, "metrics are not enabled")
+            return 200, self.metrics.render()
+        if path == "/v1/version":
+            self._only(req, "GET", set())
+            return 200, {"version": __version__, "api": "v1", "started": self.started}
+        if path == "/v1/status":
+            self._only(req, "GET", {"service"})
+            names = [check_service_name(n) for n in req.query.get("service", [])]
+            return 200, status_payload(
+                self.daemon.controller, names, node=self.daemon.node_report()
+            )
+        if path == "/v1/containers":
+            self._only(req, "GET", {"service"})
+            return self._containers(req)
+        if path == "/v1/events":
+            self._only(req, "GET", {"after", "since_time", "wait", "service"})
+            return self._events(req)
+        if path == "/v1/diff":
+            self._only(req, "GET", {"service"})
+            return self._diff(req)
+        if path == "/v1/reload":
+            self._only(req, "POST", set())
+            self._authorize(req, "reload")
+            return self._reload(req)
+        if path == "/v1/reconcile":
+            self._only(req, "POST", set())
+            self._authorize(req, "reconcile")
+            self.daemon.controller.reconcile_now(None)
+            log.info("reconcile of every service requested by %s", peer_label(req.peer))
+            return 202, {"ok": True, "message": "reconcile of every service queued"}
+        m = re.fullmatch(r"/v1/services/([^/]+)/(reconcile|pause|resume)", path)
+        if m:
+            self._only(req, "POST", set())
+            name, verb = check_service_name(unquote(m.group(1))), m.group(2)
+            self._authorize(req, verb)
+            return self._service_verb(req, name, verb)
+        raise ApiError(404, f"no such endpoint: {path[:100]}")
+
+    def _only(self, req: Request, method: str, params: set[str]) -> None:
+        """A route takes one method and names its parameters: anything else is a 405/400."""
+        if req.method != method:
+            raise ApiError(405, f"{req.path} takes {method}, not {req.method}")
+        unknown = sorted(set(req.query) - params)
+        if unknown:
+            raise ApiError(400, f"unknown parameter(s): {', '.join(p[:40] for p in unknown)}")
+
+    def _authorize(self, req: Request, what: str) -> None:
+        d = self.policy.decide(req.peer, what)
+        if not d.allowed:
+            log.warning(
+                "refused %s %s from %s: %s", req.method, req.path, peer_label(req.peer), d.reason
+            )
+            raise ApiError(403, d.reason)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _service_filter(self, req: Request) -> str | None:
+        name = req.one("service")
+        return check_service_name(name) if name is not None else None
+
+    def _containers(self, req: Request) -> tuple[int, Any]:
+        service = self._service_filter(req)
+        try:
+            containers = self.daemon.controller.container_statuses(service)
+        except EngineError as exc:
+            raise ApiError(503, f"cannot list containers: engine unreachable: {exc}") from None
+        now = time.time()
+        rows = sorted(containers, key=lambda c: (c.service, c.name))
+        return 200, {"containers": [container_view(c, now) for c in rows]}
+
+    def _events(self, req: Request) -> tuple[int, Any]:
+        log_ = self.daemon.controller.events
+        after = int(req.number("after", 0, 0, 2**62))
+        since_time = req.one("since_time")
+        wall: float | None = None
+        if since_time is not None:
+            wall = req.number("since_time", 0, 0, 1e11)
+        wait = req.number("wait", 0, 0, MAX_EVENT_WAIT)
+        service = self._service_filter(req)
+
+        def pick(events: list[Event]) -> list[Event]:
+            return [
+                e
+                for e in events
+                if e.seq > after
+                and (wall is None or e.time >= wall)
+                and (service is None or e.service == service)
+            ]
+
+        events = pick(log_.since(after, wall_time=wall))
+        deadline = time.monotonic() + wait
+        req.release_deadline()
+        seq = max([after, *(e.seq for e in events)])
+        while not events and wait > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            got = log_.wait(seq, min(left, 1.0))
+            if got:
+                seq = max(seq, *(e.seq for e in got))
+            events = pick(got)
+        last = max([log_.last_seq, *(e.seq for e in events)])
+        return 200, {"events": [event_view(e) for e in events], "last_seq": last}
+
+    def _diff(self, req: Request) -> tuple[int, Any]:
+        service = self._service_filter(req)
+        if service is not None and not self._known(service):
+            raise ApiError(404, f"no such service: {service}")
+        try:
+            actions = self.daemon.controller.preview(service)
+        except EngineError as exc:
+            raise ApiError(503, f"cannot plan: engine unreachable: {exc}") from None
+        return 200, {"actions": [action_view(a) for a in actions]}
+
+    def _known(self, service: str) -> bool:
+        c = self.daemon.controller
+        return service in c.desired.services or any(s.name == service for s in c.statuses())
+
+    # -- changing -------------------------------------------------------------------------
+
+    def _reload(self, req: Request) -> tuple[int, Any]:
+        c = self.daemon.controller
+        before = c.desired
+        self.daemon.request_reload()
+        log.info("reload requested by %s", peer_label(req.peer))
+        req.release_deadline()
+        deadline = time.monotonic() + RELOAD_APPLY_WAIT
+        while c.desired is before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        after = c.desired
+        applied = after is not before
+        return 200 if applied else 202, {
+            "ok": True,
+            "applied": applied,
+            "message": "configuration reloaded" if applied else "reload requested",
+            "services": sorted(after.services),
+            "config_errors": [config_error_view(e) for e in after.errors],
+        }
+
+    def _service_verb(self, req: Request, name: str, verb: str) -> tuple[int, Any]:
+        c = self.daemon.controller
+        if verb == "pause":
+            if name not in c.desired.services:
+                raise ApiError(404, f"no such service: {name} (only declared services pause)")
+            already = name in c.paused_services()
+            c.pause(name)
+            msg = f"{name} {'was already' if already else 'is now'} paused"
+        elif verb == "resume":
+            if name not in c.paused_services() and not self._known(name):
+                raise ApiError(404, f"no such service: {name}")
+            was = name in c.paused_services()
+            c.resume(name)
+            msg = f"{name} resumed" if was else f"{name} was not paused"
+        else:
+            if not self._known(name):
+                raise ApiError(404, f"no such service: {name}")
+            c.reconcile_now(name)
+            msg = f"reconcile of {name} queued"
+        log.info("%s of %s requested by %s", verb, name, peer_label(req.peer))
+        return 200, {"ok": True, "service": name, "message": msg}
+
+
+__all__ = ["Api", "ApiError", "Handler", "Request", "check_service_name"]
