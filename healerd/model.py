@@ -27,6 +27,32 @@ SPEC_HASH_LEN = 16
 NAME_HASH_LEN = 5
 
 
+class PullPolicy(StrEnum):
+    ALWAYS = "always"  # once per spec; a registry away falls back to the local image
+    MISSING = "missing"
+    NEVER = "never"
+
+
+class UpdateOrder(StrEnum):
+    START_FIRST = "start-first"
+    STOP_FIRST = "stop-first"
+
+
+class Health(StrEnum):
+    """The engine's health states (a container without a healthcheck has none)."""
+
+    STARTING = "starting"
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+
+    @classmethod
+    def parse(cls, value: str | None) -> Health | None:
+        try:
+            return cls(value) if value else None
+        except ValueError:
+            return None
+
+
 @dataclass(frozen=True)
 class PortSpec:
     """One published port; host_port None means the engine picks one."""
@@ -65,7 +91,7 @@ class UpdateConfig:
 
     parallelism: int = 1
     delay: float = 0.0
-    order: str = "start-first"
+    order: UpdateOrder = UpdateOrder.START_FIRST
     # A container counts as available only after running this long (like Swarm's
     # `monitor`): one that starts and dies at once must not replace a healthy one.
     min_ready_seconds: float = 5.0
@@ -120,7 +146,7 @@ class ServiceSpec:
     stop_grace_period: float = 10.0
     healthcheck: HealthcheckSpec | None = None
     # What follows steers healerd, not the container: it is not part of the hash.
-    pull_policy: str = steering("missing")
+    pull_policy: PullPolicy = field(default=PullPolicy.MISSING, metadata=STEERING)
     unhealthy_grace: float = steering(0.0)
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)
@@ -141,9 +167,9 @@ class ServiceSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()[:SPEC_HASH_LEN]
 
     @property
-    def update_order(self) -> str:
+    def update_order(self) -> UpdateOrder:
         """Two containers cannot hold one fixed host port: such services go stop-first."""
-        return "stop-first" if self.has_fixed_host_port else self.update_config.order
+        return UpdateOrder.STOP_FIRST if self.has_fixed_host_port else self.update_config.order
 
     @property
     def has_fixed_host_port(self) -> bool:
@@ -210,8 +236,7 @@ class ObservedContainer:
     created: float
     status: str = ""
     image: str = ""
-    # "starting", "healthy", "unhealthy", or None without a healthcheck.
-    health: str | None = None
+    health: Health | None = None  # None without a healthcheck
     exit_code: int | None = None
     restarts: int = 0
     crash_streak: int = 0

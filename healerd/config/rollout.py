@@ -11,9 +11,9 @@ from healerd.config.keys import At, Key, optional, unknown_keys
 from healerd.config.units import DURATION_SCHEMA, POSITIVE_DURATION_SCHEMA
 from healerd.config.values import choice, duration, whole
 from healerd.config.yamlload import LineDict
-from healerd.model import RestartPolicy, UpdateConfig
+from healerd.model import RestartPolicy, UpdateConfig, UpdateOrder
 
-UPDATE_ORDERS = ("start-first", "stop-first")
+UPDATE_ORDERS: tuple[str, ...] = tuple(UpdateOrder)
 
 _UPDATE_DEFAULTS = UpdateConfig()
 UPDATE_CONFIG_FIELDS: tuple[Key, ...] = (
@@ -110,8 +110,8 @@ def update_config(value: object, at: At) -> UpdateConfig:
     def parallelism(v: object, a: At) -> int:
         return whole(v, a, minimum=1, default=d.parallelism)
 
-    def order(v: object, a: At) -> str:
-        return choice(v, a, UPDATE_ORDERS, d.order)
+    def order(v: object, a: At) -> UpdateOrder:
+        return UpdateOrder(choice(v, a, UPDATE_ORDERS, d.order))
 
     def deadline(v: object, a: At) -> float:
         return duration(v, a, positive=True, default=d.progress_deadline)

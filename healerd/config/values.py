@@ -17,9 +17,10 @@ from healerd.config.imageref import image_reference_problem
 from healerd.config.keys import At
 from healerd.config.units import NUMBER_RE, parse_duration, parse_size
 from healerd.config.yamlload import LineDict, LineList
+from healerd.model import PullPolicy
 
 MAX_STOP_GRACE_PERIOD = 3600.0
-PULL_POLICIES = ("always", "missing", "never")
+PULL_POLICIES: tuple[str, ...] = tuple(PullPolicy)
 PRIORITY_RANGE = 1_000_000
 # Docker's rule for network names (one character is enough, unlike volumes).
 NETWORK_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
@@ -163,13 +164,13 @@ def stop_grace_period(value: object, at: At) -> float:
     return seconds
 
 
-def pull_policy(value: object, at: At) -> str:
+def pull_policy(value: object, at: At) -> PullPolicy:
     if value == "build":
         at.error("build is not supported: healerd does not build images (build it, then use it)")
-        return "missing"
+        return PullPolicy.MISSING
     if value == "if_not_present":  # Compose's other name for missing
-        return "missing"
-    return choice(value, at, PULL_POLICIES, "missing")
+        return PullPolicy.MISSING
+    return PullPolicy(choice(value, at, PULL_POLICIES, "missing"))
 
 
 def unhealthy_grace(value: object, at: At) -> float:

@@ -33,6 +33,7 @@ from healerd.model import (
     LABEL_SPEC_HASH,
     ContainerState,
     EngineEvent,
+    Health,
     ObservedContainer,
     ServiceSpec,
 )
@@ -107,7 +108,7 @@ def _observed(raw: dict[str, Any]) -> ObservedContainer:
         created=float(raw.get("Created", 0)),
         status=status,
         image=str(raw.get("Image", "")),
-        health=health.group(1).replace("health: ", "") if health else None,
+        health=Health.parse(health.group(1).replace("health: ", "") if health else None),
         exit_code=int(exited.group(1)) if exited else None,
         restarts=_int_label(labels, LABEL_RESTARTS),
         crash_streak=_int_label(labels, LABEL_CRASH_STREAK),
