@@ -21,8 +21,6 @@ from healerd.model import Action
 if TYPE_CHECKING:
     from healerd.daemon.metrics import Metrics
 
-# Where the engine keeps its data when it does not say otherwise.
-DEFAULT_DATA_ROOT = "/var/lib/docker"
 
 
 class StatsLike(Protocol):

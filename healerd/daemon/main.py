@@ -119,17 +119,20 @@ def docker_host(settings: Settings) -> str:
 
 
 class Daemon:
-    # Local API options from the command line (main() sets them).
-    api_options: ApiOptions = ApiOptions()
-
     def __init__(
         self,
         settings: Settings,
         engine: Engine,
         clock: Clock | None = None,
         probe: HostProbe | None = None,
+        *,
+        api_options: ApiOptions | None = None,
+        id_lock_dir: Path | None = None,
     ) -> None:
+        """`api_options`: the local API's options from the command line. `id_lock_dir`:
+        where the engine-ID lock lives; None (tests) checks nothing."""
         self.settings = settings
+        self.api_options = api_options or ApiOptions()
         self.clock = clock or SystemClock()
         limits = settings.node_limits
         # Every engine call of healerd's goes through one token bucket.
@@ -177,8 +180,7 @@ class Daemon:
         self._file_settings: Settings | None = None
         self._settings_errors: list[str] = []
         self.notifier = Notifier()
-        # Where the engine-ID lock lives; None (tests) checks nothing. main() sets it.
-        self.id_lock_dir: Path | None = None
+        self.id_lock_dir = id_lock_dir
         self._id_lock: int | None = None
         self.exit_code = 0
 
@@ -445,17 +447,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     engine = DockerEngine(
         docker_host(settings), timeout=settings.engine_timeout, pool_size=settings.workers * 4
     )
-    daemon = Daemon(settings, engine)
-    daemon.id_lock_dir = instance.LOCK_DIR
+    api_options = ApiOptions(
+        admin_group=args.admin_group or None, metrics_listen=args.metrics_listen
+    )
+    daemon = Daemon(settings, engine, api_options=api_options, id_lock_dir=instance.LOCK_DIR)
     try:
         daemon.guard_engine()
     except EngineError:
         if daemon.exit_code:
             return daemon.exit_code
         # The engine is not there yet: the loop checks before its first look.
-    daemon.api_options = ApiOptions(
-        admin_group=args.admin_group or None, metrics_listen=args.metrics_listen
-    )
     daemon.install_signal_handlers()
     code = daemon.run()
     os.close(lock_fd)

@@ -11,7 +11,7 @@ import pytest
 from healerd.config import SettingsError
 from healerd.core.clock import FakeClock
 from healerd.daemon.main import Daemon, build_parser, resolve_settings
-from tests.unit.fake_engine import FakeEngine
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 
 def settings_for(tmp_path: Path, *argv: str, file: str = ""):  # type: ignore[no-untyped-def]
@@ -45,7 +45,7 @@ def test_bad_flags_are_checked_like_the_file(tmp_path: Path) -> None:
 
 
 def daemon(tmp_path: Path) -> tuple[Daemon, FakeEngine]:
-    engine = FakeEngine()
+    engine = FakeEngine(allow=LOOP_CALLS | {"identity"})
     return Daemon(settings_for(tmp_path), engine, FakeClock()), engine
 
 
@@ -149,10 +149,9 @@ def test_engine_call_cap_has_a_floor_of_one_call_per_second(tmp_path: Path, rate
 def test_a_second_daemon_on_the_same_engine_identity_stops_before_acting(tmp_path: Path) -> None:
     from healerd.engine import EngineError
 
-    first, engine = daemon(tmp_path)
-    second = Daemon(settings_for(tmp_path), engine, FakeClock())
-    for d in (first, second):
-        d.id_lock_dir = tmp_path / "run"
+    _, engine = daemon(tmp_path)
+    first = Daemon(settings_for(tmp_path), engine, FakeClock(), id_lock_dir=tmp_path / "run")
+    second = Daemon(settings_for(tmp_path), engine, FakeClock(), id_lock_dir=tmp_path / "run")
     first.guard_engine()
     with pytest.raises(EngineError, match="already manages the engine fake-engine-id"):
         second.guard_engine()
@@ -163,8 +162,10 @@ def test_a_second_daemon_on_the_same_engine_identity_stops_before_acting(tmp_pat
     assert "list" not in engine.calls
     # While the engine is away the check waits for it, and nothing is locked.
     (tmp_path / "other").mkdir()
-    third, down = daemon(tmp_path / "other")
-    third.id_lock_dir = tmp_path / "run2"
+    _, down = daemon(tmp_path / "other")
+    third = Daemon(
+        settings_for(tmp_path / "other"), down, FakeClock(), id_lock_dir=tmp_path / "run2"
+    )
     down.down = True
     with pytest.raises(EngineError):
         third.guard_engine()
