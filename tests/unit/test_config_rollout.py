@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from healerd.config import ConfigError, parse_service_text
-from healerd.model import HealthcheckSpec, RestartPolicy, ServiceSpec, UpdateConfig
+from healerd.model import HealthcheckSpec, RestartPolicy, ServiceSpec, UpdateConfig, UpdateOrder
 
 F = "conf.d/test.yaml"
 
@@ -175,7 +175,11 @@ def test_update_config_full() -> None:
         """
     )
     assert spec.update_config == UpdateConfig(
-        parallelism=2, delay=1.0, order="stop-first", min_ready_seconds=5.0, progress_deadline=600.0
+        parallelism=2,
+        delay=1.0,
+        order=UpdateOrder.STOP_FIRST,
+        min_ready_seconds=5.0,
+        progress_deadline=600.0,
     )
 
 

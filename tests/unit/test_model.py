@@ -4,8 +4,9 @@ marked as steering healerd (model.STEERING). A new field must be classified here
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from healerd.model import HealthcheckSpec, PortSpec, ServiceSpec, VolumeSpec
+from healerd.model import HealthcheckSpec, PortSpec, PullPolicy, ServiceSpec, VolumeSpec
 
 # Fields that steer healerd and must never replace containers when changed.
 STEERING_ONLY = {
@@ -38,7 +39,7 @@ SHAPES_CONTAINER = {
     "healthcheck",
 }
 # A non-default value for each container field.
-CHANGED: dict[str, object] = {
+CHANGED: dict[str, Any] = {
     "image": "other:2",
     "command": ("sh",),
     "entrypoint": ("sh", "-c"),
@@ -72,7 +73,12 @@ def test_each_container_field_changes_the_hash_and_no_steering_field_does() -> N
         changed = dataclasses.replace(base, **{name: CHANGED[name]})
         assert changed.spec_hash != base.spec_hash, name
     steered = dataclasses.replace(
-        base, replicas=9, pull_policy="always", unhealthy_grace=5.0, priority=3, source_file="f"
+        base,
+        replicas=9,
+        pull_policy=PullPolicy.ALWAYS,
+        unhealthy_grace=5.0,
+        priority=3,
+        source_file="f",
     )
     assert steered.spec_hash == base.spec_hash
 

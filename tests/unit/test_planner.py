@@ -19,6 +19,7 @@ from healerd.core.planner import (
 from healerd.model import (
     ActionKind,
     ContainerState,
+    Health,
     ObservedContainer,
     PortSpec,
     RestartPolicy,
@@ -99,7 +100,7 @@ def test_crash_backoff_holds_the_replacement_and_keeps_the_dead_one() -> None:
 
 def test_unhealthy_past_grace_is_replaced() -> None:
     s = spec(replicas=1)
-    sick = dataclasses.replace(container(s), health="unhealthy")
+    sick = dataclasses.replace(container(s), health=Health.UNHEALTHY)
     assert plan("web", s, [sick], NOW).actions == ()
     p = plan("web", s, [sick], dataclasses.replace(NOW, failed_running=frozenset({sick.id})))
     assert removed(p) == {sick.id} and p.creates == 1
@@ -237,7 +238,7 @@ def simulate(s, cs: list[ObservedContainer], hold: bool):  # type: ignore[no-unt
         if not p.actions:
             # A "starting" health check passes eventually.
             if any(c.health == "starting" for c in cs):
-                cs = [dataclasses.replace(c, health="healthy") for c in cs]
+                cs = [dataclasses.replace(c, health=Health.HEALTHY) for c in cs]
                 continue
             return cs, created, floor_seen
         gone = removed(p)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,12 +53,14 @@ from healerd.core.rollouts import Rollout
 from healerd.model import (
     ActionKind,
     ContainerState,
+    Health,
     HealthcheckSpec,
     ObservedContainer,
     PortSpec,
     RestartPolicy,
     ServiceSpec,
     UpdateConfig,
+    UpdateOrder,
 )
 from tests.unit.fake_engine import FakeEngine
 
@@ -156,7 +158,7 @@ class Sim:
             state=RUNNING,
             created=self.now,
             image=spec.image,
-            health="starting" if hc else None,
+            health=Health.STARTING if hc else None,
             restarts=restarts,
             crash_streak=crash_streak,
         )
@@ -327,7 +329,7 @@ class Sim:
 def service_specs(draw: st.DrawFn) -> ServiceSpec:
     replicas = draw(st.integers(0, 5))
     fixed = replicas <= 1 and draw(st.integers(0, 4)) == 0
-    order = "stop-first" if fixed else draw(st.sampled_from(["start-first", "stop-first"]))
+    order = UpdateOrder.STOP_FIRST if fixed else draw(st.sampled_from(list(UpdateOrder)))
     delay = draw(st.sampled_from([1.0, 10.0]))
     healthcheck = draw(
         st.none()
@@ -379,7 +381,7 @@ def resolve_hash(slot: str, variants: Sequence[ServiceSpec]) -> str:
 def containers(draw: st.DrawFn, service: st.SearchStrategy[str]) -> ObservedContainer:
     state = draw(st.sampled_from([RUNNING, RUNNING, RUNNING, *NOT_RUNNING]))
     health = (
-        draw(st.sampled_from([None, "healthy", "starting", "unhealthy"]))
+        draw(st.sampled_from([None, Health.HEALTHY, Health.STARTING, Health.UNHEALTHY]))
         if state is RUNNING
         else None
     )
@@ -449,7 +451,7 @@ def scenarios(draw: st.DrawFn, *, max_ops: int = 30) -> Scenario:
     # A fleet that was converged on some spec (often an older one): the start of a
     # rolling update, a scale change, or nothing to do.
     fleet_slot = str(draw(st.integers(0, 4)))
-    fleet_health = draw(st.sampled_from([None, "healthy"]))
+    fleet_health = draw(st.sampled_from([None, Health.HEALTHY]))
     fleet = [
         ObservedContainer(
             id="",
@@ -477,7 +479,7 @@ STATES = scenarios(max_ops=0)
 # -- helpers on steps -----------------------------------------------------------------------
 
 
-def labels_of(cs: Sequence[ObservedContainer]) -> list[tuple[str, str, str, str]]:
+def labels_of(cs: Iterable[ObservedContainer]) -> list[tuple[str, str, str, str]]:
     return sorted((c.id, c.service, c.spec_hash, c.state.value) for c in cs)
 
 
@@ -722,7 +724,7 @@ def test_an_unhealthy_replacement_waits_its_backoff_not_its_window() -> None:
         spec_hash=s.spec_hash,
         state=RUNNING,
         created=clock.time(),
-        health="unhealthy",
+        health=Health.UNHEALTHY,
         crash_streak=1,
     )
     try:
