@@ -20,21 +20,24 @@ import psutil
 
 from bench.lib import (
     BENCH_LABEL,
-    COMMAND,
     IMAGE,
-    REPO,
+    BenchHealerd,
     EventClock,
-    Healerd,
     api,
     cleanup,
     docker_host,
     image_id,
     label_of,
-    managed,
     pct,
     swarm,
-    wait_for,
 )
+from healerd.config import DesiredStore, load_conf_dir
+from healerd.core.clock import SystemClock
+from healerd.core.controller import Controller, LoopSettings
+from healerd.engine.docker_engine import DockerEngine
+from tests.support.busybox_image import COMMAND
+from tests.support.cluster import Cluster
+from tests.support.polling import wait_for
 
 
 def create_rate(client: docker.APIClient, n: int, parallel: int) -> float:
@@ -54,13 +57,9 @@ def create_rate(client: docker.APIClient, n: int, parallel: int) -> float:
     return rate
 
 
-def converged(client: docker.APIClient, service: str, n: int) -> bool:
-    cs = managed(client, service, running_only=False)
-    return len(cs) == n and all(c["State"] == "running" for c in cs)
-
-
 def storm_and_cold(replicas: int = 100, killed: int = 50) -> dict[str, Any]:
     client = api()
+    cluster = Cluster(client)
     image_id(client)
     cleanup(client)
     out: dict[str, Any] = {}
@@ -68,7 +67,7 @@ def storm_and_cold(replicas: int = 100, killed: int = 50) -> dict[str, Any]:
     rates["sequential"] = create_rate(client, 30, 1)
     best = max(rates.values())
     out["engine_create_rate_per_s"] = rates
-    h = Healerd("fleet")
+    h = BenchHealerd("fleet")
     try:
         with EventClock(client) as events:
             h.service("bench-fleet", 0)
@@ -76,21 +75,20 @@ def storm_and_cold(replicas: int = 100, killed: int = 50) -> dict[str, Any]:
             time.sleep(2)  # let it start up; the cold start is timed from the edit
             t0 = time.time()
             h.service("bench-fleet", replicas)
-            wait_for("cold start", lambda: converged(client, "bench-fleet", replicas), 300, 0.05)
+            wait_for("cold start", lambda: cluster.converged("bench-fleet", replicas), 300, 0.05)
             cold = time.time() - t0
             out["cold_start_s"] = cold
             out["cold_start_bound_s"] = replicas / best
             time.sleep(6)  # let them pass min_ready_seconds; nothing is timed here
-            victims = [c["Id"] for c in managed(client, "bench-fleet")[:killed]]
+            victims = [c["Id"] for c in cluster.running("bench-fleet")[:killed]]
             t0 = time.time()
             with ThreadPoolExecutor(16) as pool:
                 list(pool.map(client.kill, victims))
             wait_for(
                 "storm healed",
                 lambda: (
-                    converged(client, "bench-fleet", replicas)
-                    and not set(victims)
-                    & {c["Id"] for c in managed(client, "bench-fleet", running_only=False)}
+                    cluster.converged("bench-fleet", replicas)
+                    and not set(victims) & {c["Id"] for c in cluster.containers("bench-fleet")}
                 ),
                 300,
                 0.05,
@@ -255,27 +253,22 @@ def scale_and_idle(
     sizes: tuple[int, ...] = (10, 100, 300), idle_seconds: float = 120.0
 ) -> dict[str, Any]:
     """Time of one full pass next to a bare list call at each size, then the idle cost."""
-    sys.path.insert(0, str(REPO))
-    from healerd.config import DesiredStore, load_conf_dir
-    from healerd.core.clock import SystemClock
-    from healerd.core.controller import Controller, LoopSettings
-    from healerd.engine.docker_engine import DockerEngine
-
     client = api()
+    cluster = Cluster(client)
     image_id(client)
     cleanup(client)
-    h = Healerd("scale")
+    h = BenchHealerd("scale")
     out: dict[str, Any] = {"pass": {}}
     try:
         h.service("bench-scale", 0)
         h.start()
         for n in sizes:
             h.service("bench-scale", n)
-            wait_for(f"{n} replicas", lambda n=n: converged(client, "bench-scale", n), 600, 0.1)
+            wait_for(f"{n} replicas", lambda n=n: cluster.converged("bench-scale", n), 600, 0.1)
             engine = DockerEngine(docker_host())
             ctrl = Controller(engine, SystemClock(), LoopSettings())
             ctrl.set_desired(
-                DesiredStore().update(load_conf_dir(h.dir / "conf.d", strict_modes=False))
+                DesiredStore().update(load_conf_dir(h.conf.conf_d, strict_modes=False))
             )
             ctrl.process_once()  # warm up: first status, connection pool
             passes, lists = [], []
@@ -296,7 +289,7 @@ def scale_and_idle(
             }
         time.sleep(10)  # settle: the last containers pass min_ready_seconds
         proc = psutil.Process(h.pid)
-        sock = str(h.dir / "healerd.sock")
+        sock = str(h.socket)
         m0, c0, t0 = _metrics(sock), proc.cpu_times(), time.monotonic()
         time.sleep(idle_seconds)
         m1, c1, t1 = _metrics(sock), proc.cpu_times(), time.monotonic()
@@ -338,15 +331,16 @@ def scale_and_idle(
 def reload_latency(edits: int = 20) -> dict[str, Any]:
     """File edit -> the first action, through inotify (no SIGHUP)."""
     client = api()
+    cluster = Cluster(client)
     image_id(client)
     cleanup(client)
-    h = Healerd("reload")
+    h = BenchHealerd("reload")
     samples = []
     try:
         with EventClock(client) as events:
             h.service("bench-reload", 1)
             h.start()
-            wait_for("1 replica", lambda: converged(client, "bench-reload", 1), 60)
+            wait_for("1 replica", lambda: cluster.converged("bench-reload", 1), 60)
             for i in range(edits):
                 n = 2 + i
                 t0 = time.time()
@@ -359,7 +353,7 @@ def reload_latency(edits: int = 20) -> dict[str, Any]:
                     after=t0,
                 )
                 samples.append(ev["timeNano"] / 1e9 - t0)
-                wait_for(f"{n} replicas", lambda n=n: converged(client, "bench-reload", n), 60)
+                wait_for(f"{n} replicas", lambda n=n: cluster.converged("bench-reload", n), 60)
     finally:
         h.stop()
         cleanup(client)

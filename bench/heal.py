@@ -11,19 +11,19 @@ import docker.types
 
 from bench.lib import (
     BENCH_LABEL,
-    COMMAND,
     IMAGE,
+    BenchHealerd,
     EventClock,
-    Healerd,
     api,
     cleanup,
     image_id,
     label_of,
-    managed,
     summary,
     swarm,
-    wait_for,
 )
+from tests.support.busybox_image import COMMAND
+from tests.support.cluster import Cluster
+from tests.support.polling import wait_for
 
 SWARM_LABEL = "com.docker.swarm.service.name"
 
@@ -56,7 +56,8 @@ def run(
     client = api()
     img = image_id(client)
     cleanup(client)
-    h = Healerd("heal")
+    cluster = Cluster(client)
+    h = BenchHealerd("heal")
     h.service("bench-heal", 1)
     h.start()
     samples: dict[str, list[float]] = {
@@ -72,7 +73,7 @@ def run(
     }
     try:
         with EventClock(client) as events, swarm(client) as have_swarm:
-            wait_for("healerd's replica", lambda: managed(client, "bench-heal"), 60)
+            wait_for("healerd's replica", lambda: cluster.running("bench-heal"), 60)
             if have_swarm:
                 _swarm_service(client, "bench-swarm-zero", img, 0)
                 _swarm_service(client, "bench-swarm-default", img, None)
@@ -94,13 +95,10 @@ def run(
                         continue
                     wait_for(
                         "converged",
-                        lambda: (
-                            len(managed(client, "bench-heal", running_only=False)) == 1
-                            and managed(client, "bench-heal")
-                        ),
+                        lambda: cluster.converged("bench-heal", 1),
                         30,
                     )
-                    (victim,) = managed(client, "bench-heal")
+                    (victim,) = cluster.running("bench-heal")
                     t0 = time.time()
                     if kind == "healerd_kill":
                         client.kill(victim["Id"])

@@ -1,4 +1,6 @@
-"""Shared pieces of the benchmarks: the engine, a healerd process, event timing, stats.
+"""The benchmarks' own measuring pieces: event timing, stats, the Swarm reference, their
+healerd flavour and cleanup. The engine, the healerd process, the config dir and waiting
+come from tests/support, shared with the integration tests and the chaos soak.
 
 Benchmarks run against a private dockerd of their own (like the integration tests), so
 that they never touch the host's containers (a healerd here would remove another
@@ -9,12 +11,9 @@ reference. Everything is removed at the end, the engine included.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,10 +24,11 @@ from typing import Any
 
 import docker
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from tests.support.busybox_image import build  # noqa: E402
+from tests.support.busybox_image import build
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.dockerd import PrivateDockerd
+from tests.support.healerd_process import Healerd
 
 _HOST = {"url": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")}
 BENCH_ROOT = Path("/var/lib/healerd-bench")
@@ -41,24 +41,18 @@ def docker_host() -> str:
 @contextlib.contextmanager
 def private_engine() -> Iterator[str]:
     """Start a private dockerd for the run; yields its URL."""
-    from tests.integration.harness import PrivateDockerd
-
-    PrivateDockerd.reap_stale(BENCH_ROOT)
-    d = PrivateDockerd(BENCH_ROOT / f"run-{os.getpid()}")
+    PrivateDockerd.reap_stale(BENCH_ROOT, owner_marker="bench")
+    d = PrivateDockerd(BENCH_ROOT / f"run-{os.getpid()}", bridge_prefix="hdb")
     d.start()
     _HOST["url"] = d.url
     try:
         yield d.url
     finally:
-        d.remove_networks()
-        d.stop()
-        d.remove()
+        d.teardown()
 
 
 IMAGE = "healerd-bench/busybox:1"
 BENCH_LABEL = "healerd-bench"
-# Exits at once on SIGTERM; busybox sleep as PID 1 would ignore it.
-COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"]
 
 
 def api() -> docker.APIClient:
@@ -86,19 +80,6 @@ def summary(values: list[float]) -> dict[str, float]:
         "p99": pct(values, 0.99),
         "mean": statistics.fmean(values) if values else float("nan"),
     }
-
-
-def wait_for(
-    what: str, predicate: Callable[[], Any], timeout: float, interval: float = 0.01
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 class EventClock:
@@ -149,72 +130,30 @@ class EventClock:
 
 
 def label_of(ev: dict[str, Any], key: str) -> str | None:
-    return (ev.get("Actor") or {}).get("Attributes", {}).get(key)
+    value = (ev.get("Actor") or {}).get("Attributes", {}).get(key)
+    return None if value is None else str(value)
 
 
-class Healerd:
-    """healerd as a process with a config dir of its own."""
+class BenchHealerd(Healerd):
+    """healerd with a throwaway config dir of its own, logging warnings only (so start()
+    does not wait for its READY line); stop() deletes the dir."""
 
     def __init__(self, name: str) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix=f"healerd-bench-{name}-"))
-        (self.dir / "conf.d").mkdir()
-        (self.dir / "healerd.yaml").write_text("log_level: warning\n")
-        self.log = self.dir / "healerd.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def service(self, name: str, replicas: int, **extra: str) -> None:
-        lines = [
-            "services:",
-            f"  {name}:",
-            f"    image: {IMAGE}",
-            f"    command: {json.dumps(COMMAND)}",
-            "    stop_grace_period: 2s",
-            f"    replicas: {replicas}",
-            *(f"    {k}: {v}" for k, v in extra.items()),
-        ]
-        path = self.dir / "conf.d" / f"{name}.yaml"
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(path)
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "healerd",
-                "--config-dir",
-                str(self.dir),
-                "--docker-host",
-                docker_host(),
-                "--socket",
-                str(self.dir / "healerd.sock"),
-            ],
-            stdout=open(self.log, "ab"),  # noqa: SIM115 - handed to the child
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        self.conf = ConfigDir(Path(tempfile.mkdtemp(prefix=f"healerd-bench-{name}-")), IMAGE)
+        self.conf.settings("log_level: warning\n")
+        self.dir = self.conf.root
+        super().__init__(
+            self.dir, docker_host(), self.dir / "healerd.log", log_level=None, ready_timeout=None
         )
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+    def service(self, name: str, replicas: int, **extra: str) -> None:
+        self.conf.service(f"{name}.yaml", name, replicas, **extra)
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def managed(
-    client: docker.APIClient, service: str, *, running_only: bool = True
-) -> list[dict[str, Any]]:
-    cs = client.containers(all=True, filters={"label": f"io.healerd.service={service}"})
-    return [c for c in cs if c["State"] == "running"] if running_only else cs
+    def stop(self, timeout: float = 10.0) -> int | None:
+        try:
+            return super().stop(timeout)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def cleanup(client: docker.APIClient) -> None:
@@ -222,10 +161,9 @@ def cleanup(client: docker.APIClient) -> None:
     with contextlib.suppress(Exception):
         for svc in client.services(filters={"name": "bench-"}):
             client.remove_service(svc["ID"])
-    for filt in ({"label": BENCH_LABEL}, {"label": "io.healerd.service"}):
-        for c in client.containers(all=True, filters=filt):
-            with contextlib.suppress(docker.errors.NotFound):
-                client.remove_container(c["Id"], force=True)
+    cluster = Cluster(client)
+    cluster.remove_labelled(BENCH_LABEL)
+    cluster.remove_labelled()
 
 
 @contextlib.contextmanager

@@ -9,13 +9,14 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import fleet, heal
 from bench.lib import api, cleanup, private_engine
 
-SUITES = {
+SUITES: dict[str, Callable[[], dict[str, Any]]] = {
     "heal": heal.run,
     "fleet": fleet.storm_and_cold,
     "scale": fleet.scale_and_idle,

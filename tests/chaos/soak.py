@@ -35,13 +35,14 @@ from healerd.cli.client import ApiFailure, Client, DaemonUnreachable
 from healerd.config import DesiredStore, load_conf_dir
 from healerd.model import LABEL_CRASH_STREAK, LABEL_SERVICE, LABEL_SPEC_HASH
 from tests.chaos.observe import FORGED, UNOWNED, EventWatch, Heal, Sampler, Shared
-from tests.chaos.procs import ChaosDockerd, HealerdProc, wait_for
-from tests.support.busybox_image import build
+from tests.support.busybox_image import COMMAND, build
+from tests.support.config import ConfigDir
+from tests.support.dockerd import CHAOS_POOL, PrivateDockerd
+from tests.support.healerd_process import Healerd
+from tests.support.polling import wait_for
 
 ROOT = Path("/var/lib/healerd-chaos")
 IMAGE = "healerd-chaos/busybox:1"
-# sh as PID 1 with a TERM trap: exits at once on docker stop (busybox sleep would not).
-COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 86400 & wait"]
 HTTPD = ["sh", "-c", "trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait"]
 HEALTH_TEST = ["CMD", "test", "!", "-e", "/tmp/sick"]
 # healerd's default restart_policy (the soak leaves it as is): first crash of a replica
@@ -180,17 +181,19 @@ class Soak:
         self.logs = Path(args.logs or f"/tmp/healerd-chaos-{os.getpid()}")
         self.shared = Shared()
         self.shared.log = self.log
-        self.dockerd = ChaosDockerd(self.root)
+        self.dockerd = PrivateDockerd(self.root, bridge_prefix="hdc", pool=CHAOS_POOL)
         self.etc = self.root / "etc"
-        self.conf_d = self.etc / "conf.d"
-        self.healerd = HealerdProc(
+        self.conf = ConfigDir(self.etc, IMAGE)
+        self.conf_d = self.conf.conf_d
+        self.healerd = Healerd(
             self.etc,
             self.dockerd.url,
-            self.etc / "healerd.sock",
             self.logs / "healerd.log",
-            self.root / "healerd.pid",
+            ready_timeout=60,
+            pidfile=self.root / "healerd.pid",
+            new_session=True,
         )
-        self.client = Client(str(self.etc / "healerd.sock"), timeout=10)
+        self.client = Client(str(self.healerd.socket), timeout=10)
         self.api: docker.APIClient | None = None
         self.sampler: Sampler | None = None
         self.events: EventWatch | None = None
@@ -234,7 +237,7 @@ class Soak:
 
     def engine(self) -> docker.APIClient:
         if self.api is None:
-            self.api = docker.APIClient(base_url=self.dockerd.url, version="1.41", timeout=60)
+            self.api = self.dockerd.client(timeout=60)
         return self.api
 
     def call(self, fn: Callable[[docker.APIClient], T], tries: int = 3) -> T:
@@ -277,14 +280,7 @@ class Soak:
         return "\n".join(lines) + "\n"
 
     def write(self, file: str, text: str, *, in_place: bool = False) -> None:
-        path = self.conf_d / file
-        if in_place:
-            with open(path, "w") as f:
-                f.write(text)
-        else:
-            tmp = path.with_name(f".{file}.tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+        self.conf.write(file, text, in_place=in_place)
 
     def sync_desired(self) -> None:
         """What the soak declares right now, for the observers."""
@@ -332,7 +328,7 @@ class Soak:
             f"--duration {self.args.duration:g} --seed {self.seed}"
             f"{''.join(f' --skip {k}' for k in self.args.skip or ())}); logs in {self.logs}"
         )
-        for stale in ChaosDockerd.reap_stale(ROOT):
+        for stale in PrivateDockerd.reap_stale(ROOT, owner_marker="soak"):
             self.log(f"reaped the leftovers of an earlier soak: {stale}")
         self.dockerd.start()
         self.log(
@@ -340,10 +336,7 @@ class Soak:
             f"{self.dockerd.subnet}"
         )
         self.call(lambda a: build(a, IMAGE))
-        self.conf_d.mkdir(parents=True)
-        (self.etc / "healerd.yaml").write_text(
-            f"strict_modes: false\nsocket_path: {self.etc / 'healerd.sock'}\n"
-        )
+        self.conf.settings(f"strict_modes: false\nsocket_path: {self.healerd.socket}\n")
         for svc in (
             Svc("solo", "solo.yaml", 1),
             Svc("api", "fleet.yaml", 3),
@@ -377,23 +370,15 @@ class Soak:
             self.events.close()
         if self.sampler is not None:
             self.sampler.stop_flag.set()
-        with contextlib.suppress(Exception):
-            code = self.healerd.stop()
+        try:
+            code = self.healerd.stop(timeout=15)
             if code not in (None, 0, -15):
                 self.log(f"healerd exited with {code} at SIGTERM")
-        if self.dockerd.proc is not None:
-            with contextlib.suppress(Exception):
-                api = docker.APIClient(base_url=self.dockerd.url, version="1.41", timeout=15)
-                for c in api.containers(all=True):
-                    with contextlib.suppress(Exception):
-                        api.remove_container(c["Id"], force=True)
-                api.close()
+        except Exception as exc:
+            self.log(f"healerd did not stop at SIGTERM: {type(exc).__name__}: {exc}")
         if self.api is not None:
             self.api.close()
-        self.dockerd.stop()
-        with contextlib.suppress(Exception):
-            shutil.copy(self.dockerd.log_path, self.logs / "dockerd.log")
-        self.dockerd.remove()
+        self.dockerd.teardown(save_log=self.logs / "dockerd.log")
         with contextlib.suppress(OSError):
             ROOT.rmdir()  # only when no other soak runs
 

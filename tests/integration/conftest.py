@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import secrets
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import docker
 import pytest
 
-from healerd.model import LABEL_SERVICE
-from tests.integration.harness import Cluster, Healerd, PrivateDockerd
-from tests.support.busybox_image import build
+from tests.support.busybox_image import COMMAND, build
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.dockerd import PrivateDockerd
+from tests.support.healerd_process import Healerd
 
 IMAGE = "healerd-test/busybox:1"
-# Exits at once on SIGTERM (busybox sleep as PID 1 would ignore it).
-COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
 PRIVATE_ROOT = Path("/var/lib/healerd-test")
 
 
@@ -32,14 +28,12 @@ def dockerd() -> Iterator[PrivateDockerd]:
     d = PrivateDockerd(PRIVATE_ROOT / f"run-{os.getpid()}")
     d.start()
     yield d
-    d.remove_networks()
-    d.stop()
-    d.remove()
+    d.teardown()
 
 
 @pytest.fixture(scope="session")
 def image(dockerd: PrivateDockerd) -> str:
-    api = docker.APIClient(base_url=dockerd.url, version="1.41")
+    api = dockerd.client(timeout=60)
     try:
         return build(api, IMAGE)
     finally:
@@ -48,18 +42,16 @@ def image(dockerd: PrivateDockerd) -> str:
 
 @pytest.fixture
 def api(dockerd: PrivateDockerd) -> Iterator[docker.APIClient]:
-    client = docker.APIClient(base_url=dockerd.url, version="1.41", timeout=30)
+    client = dockerd.client()
     yield client
     client.close()
 
 
 @pytest.fixture
 def cluster(api: docker.APIClient, image: str) -> Iterator[Cluster]:
-    yield Cluster(api)
-    # Leave the engine as we found it: every healerd-labelled container goes.
-    for c in api.containers(all=True, filters={"label": LABEL_SERVICE}):
-        with contextlib.suppress(docker.errors.NotFound):
-            api.remove_container(c["Id"], force=True)
+    c = Cluster(api)
+    yield c
+    c.remove_labelled()  # leave the engine as we found it: every container of healerd's goes
 
 
 @pytest.fixture
@@ -81,37 +73,9 @@ def foreign(api: docker.APIClient, image: str, request: pytest.FixtureRequest) -
     api.remove_container(cid, force=True)
 
 
-class ConfigDir:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.conf_d = root / "conf.d"
-        self.conf_d.mkdir(parents=True)
-
-    def write(self, name: str, text: str) -> Path:
-        path = self.conf_d / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(textwrap.dedent(text))
-        tmp.replace(path)
-        return path
-
-    def service(self, file: str, name: str, replicas: int, **fields: Any) -> Path:
-        """Write one service in the usual test shape."""
-        lines = [
-            "services:",
-            f"  {name}:",
-            f"    image: {IMAGE}",
-            f"    command: {fields.pop('command', json.dumps(COMMAND))}",
-            "    stop_grace_period: 2s",
-            f"    replicas: {replicas}",
-        ]
-        for key, value in fields.items():
-            lines.append(f"    {key}: {value}")
-        return self.write(file, "\n".join(lines) + "\n")
-
-
 @pytest.fixture
 def config(tmp_path: Path) -> ConfigDir:
-    return ConfigDir(tmp_path / "etc-healerd")
+    return ConfigDir(tmp_path / "etc-healerd", IMAGE)
 
 
 @pytest.fixture

@@ -8,8 +8,12 @@ import signal
 
 import docker
 
-from tests.integration.conftest import COMMAND, IMAGE, ConfigDir
-from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
+from tests.integration.conftest import IMAGE
+from tests.support.busybox_image import COMMAND
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
 
 
 def test_bad_files_are_reported_and_skipped_at_start(

@@ -6,8 +6,12 @@ import json
 import os
 import time
 
-from tests.integration.conftest import COMMAND, IMAGE, ConfigDir, unique
-from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
+from tests.integration.conftest import IMAGE, unique
+from tests.support.busybox_image import COMMAND
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
 
 RELOADING = "reloading configuration"
 # The watcher debounces for 0.2 s (at most 0.8 s in a burst); the issue asks for 1 s.
@@ -62,13 +66,13 @@ def test_files_are_applied_without_sighup(
         config.write("hot.yaml", broken)
         wait_for(
             "the error reported",
-            lambda n=reported: errors_logged(healerd) > n,  # type: ignore[misc]
+            lambda n=reported: errors_logged(healerd) > n,
             timeout=10,
         )
         config.service("other.yaml", other, replicas)
         wait_for(
             f"the other file applied ({replicas} replicas)",
-            lambda r=replicas: cluster.converged(other, r),  # type: ignore[misc]
+            lambda r=replicas: cluster.converged(other, r),
             timeout=30,
         )
         assert running_ids(cluster, name) == ids
@@ -127,7 +131,7 @@ def test_a_file_written_slowly_in_chunks_is_never_applied_half_written(
             os.fsync(f.fileno())
             wait_for(
                 "the partial file rejected",
-                lambda n=reported: errors_logged(healerd) > n,  # type: ignore[misc]
+                lambda n=reported: errors_logged(healerd) > n,
                 timeout=10,
             )
             holds_for("containers unchanged", lambda: running_ids(cluster, name) == ids, 0.5)

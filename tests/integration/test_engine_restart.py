@@ -8,8 +8,11 @@ import time
 import docker
 import pytest
 
-from tests.integration.conftest import ConfigDir
-from tests.integration.harness import Cluster, Healerd, PrivateDockerd, wait_for
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.dockerd import PrivateDockerd
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
 
 
 @pytest.mark.engine_restart
@@ -28,10 +31,7 @@ def test_engine_restart_is_survived_and_healed(
     # While the engine is away the operator scales up; healerd must apply it on return.
     config.service("eng.yaml", "eng", 2)
     healerd.signal(signal.SIGHUP)
-    away_until = time.monotonic() + 4
-    while time.monotonic() < away_until:
-        assert healerd.alive(), "healerd died while the engine was away"
-        time.sleep(0.1)
+    holds_for("healerd alive while the engine is away", healerd.alive, 4, interval=0.1)
     log = healerd.log()
     complaints = log.count("cannot list containers") + log.count("event stream lost")
     print(f"log lines about the missing engine in 4 s: {complaints}")

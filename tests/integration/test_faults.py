@@ -9,7 +9,6 @@ fixture) and cleans up its containers (the `cluster` fixture).
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import re
 import shutil
@@ -28,10 +27,14 @@ import pytest
 
 from healerd.cli.client import Client, DaemonUnreachable
 from healerd.model import LABEL_SERVICE, LABEL_SPEC_HASH
-from tests.integration.conftest import COMMAND, IMAGE, ConfigDir
+from tests.integration.conftest import IMAGE
 from tests.integration.faultproxy import CREATE, EVENTS, LIST, FaultProxy, Request
-from tests.integration.harness import Cluster, Healerd, PrivateDockerd, holds_for, wait_for
-from tests.support.busybox_image import build
+from tests.support.busybox_image import COMMAND, build
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.dockerd import DISK_POOL, PrivateDockerd
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
 
 # -- fixtures and helpers ---------------------------------------------------------------
 
@@ -343,31 +346,13 @@ def test_a_hung_event_stream_is_covered_by_the_periodic_resync(
 # -- the engine's disk ---------------------------------------------------------------------
 
 
-def free_subnet() -> str:
-    """A /20 in 172.31.0.0/17 (the main test engines use 172.31.128.0/17) that no route of
-    the host overlaps (packaging/test-systemd.sh takes 172.31.126.0/24); gateway CIDR."""
-    routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
-    taken = [ipaddress.IPv4Network("172.31.126.0/24")]  # test-systemd.sh, when it runs
-    for line in routes.splitlines():
-        with contextlib.suppress(ValueError):
-            taken.append(ipaddress.IPv4Network(line.split()[0], strict=False))
-    slots = list(ipaddress.IPv4Network("172.31.0.0/17").subnets(new_prefix=20))
-    start = os.getpid() % len(slots)
-    for net in slots[start:] + slots[:start]:
-        if not any(net.overlaps(t) for t in taken if t.prefixlen > 0):
-            return f"{net.network_address + 1}/20"
-    raise RuntimeError("no free /20 in 172.31.0.0/17 for the small test engine")
-
-
 @pytest.fixture
 def small_dockerd(dockerd: PrivateDockerd) -> Iterator[PrivateDockerd]:
     """A second private dockerd whose data root is a 64 MiB tmpfs (overlay2 works on it)."""
     parent = Path("/var/lib/healerd-test-disk")
     PrivateDockerd.reap_stale(parent)
     root = parent / f"run-{os.getpid()}"
-    d = PrivateDockerd(root)
-    d.bridge = f"hdd{str(os.getpid())[-8:]}"  # not the main test engine's bridge
-    d.subnet = free_subnet()
+    d = PrivateDockerd(root, bridge_prefix="hdd", pool=DISK_POOL)  # not the main engine's
     (root / "data").mkdir(parents=True, exist_ok=True)
     subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=64m", "healerd-test-disk", str(root / "data")],
@@ -377,14 +362,13 @@ def small_dockerd(dockerd: PrivateDockerd) -> Iterator[PrivateDockerd]:
         d.start()
         yield d
     finally:
-        d.stop()
-        d.remove()  # unmounts the tmpfs too
+        d.teardown()  # unmounts the tmpfs too
 
 
 def test_a_full_disk_fails_creates_clearly_and_touches_no_running_container(
     small_dockerd: PrivateDockerd, config: ConfigDir, tmp_path: Path
 ) -> None:
-    api = docker.APIClient(base_url=small_dockerd.url, version="1.41", timeout=30)
+    api = small_dockerd.client()
     build(api, IMAGE)
     cluster = Cluster(api)
     unowned = api.create_container(IMAGE, COMMAND, name="unowned", stop_timeout=1)["Id"]

@@ -11,8 +11,10 @@ import docker
 import pytest
 
 from healerd.config import load_service_file
-from tests.integration.conftest import ConfigDir
-from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
 
 HEAL_DEADLINE = 2.0
 

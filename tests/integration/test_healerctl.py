@@ -21,8 +21,11 @@ import pytest
 import yaml
 
 from healerd.cli.client import Client
-from tests.integration.conftest import ConfigDir, unique
-from tests.integration.harness import REPO, Cluster, Healerd, holds_for, wait_for
+from tests.integration.conftest import unique
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import REPO, Healerd
+from tests.support.polling import holds_for, wait_for
 
 SECRET = "tok-5ecr3t-do-not-print"
 NOBODY = 65534

@@ -15,8 +15,10 @@ from typing import Any
 import docker
 import psutil
 
-from tests.integration.conftest import ConfigDir
-from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
 
 Gi = 2**30
 

@@ -11,8 +11,11 @@ import docker
 import pytest
 
 from healerd.model import LABEL_RESTARTS, LABEL_SPEC_HASH
-from tests.integration.conftest import IMAGE, ConfigDir
-from tests.integration.harness import Cluster, Healerd, holds_for, wait_for
+from tests.integration.conftest import IMAGE
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
 
 HTTPD = '["httpd", "-f", "-p", "8080", "-h", "/www"]'
 

@@ -34,6 +34,9 @@ APPLETS = [
     "rm",
 ]
 DEFAULT_REF = "healerd-test/busybox:1"
+# A container's command that runs until stopped: sh as PID 1 with a TERM trap exits at
+# once on `docker stop` (busybox sleep as PID 1 would ignore SIGTERM).
+COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 86400 & wait"]
 
 
 def rootfs_tar(busybox: str = BUSYBOX) -> bytes:

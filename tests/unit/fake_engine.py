@@ -1,19 +1,68 @@
-"""An in-memory engine for unit tests of the loop (integration tests use a real dockerd)."""
+"""An in-memory engine for unit tests of the loop (integration tests use a real dockerd).
+
+Strict, like kopf's mocks ("Must not be called!"): a test states which engine calls it
+allows, `FakeEngine(clock, allow=LOOP_CALLS | {"pull"})`; any other call raises an
+AssertionError that names it, and is recorded in `engine.refused`. The loop catches
+exceptions in a pass, so the raise alone may go unseen: tests/conftest.py fails every
+test in which a FakeEngine refused a call, whoever caught the error.
+
+Call names are those of `engine.calls`: "list" (list_managed), "create"
+(create_and_start), and the Engine protocol's other method names.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from healerd.core.clock import FakeClock
 from healerd.engine import EngineError, EngineUnavailable, ImageMissing, ImagePullFailed
 from healerd.model import ContainerState, EngineEvent, ObservedContainer, ServiceSpec
 
+# What a reconcile pass asks of the engine: one list, whether an image is there, creates
+# and removes; and, on first contact and whenever the engine is back, its version and
+# data root.
+LOOP_CALLS = frozenset({"list", "version", "data_root", "image_present", "create", "remove"})
+# Opt-in: pulls, the image size (the disk check before a pull, with admission), the
+# engine's identity (the daemon's one-healerd-per-engine lock), the event stream.
+OPT_IN_CALLS = frozenset({"pull", "image_size_hint", "identity", "watch", "stop_watch"})
+ALL_CALLS = LOOP_CALLS | OPT_IN_CALLS
+# Without `allow=`: what an ordinary pass does, nothing more.
+DEFAULT_ALLOW = LOOP_CALLS
+
+_engines: list[FakeEngine] = []  # made since the last forget_engines(), for tests/conftest.py
+
+
+def forget_engines() -> None:
+    """Forget the engines of earlier tests (tests/conftest.py, before each test)."""
+    _engines.clear()
+
+
+def new_refusals() -> list[str]:
+    """The calls refused by engines made since forget_engines(), not reported before."""
+    out: list[str] = []
+    for engine in list(_engines):
+        refused = list(engine.refused)
+        out += refused[engine.reported :]
+        engine.reported = len(refused)
+    return out
+
 
 class FakeEngine:
-    def __init__(self, clock: FakeClock | None = None) -> None:
+    def __init__(
+        self, clock: FakeClock | None = None, allow: Iterable[str] = DEFAULT_ALLOW
+    ) -> None:
+        self.allow = frozenset(allow)
+        unknown = self.allow - ALL_CALLS
+        if unknown:
+            raise ValueError(
+                f"FakeEngine: no such engine call {sorted(unknown)}: {sorted(ALL_CALLS)}"
+            )
+        self.refused: list[str] = []  # calls outside `allow`, e.g. "pull('img:2')"
+        self.reported = 0  # how many of them tests/conftest.py has seen
+        _engines.append(self)
         self.containers: dict[str, ObservedContainer] = {}
         self.calls: list[str] = []
         self.down = False
@@ -27,15 +76,28 @@ class FakeEngine:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
+    def _allowed(self, call: str, *args: object) -> None:
+        """Refuse a call this test did not allow: record it, and raise."""
+        if call in self.allow:
+            return
+        what = f"{call}({', '.join(repr(a) for a in args)})"
+        self.refused.append(what)
+        raise AssertionError(
+            f"FakeEngine: {what} must not be called: this test allows {sorted(self.allow)}"
+        )
+
     def version(self) -> str:
+        self._allowed("version")
         self._check()
         return "fake"
 
     def identity(self) -> str:
+        self._allowed("identity")
         self._check()
         return "fake-engine-id /fake/data-root"
 
     def data_root(self) -> str | None:
+        self._allowed("data_root")
         return self.root
 
     def _check(self) -> None:
@@ -46,12 +108,14 @@ class FakeEngine:
         return self.clock.time() if self.clock else float(len(self.containers))
 
     def list_managed(self) -> list[ObservedContainer]:
+        self._allowed("list")
         self.calls.append("list")
         self._check()
         with self._lock:
             return list(self.containers.values())
 
     def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
+        self._allowed("create", spec.name, name)
         self.calls.append("create")
         self._check()
         with self._lock:
@@ -78,16 +142,19 @@ class FakeEngine:
             return cid
 
     def image_present(self, image: str) -> bool:
+        self._allowed("image_present", image)
         self.calls.append("image_present")
         self._check()
         return self.images is None or image in self.images
 
     def image_size_hint(self, image: str) -> int | None:
+        self._allowed("image_size_hint", image)
         self.calls.append("image_size_hint")
         self._check()
         return self.image_sizes.get(image.rsplit(":", 1)[0])
 
     def pull(self, image: str) -> None:
+        self._allowed("pull", image)
         self.calls.append("pull")
         self._check()
         if image not in self.pullable:
@@ -96,6 +163,7 @@ class FakeEngine:
             self.images.add(image)
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        self._allowed("remove", container.name)
         self.calls.append("remove")
         self._check()
         with self._lock:
@@ -104,10 +172,11 @@ class FakeEngine:
     def watch(
         self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
     ) -> None:
+        self._allowed("watch")
         raise EngineUnavailable("no events in the fake")
 
     def stop_watch(self) -> None:
-        pass
+        self._allowed("stop_watch")
 
     # -- disruptions -------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.model import ContainerState, EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
 from tests.unit.builders import spec
-from tests.unit.fake_engine import FakeEngine
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 
 def desired(*specs: ServiceSpec, hold: bool = False) -> DesiredState:
@@ -23,7 +23,7 @@ def desired(*specs: ServiceSpec, hold: bool = False) -> DesiredState:
 
 def make() -> tuple[Controller, FakeEngine, FakeClock]:
     clock = FakeClock()
-    engine = FakeEngine(clock)
+    engine = FakeEngine(clock, allow=LOOP_CALLS | {"pull"})
     settings = LoopSettings(
         workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(2.0, 8.0)
     )

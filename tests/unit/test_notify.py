@@ -17,7 +17,7 @@ from healerd.daemon import notify
 from healerd.daemon.main import Daemon, build_parser, resolve_settings
 from healerd.daemon.notify import Notifier, sd_notify, watchdog_interval
 from healerd.model import ObservedContainer
-from tests.unit.fake_engine import FakeEngine
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 
 class Listener:
@@ -174,7 +174,7 @@ class GatedEngine(FakeEngine):
     """list_managed blocks while the gate is closed: a stuck reconcile loop."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(allow=LOOP_CALLS | {"watch", "stop_watch"})
         self.gate = threading.Event()
         self.gate.set()
 

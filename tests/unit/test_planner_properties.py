@@ -62,7 +62,7 @@ from healerd.model import (
     UpdateConfig,
     UpdateOrder,
 )
-from tests.unit.fake_engine import FakeEngine
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 SERVICE = "web"
 T0 = 1_700_000_000.0
@@ -713,7 +713,7 @@ def test_an_unhealthy_replacement_waits_its_backoff_not_its_window() -> None:
     """README: a replacement that fails before it ran for `window` waits `delay`, then
     twice that, up to `max_delay`. The real controller, on an in-memory engine."""
     clock = FakeClock()
-    engine = FakeEngine(clock)
+    engine = FakeEngine(clock, allow=LOOP_CALLS)
     ctrl = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
     policy = RestartPolicy(delay=1.0, max_delay=1.0, window=60.0)
     s = ServiceSpec(name=SERVICE, image="img:1", restart_policy=policy)

@@ -1,0 +1,59 @@
+"""Checks around every test.
+
+A FakeEngine (tests/unit/fake_engine.py) raises at a call its test did not allow, but
+the loop catches exceptions in a pass (and a daemon's threads swallow them): so a test in
+which any FakeEngine refused a call fails here, in the phase (setup, call, teardown)
+where the call was made, whoever caught the error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Generator
+
+import pytest
+
+
+def _refusals() -> list[str]:
+    fake = sys.modules.get("tests.unit.fake_engine")
+    refused: list[str] = fake.new_refusals() if fake is not None else []
+    return refused
+
+
+def _checked() -> Generator[None, object, object]:
+    try:
+        result = yield
+    except BaseException as exc:
+        refused = _refusals()
+        if refused:
+            exc.add_note(f"FakeEngine also refused: {', '.join(refused)}")
+        raise
+    refused = _refusals()
+    if refused:
+        pytest.fail(
+            f"FakeEngine refused {len(refused)} call(s) this test did not allow: "
+            f"{', '.join(refused[:5])}{' ...' if len(refused) > 5 else ''} "
+            "(allow them with FakeEngine(..., allow=...) if the test means them)",
+            pytrace=False,
+        )
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    fake = sys.modules.get("tests.unit.fake_engine")
+    if fake is not None:
+        fake.forget_engines()
+    return (yield from _checked())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _checked())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    return (yield from _checked())
