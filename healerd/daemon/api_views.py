@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from healerd.daemon.metrics import Metrics
 
 
-
 class StatsLike(Protocol):
     @property
     def passes(self) -> int: ...
