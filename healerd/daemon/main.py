@@ -118,6 +118,15 @@ def docker_host(settings: Settings) -> str:
     return settings.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
 
 
+def loop_settings(settings: Settings) -> LoopSettings:
+    return LoopSettings(
+        workers=settings.workers,
+        parallel_actions=max(4, settings.workers * 2),
+        backoff=Backoff(settings.backoff_base, settings.backoff_max),
+        engine_down_log_interval=settings.engine_down_log_interval,
+    )
+
+
 class Daemon:
     def __init__(
         self,
@@ -147,12 +156,7 @@ class Daemon:
         self.controller = Controller(
             self.engine,
             self.clock,
-            LoopSettings(
-                workers=settings.workers,
-                parallel_actions=max(4, settings.workers * 2),
-                backoff=Backoff(settings.backoff_base, settings.backoff_max),
-                engine_down_log_interval=settings.engine_down_log_interval,
-            ),
+            loop_settings(settings),
             admission=self.admission,
             hooks=[loop_metrics],
             engine_guard=self.guard_engine,
