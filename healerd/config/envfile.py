@@ -16,6 +16,11 @@ There is no `${VAR}` interpolation and no multi-line value. Values are secrets: 
 error, log line or exception here ever shows one, only the file and line. The check of
 the `env_file` key (env_files) reads each file at load time too, so that a missing or
 malformed one is reported with the service file's other errors.
+
+Every read, at load and when a container is created (effective_environment), goes
+through healerd.config.trust.read_trusted: under strict modes the file and every
+directory above it must be trusted, a symbolic link is refused, and a FIFO, a device or
+a file over 1 MiB is refused in any mode.
 """
 
 from __future__ import annotations
@@ -27,20 +32,23 @@ from pathlib import Path
 
 from healerd.config.errors import ConfigError, describe
 from healerd.config.keys import At
-from healerd.config.trust import trust_problem
+from healerd.config.trust import FileRefused, read_trusted
 from healerd.config.yamlload import LineList
 from healerd.model import ServiceSpec
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
-MAX_ENV_FILE_SIZE = 1024 * 1024
+MAX_ENV_FILE_SIZE = 2**20  # the most healerd reads of one env file
+MAX_ENV_FILES = 32  # env files one service may name
 
 
 class EnvFileError(ValueError):
-    """An env file that cannot be read or parsed; `error` locates it, never showing a value."""
+    """An env file that cannot be read or parsed; `error` locates it, never showing a value.
+    `refused`: refused by read_trusted (its reason names the file)."""
 
-    def __init__(self, error: ConfigError) -> None:
+    def __init__(self, error: ConfigError, *, refused: bool = False) -> None:
         self.error = error
+        self.refused = refused
         super().__init__(str(error))
 
 
@@ -108,18 +116,18 @@ def parse_env_text(text: str, file: str) -> tuple[tuple[tuple[str, str], ...], l
     return tuple(pairs.items()), errors
 
 
-def read_env_file(path: Path) -> tuple[tuple[str, str], ...]:
-    """One env file's pairs; raises EnvFileError (the first problem) if it is unusable."""
+def read_env_file(path: Path, *, strict_modes: bool = True) -> tuple[tuple[str, str], ...]:
+    """One env file's pairs, read through healerd.config.trust.read_trusted (at most
+    MAX_ENV_FILE_SIZE; with `strict_modes`, the file and every directory above it must be
+    trusted). Raises EnvFileError (the first problem) if it is unusable."""
     file = str(path)
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_ENV_FILE_SIZE + 1)
+        raw = read_trusted(path, "env file", strict=strict_modes, limit=MAX_ENV_FILE_SIZE)
+    except FileRefused as exc:
+        raise EnvFileError(ConfigError(file, None, "env_file", str(exc)), refused=True) from None
     except OSError as exc:
         reason = f"cannot read: {exc.strerror or type(exc).__name__}"
         raise EnvFileError(ConfigError(file, None, "env_file", reason)) from None
-    if len(raw) > MAX_ENV_FILE_SIZE:
-        reason = f"is larger than {MAX_ENV_FILE_SIZE // 1024} KiB"
-        raise EnvFileError(ConfigError(file, None, "env_file", reason))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -131,21 +139,36 @@ def read_env_file(path: Path) -> tuple[tuple[str, str], ...]:
     return pairs
 
 
-def read_env_files(spec: ServiceSpec) -> tuple[tuple[str, str], ...]:
+# The strict_modes each env file was last checked under by the env_file check of a service
+# file, so that reading it again when a container is created checks it the same way. A
+# path that no service file named is read under strict modes.
+_LOADED_STRICT: dict[str, bool] = {}
+
+
+def read_env_files(
+    spec: ServiceSpec, *, strict_modes: bool | None = None
+) -> tuple[tuple[str, str], ...]:
     """The values of every env file of `spec`, later files overriding earlier ones, sorted
     by key. `spec.environment` is not included: see effective_environment.
+
+    Each file is read (and, under strict modes, checked) again now, never taken from
+    memory. `strict_modes` None means as when the service file was loaded.
 
     Raises EnvFileError; its message names the file and line, never a value.
     """
     merged: dict[str, str] = {}
     for path in spec.env_files:
-        merged.update(read_env_file(Path(path)))
+        strict = _LOADED_STRICT.get(path, True) if strict_modes is None else strict_modes
+        merged.update(read_env_file(Path(path), strict_modes=strict))
     return tuple(sorted(merged.items()))
 
 
-def effective_environment(spec: ServiceSpec) -> tuple[tuple[str, str], ...]:
-    """What the container gets: the env files' values with `environment` on top, sorted."""
-    merged = dict(read_env_files(spec))
+def effective_environment(
+    spec: ServiceSpec, *, strict_modes: bool | None = None
+) -> tuple[tuple[str, str], ...]:
+    """What the container gets: the env files' values (read and checked now, see
+    read_env_files) with `environment` on top, sorted."""
+    merged = dict(read_env_files(spec, strict_modes=strict_modes))
     merged.update(spec.environment)
     return tuple(sorted(merged.items()))
 
@@ -160,16 +183,20 @@ def env_digest(spec: ServiceSpec) -> str:
 
 
 def env_files(value: object, at: At) -> tuple[str, ...]:
-    """The `env_file` key's check. Paths only: the values are secrets, read at reconcile
-    time. Here the files must exist, parse and (under strict modes) be trusted; errors show
-    the file and line, no value."""
+    """The `env_file` key's check. Paths only: the values are secrets, read when containers
+    are created. Here the files must exist, parse and (under strict modes) be trusted;
+    errors show the file and line, no value."""
     entries: list[tuple[object, At]]
     if isinstance(value, LineList):
+        if len(value) > MAX_ENV_FILES:
+            at.error(f"names {len(value)} files; a service may name at most {MAX_ENV_FILES}")
+            return ()
         entries = [(item, at.item(value, index)) for index, item in enumerate(value)]
     else:
         entries = [(value, at)]
     paths: list[str] = []
     base = at.context.base_dir
+    strict = at.context.strict_modes
     for item, item_at in entries:
         if not isinstance(item, str) or not item:
             item_at.error(f"must be a path or a list of paths, not {describe(item)}")
@@ -182,11 +209,10 @@ def env_files(value: object, at: At) -> tuple[str, ...]:
             item_at.error(f"{item!r} is listed twice")
             continue
         paths.append(str(path))
-        if at.context.strict_modes and (problem := trust_problem(path, "env file")):
-            item_at.error(problem)
-            continue
+        _LOADED_STRICT[str(path)] = strict
         try:
-            read_env_file(path)
+            read_env_file(path, strict_modes=strict)
         except EnvFileError as exc:
-            item_at.error(f"{exc.error.where}: {exc.error.reason}")
+            error = exc.error
+            item_at.error(error.reason if exc.refused else f"{error.where}: {error.reason}")
     return tuple(paths)

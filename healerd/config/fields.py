@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from healerd.config.envfile import env_files
+from healerd.config.envfile import MAX_ENV_FILES, env_files
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS, healthcheck
 from healerd.config.imageref import IMAGE_REFERENCE_PATTERN
-from healerd.config.keys import Key
+from healerd.config.keys import MAX_ENTRIES, Key
 from healerd.config.pairs import RESERVED_LABEL_PREFIX, environment, labels, pairs_schema
 from healerd.config.ports import PORT_FORMAT, PORT_TEXT, ports
 from healerd.config.rollout import (
@@ -24,7 +24,11 @@ from healerd.config.rollout import (
 )
 from healerd.config.units import DURATION_SCHEMA, DURATION_TEXT, NUMBER_RE, SIZE_PATTERN
 from healerd.config.values import (
+    MAX_CPUS,
+    MAX_REPLICAS,
     MAX_STOP_GRACE_PERIOD,
+    MIN_CPUS,
+    MIN_MEM_LIMIT,
     NETWORK_NAME_RE,
     PRIORITY_RANGE,
     PULL_POLICIES,
@@ -45,7 +49,10 @@ from healerd.config.volumes import VOLUME_TEXT, volumes
 from healerd.model import RestartPolicy, UpdateConfig
 
 _ARGV_SCHEMA: Mapping[str, Any] = {
-    "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+    "anyOf": [
+        {"type": "string"},
+        {"type": "array", "items": {"type": "string"}, "maxItems": MAX_ENTRIES},
+    ]
 }
 _NETWORK_NAME = {"type": "string", "pattern": f"^{NETWORK_NAME_RE.pattern}$"}
 
@@ -63,10 +70,10 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "replicas",
-        "integer >= 0",
+        f"integer 0 to {MAX_REPLICAS}",
         "How many identical containers to keep running; 0 stops them all.",
         "3",
-        schema={"type": "integer", "minimum": 0},
+        schema={"type": "integer", "minimum": 0, "maximum": MAX_REPLICAS},
         check=replicas,
         default=1,
         compose="deploy.replicas",
@@ -93,8 +100,9 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     Key(
         "environment",
         "mapping, or list of KEY=value",
-        "Environment variables. Values are strings or numbers (quote true/false); null or "
-        "KEY= gives an empty value. Overrides env_file.",
+        "Environment variables. Names are letters, digits, '_', '.' or '-', not starting "
+        "with a digit; values are strings or numbers (quote true/false); null or KEY= gives "
+        "an empty value. Overrides env_file. No error shows a value.",
         "{TZ: UTC, LOG_LEVEL: info}",
         schema=pairs_schema(labels=False),
         check=environment,
@@ -103,15 +111,21 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "env_file",
-        "path, or list of paths",
-        "Files of KEY=VALUE lines, relative to the service file's directory, read when "
-        "containers are created and never logged (see Secrets in README.md). Later files "
-        "override earlier ones.",
+        f"path, or list of at most {MAX_ENV_FILES} paths",
+        "Files of KEY=VALUE lines (at most 1 MiB each), relative to the service file's "
+        "directory, read when containers are created and never logged (see Secrets in "
+        "README.md). Later files override earlier ones. Each is checked like a service "
+        "file, at load and at every read: a symbolic link, a FIFO or a device is refused.",
         "[web.env]",
         schema={
             "anyOf": [
                 {"type": "string", "minLength": 1},
-                {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "uniqueItems": True,
+                    "maxItems": MAX_ENV_FILES,
+                },
             ]
         },
         check=env_files,
@@ -155,7 +169,11 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "Mounts, short syntax only: SOURCE is an absolute host path or a volume name, TARGET "
         "an absolute path in the container; a bare /path is an anonymous volume.",
         '["data:/var/lib/app", "/srv/conf:/etc/app:ro"]',
-        schema={"type": "array", "items": {"type": "string", "pattern": VOLUME_TEXT}},
+        schema={
+            "type": "array",
+            "items": {"type": "string", "pattern": VOLUME_TEXT},
+            "maxItems": MAX_ENTRIES,
+        },
         check=volumes,
         default=(),
         compose="volumes",
@@ -174,6 +192,7 @@ SERVICE_FIELDS: tuple[Key, ...] = (
                     {"type": "string", "pattern": PORT_TEXT},
                 ]
             },
+            "maxItems": MAX_ENTRIES,
         },
         check=ports,
         default=(),
@@ -186,11 +205,17 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "[backend]",
         schema={
             "anyOf": [
-                {"type": "array", "items": _NETWORK_NAME, "uniqueItems": True},
+                {
+                    "type": "array",
+                    "items": _NETWORK_NAME,
+                    "uniqueItems": True,
+                    "maxItems": MAX_ENTRIES,
+                },
                 {
                     "type": "object",
                     "propertyNames": _NETWORK_NAME,
                     "additionalProperties": {"type": ["object", "null"], "maxProperties": 0},
+                    "maxProperties": MAX_ENTRIES,
                 },
             ]
         },
@@ -200,12 +225,13 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "mem_limit",
-        "size",
-        "Memory limit: bytes, or a number with k, m or g (binary units) and an optional b.",
+        "size >= 6m",
+        "Memory limit: bytes, or a number with k, m or g (binary units) and an optional b. "
+        "At least 6m (Docker's minimum), less than 2^63 bytes.",
         "256m",
         schema={
             "anyOf": [
-                {"type": "integer", "minimum": 1},
+                {"type": "integer", "minimum": MIN_MEM_LIMIT, "maximum": 2**63 - 1},
                 {
                     "type": "string",
                     "pattern": f"^{SIZE_PATTERN}$",
@@ -221,12 +247,12 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "cpus",
-        "number > 0",
-        "CPU limit, in CPUs.",
+        f"number {MIN_CPUS:g} to {MAX_CPUS:g}",
+        f"CPU limit, in CPUs (Docker refuses less than {MIN_CPUS:g}).",
         "0.5",
         schema={
             "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "number", "minimum": MIN_CPUS, "maximum": MAX_CPUS},
                 {
                     "type": "string",
                     "pattern": f"^(?:{NUMBER_RE.pattern})$",
@@ -276,7 +302,7 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "unhealthy_grace",
-        "duration",
+        "duration <= 168h",
         "How long a container may stay unhealthy before healerd replaces it.",
         "30s",
         schema=DURATION_SCHEMA,
@@ -285,7 +311,7 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "priority",
-        "integer",
+        f"integer -{PRIORITY_RANGE} to {PRIORITY_RANGE}",
         "When the host has no room for every container that should start (see the pressure "
         "settings in healerd.yaml), services with a higher priority start first and lower "
         "ones wait. Changing it never replaces containers.",

@@ -6,12 +6,19 @@ from typing import Any
 
 from healerd.config.errors import describe
 from healerd.config.keys import At, Key, optional, unknown_keys
-from healerd.config.units import DURATION_SCHEMA, POSITIVE_DURATION_SCHEMA
+from healerd.config.units import duration_schema
 from healerd.config.values import boolean, duration, whole
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import HealthcheckSpec
 
 _HEALTHCHECK_KINDS = ("CMD", "CMD-SHELL", "NONE")
+# A check more often than once a second (or one given less than a second) is a typo for
+# seconds, and an exec storm in the container: interval and timeout are at least this,
+# start_period is 0 or at least this. All are at most units.MAX_DURATION.
+MIN_HEALTHCHECK_TIME = 1.0
+MAX_RETRIES = 100
+_HEALTHCHECK_TIME_SCHEMA = duration_schema(positive=True, minimum=MIN_HEALTHCHECK_TIME)
+_START_PERIOD_SCHEMA = duration_schema(minimum=MIN_HEALTHCHECK_TIME)
 _STRINGS = {"type": "string"}
 _SHELL_TEST = {"type": "string", "pattern": r"\S"}
 
@@ -45,34 +52,34 @@ HEALTHCHECK_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "interval",
-        "duration > 0",
+        "duration 1s to 168h",
         "Time between checks (the image's, else the engine's 30s, when absent).",
         "5s",
-        schema=POSITIVE_DURATION_SCHEMA,
+        schema=_HEALTHCHECK_TIME_SCHEMA,
         compose="healthcheck.interval",
     ),
     Key(
         "timeout",
-        "duration > 0",
+        "duration 1s to 168h",
         "How long one check may take.",
         "2s",
-        schema=POSITIVE_DURATION_SCHEMA,
+        schema=_HEALTHCHECK_TIME_SCHEMA,
         compose="healthcheck.timeout",
     ),
     Key(
         "retries",
-        "integer >= 1",
+        f"integer 1 to {MAX_RETRIES}",
         "Failed checks in a row before the container is unhealthy.",
         "3",
-        schema={"type": "integer", "minimum": 1},
+        schema={"type": "integer", "minimum": 1, "maximum": MAX_RETRIES},
         compose="healthcheck.retries",
     ),
     Key(
         "start_period",
-        "duration",
+        "duration: 0, or 1s to 168h",
         "Time after the start during which failed checks do not count.",
         "10s",
-        schema=DURATION_SCHEMA,
+        schema=_START_PERIOD_SCHEMA,
         compose="healthcheck.start_period",
     ),
     Key(
@@ -126,9 +133,14 @@ def healthcheck(value: object, at: At) -> HealthcheckSpec | None:
     for key in ("interval", "timeout", "start_period"):
         if value.get(key) is not None:
             positive = key != "start_period"
-            timing[key] = duration(value[key], at.key(value, key), positive=positive)
+            timing[key] = duration(
+                value[key], at.key(value, key), positive=positive, minimum=MIN_HEALTHCHECK_TIME
+            )
     if value.get("retries") is not None:
-        timing["retries"] = whole(value["retries"], at.key(value, "retries"), minimum=1, default=1)
+        retries_at = at.key(value, "retries")
+        timing["retries"] = whole(
+            value["retries"], retries_at, minimum=1, maximum=MAX_RETRIES, default=1
+        )
     if disable and test not in ((), ("NONE",)):
         at.key(value, "disable").error("contradicts the test: leave out one of them")
     if disable or test == ("NONE",):

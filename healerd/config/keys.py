@@ -18,6 +18,9 @@ from healerd.config.errors import ConfigError, unknown_key_reason
 from healerd.config.yamlload import LineDict, LineList
 
 T = TypeVar("T")
+# The most entries a list or mapping of a service may hold (command, environment, ports,
+# ...): more is a generated file gone wrong, and a container nobody can run.
+MAX_ENTRIES = 1000
 
 
 @dataclass(frozen=True)

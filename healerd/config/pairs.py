@@ -1,32 +1,66 @@
 """`environment` and `labels`: a mapping or a list of KEY=value, as Compose allows both.
 
 Both come out as sorted pairs, so that reordering them never replaces containers.
+Environment values are secrets: no error about an environment entry shows a value, or an
+entry or key that may hold one; it names the key (when it is a variable name, before an
+'=') or else only the entry's place (line, column, index).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from healerd.config.errors import describe
-from healerd.config.keys import At
+from healerd.config.keys import MAX_ENTRIES, At
 from healerd.config.yamlload import LineDict, LineList
 
 RESERVED_LABEL_PREFIX = "io.healerd."
+# Environment variable names, as env files take them. A key that is not one is most
+# likely a value in the wrong place (`KEY:secret` for `KEY=secret`): it is refused, and
+# no error shows it. Labels may hold any key without '='.
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
-def _pair_key(key: object, at: At, labels: bool) -> str | None:
+def _label_key(key: object, at: At) -> str | None:
     if not isinstance(key, str):
         at.error(f"keys must be strings, not {describe(key)} (quote it)")
         return None
     if not key or "=" in key:
         at.error("keys must be non-empty and without '='")
         return None
-    if labels and key.startswith(RESERVED_LABEL_PREFIX):
+    if key.startswith(RESERVED_LABEL_PREFIX):
         at.error(f"keys starting with {RESERVED_LABEL_PREFIX!r} are reserved for healerd")
         return None
     return key
+
+
+_NOT_SHOWN = "the entry is not shown, as it may hold a secret"
+_NAME_RULE = "a variable name must be letters, digits, '_', '.' or '-', not starting with a digit"
+
+
+def _is_name_before(text: str, sep: str) -> bool:
+    name, found, _ = text.partition(sep)
+    return bool(found) and ENV_NAME_RE.fullmatch(name.strip()) is not None
+
+
+def _entry_reason(item: str) -> str:
+    """Why a list entry is refused, without showing any of it: `KEY:secret` written for
+    `KEY=secret` would show the secret. The error's line and column point at it."""
+    if _is_name_before(item, ":"):
+        return f"is not KEY=value: write KEY=value, not KEY:value; {_NOT_SHOWN}"
+    if "=" not in item:
+        return f"is not KEY=value (write KEY=value, or KEY= for an empty value); {_NOT_SHOWN}"
+    return f"{_NAME_RULE}; {_NOT_SHOWN}"
+
+
+def _key_reason(key: str) -> str:
+    """Why a mapping key is refused, without showing it (`KEY=secret: x`, say)."""
+    if _is_name_before(key, "=") or _is_name_before(key, ":"):
+        return f"{_NAME_RULE}; {_NOT_SHOWN} (in a mapping, write KEY: value)"
+    return f"{_NAME_RULE}; {_NOT_SHOWN}"
 
 
 def _pair_value(value: object, raw: str | None, at: At) -> str | None:
@@ -45,11 +79,23 @@ def _pair_value(value: object, raw: str | None, at: At) -> str | None:
 
 def _mapping_pairs(value: LineDict, at: At, labels: bool, pairs: dict[str, str]) -> None:
     for raw_key, raw_value in value.items():
-        item_at = at.key(value, raw_key)
-        key = _pair_key(raw_key, item_at, labels)
+        if labels or not isinstance(raw_key, str) or ENV_NAME_RE.fullmatch(raw_key):
+            item_at = at.key(value, raw_key)
+            key = _label_key(raw_key, item_at) if labels else _env_key(raw_key, item_at)
+        else:  # the key is not a name: report it at its place, not by its text
+            item_at = replace(at, line=value.line_of(raw_key), column=value.column_of(raw_key))
+            item_at.error(_key_reason(raw_key))
+            key = None
         text = _pair_value(raw_value, value.raw.get(raw_key), item_at)
         if key is not None and text is not None:
             pairs[key] = text
+
+
+def _env_key(key: object, at: At) -> str | None:
+    if isinstance(key, str):
+        return key
+    at.error(f"keys must be strings, not {describe(key)} (quote it)")
+    return None
 
 
 def _list_pairs(value: LineList, at: At, labels: bool, pairs: dict[str, str]) -> None:
@@ -58,10 +104,13 @@ def _list_pairs(value: LineList, at: At, labels: bool, pairs: dict[str, str]) ->
             at.item(value, index).error(f"must be a 'KEY=value' string, not {describe(item)}")
             continue
         raw_key, sep, text = item.partition("=")
+        if not labels and not (sep and ENV_NAME_RE.fullmatch(raw_key)):
+            at.item(value, index).error(_entry_reason(item))
+            continue
         item_at = at.item(value, index, raw_key or None)
         if not sep:
             item_at.error(f"{item!r} has no value: write {item}=value ({item}= for empty)")
-        elif (key := _pair_key(raw_key, item_at, labels)) is None:
+        elif (key := _label_key(raw_key, item_at) if labels else raw_key) is None:
             pass
         elif key in pairs:
             item_at.error("is set more than once")
@@ -88,22 +137,23 @@ def labels(value: object, at: At) -> tuple[tuple[str, str], ...]:
     return _pairs(value, at, labels=True)
 
 
-_PAIR_KEY = r"[^=]+"
-_NO_RESERVED = rf"(?!{re.escape(RESERVED_LABEL_PREFIX)})"
+_LABEL_KEY = rf"(?!{re.escape(RESERVED_LABEL_PREFIX)})[^=]+"
 
 
 def pairs_schema(labels: bool) -> Mapping[str, Any]:
-    prefix = _NO_RESERVED if labels else ""
+    key = _LABEL_KEY if labels else ENV_NAME_RE.pattern
     return {
         "anyOf": [
             {
                 "type": "object",
-                "propertyNames": {"pattern": f"^{prefix}{_PAIR_KEY}$"},
+                "propertyNames": {"pattern": f"^{key}$"},
                 "additionalProperties": {"type": ["string", "number", "null"]},
+                "maxProperties": MAX_ENTRIES,
             },
             {
                 "type": "array",
-                "items": {"type": "string", "pattern": f"^{prefix}{_PAIR_KEY}="},
+                "items": {"type": "string", "pattern": f"^{key}="},
+                "maxItems": MAX_ENTRIES,
             },
         ]
     }

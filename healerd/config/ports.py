@@ -13,6 +13,7 @@ from healerd.config.yamlload import LineList
 from healerd.model import PortSpec, ServiceSpec
 
 PORT_FORMAT = "[[IP:]HOST:]CONTAINER[/tcp|udp]"
+_WILDCARDS = ("", "0.0.0.0", "::")  # host addresses that mean every address
 
 
 def ports_clash(a: PortSpec, b: PortSpec) -> bool:
@@ -22,8 +23,7 @@ def ports_clash(a: PortSpec, b: PortSpec) -> bool:
         return False
     if (a.host_port, a.protocol) != (b.host_port, b.protocol):
         return False
-    wildcard = ("", "0.0.0.0", "::")
-    return a.host_ip == b.host_ip or a.host_ip in wildcard or b.host_ip in wildcard
+    return a.host_ip == b.host_ip or a.host_ip in _WILDCARDS or b.host_ip in _WILDCARDS
 
 
 def port_clash(a: ServiceSpec, b: ServiceSpec) -> PortSpec | None:
@@ -32,6 +32,52 @@ def port_clash(a: ServiceSpec, b: ServiceSpec) -> PortSpec | None:
         if any(ports_clash(pa, pb) for pa in a.ports):
             return pb
     return None
+
+
+class HostPorts:
+    """Fixed host ports claimed so far, each clash found in constant time (port_clash
+    over every pair of services would be quadratic in a file's services and ports).
+
+    Owners are numbered in claim order; a lookup gives the first owner that clashes.
+    """
+
+    def __init__(self) -> None:
+        self._exact: dict[tuple[str, int, str], int] = {}  # (address, port, protocol)
+        self._wildcard: dict[tuple[int, str], int] = {}  # claimed on every address
+        self._any: dict[tuple[int, str], int] = {}  # claimed on some address
+
+    def owner(self, port: PortSpec) -> int | None:
+        if port.host_port is None:
+            return None
+        key = (port.host_port, port.protocol)
+        if port.host_ip in _WILDCARDS:
+            return self._any.get(key)
+        found = [
+            o
+            for o in (self._exact.get((port.host_ip, *key)), self._wildcard.get(key))
+            if o is not None
+        ]
+        return min(found, default=None)
+
+    def claim(self, port: PortSpec, owner: int) -> None:
+        if port.host_port is None:
+            return
+        key = (port.host_port, port.protocol)
+        self._any.setdefault(key, owner)
+        if port.host_ip in _WILDCARDS:
+            self._wildcard.setdefault(key, owner)
+        else:
+            self._exact.setdefault((port.host_ip, *key), owner)
+
+    def clash(self, spec: ServiceSpec) -> tuple[int, PortSpec] | None:
+        """The first owner whose ports clash with `spec`'s, and the first such port of
+        `spec` (what port_clash against each earlier service in turn would find)."""
+        found: tuple[int, PortSpec] | None = None
+        for port in spec.ports:
+            owner = self.owner(port)
+            if owner is not None and (found is None or owner < found[0]):
+                found = (owner, port)
+        return found
 
 
 def describe_port(port: PortSpec) -> str:
@@ -86,17 +132,18 @@ def ports(value: object, at: At) -> tuple[PortSpec, ...]:
         at.error(f"must be a list of ports such as '8080:80', not {describe(value)}")
         return ()
     found: list[PortSpec] = []
+    fixed: set[tuple[str, int, str]] = set()
     for index, item in enumerate(value):
         item_at = at.item(value, index)
         port = _port(item, item_at)
         if port is None:
             continue
-        if port.host_port is not None and any(
-            (p.host_ip, p.host_port, p.protocol) == (port.host_ip, port.host_port, port.protocol)
-            for p in found
-        ):
-            item_at.error(f"host port {port.host_port}/{port.protocol} is published twice")
-            continue
+        if port.host_port is not None:
+            key = (port.host_ip, port.host_port, port.protocol)
+            if key in fixed:
+                item_at.error(f"host port {port.host_port}/{port.protocol} is published twice")
+                continue
+            fixed.add(key)
         found.append(port)
     return tuple(found)
 

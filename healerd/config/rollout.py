@@ -9,7 +9,7 @@ from collections.abc import Callable
 from healerd.config.errors import describe
 from healerd.config.keys import At, Key, optional, unknown_keys
 from healerd.config.units import DURATION_SCHEMA, POSITIVE_DURATION_SCHEMA
-from healerd.config.values import choice, duration, whole
+from healerd.config.values import MAX_REPLICAS, choice, duration, whole
 from healerd.config.yamlload import LineDict
 from healerd.model import RestartPolicy, UpdateConfig, UpdateOrder
 
@@ -19,16 +19,16 @@ _UPDATE_DEFAULTS = UpdateConfig()
 UPDATE_CONFIG_FIELDS: tuple[Key, ...] = (
     Key(
         "parallelism",
-        "integer >= 1",
+        f"integer 1 to {MAX_REPLICAS}",
         "Containers replaced at a time during a rollout.",
         "2",
-        schema={"type": "integer", "minimum": 1},
+        schema={"type": "integer", "minimum": 1, "maximum": MAX_REPLICAS},
         default=_UPDATE_DEFAULTS.parallelism,
         compose="deploy.update_config.parallelism",
     ),
     Key(
         "delay",
-        "duration",
+        "duration <= 168h",
         "Pause between two steps of a rollout.",
         "5s",
         schema=DURATION_SCHEMA,
@@ -47,7 +47,7 @@ UPDATE_CONFIG_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "min_ready_seconds",
-        "duration",
+        "duration <= 168h",
         "How long a new container must run (and be healthy, if it has a healthcheck) to count "
         "as ready.",
         "10s",
@@ -57,7 +57,7 @@ UPDATE_CONFIG_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "progress_deadline",
-        "duration > 0",
+        "duration > 0, <= 168h",
         "A rollout that makes no progress for this long halts (old containers stay).",
         "5m",
         schema=POSITIVE_DURATION_SCHEMA,
@@ -70,7 +70,7 @@ _RESTART_DEFAULTS = RestartPolicy()
 RESTART_POLICY_FIELDS: tuple[Key, ...] = (
     Key(
         "delay",
-        "duration > 0",
+        "duration > 0, <= 168h",
         "First backoff before a crashed replica is restarted; it doubles with each crash.",
         "5s",
         schema=POSITIVE_DURATION_SCHEMA,
@@ -79,7 +79,7 @@ RESTART_POLICY_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "max_delay",
-        "duration > 0, >= delay",
+        "duration > 0, >= delay, <= 168h",
         "The longest backoff.",
         "2m",
         schema=POSITIVE_DURATION_SCHEMA,
@@ -87,7 +87,7 @@ RESTART_POLICY_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "window",
-        "duration > 0",
+        "duration > 0, <= 168h",
         "A replica that runs this long has its backoff reset.",
         "10m",
         schema=POSITIVE_DURATION_SCHEMA,
@@ -108,7 +108,7 @@ def update_config(value: object, at: At) -> UpdateConfig:
     d = UpdateConfig()
 
     def parallelism(v: object, a: At) -> int:
-        return whole(v, a, minimum=1, default=d.parallelism)
+        return whole(v, a, minimum=1, maximum=MAX_REPLICAS, default=d.parallelism)
 
     def order(v: object, a: At) -> UpdateOrder:
         return UpdateOrder(choice(v, a, UPDATE_ORDERS, d.order))

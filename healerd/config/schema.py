@@ -17,17 +17,23 @@ word.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from healerd.config.envfile import MAX_ENV_FILE_SIZE, MAX_ENV_FILES
 from healerd.config.fields import SERVICE_FIELDS
-from healerd.config.keys import Key
-from healerd.config.servicefile import SERVICE_NAME_RE
+from healerd.config.keys import MAX_ENTRIES, Key
+from healerd.config.servicefile import (
+    MAX_ERRORS_PER_FILE,
+    MAX_SERVICES_PER_FILE,
+    SERVICE_NAME_RE,
+)
 from healerd.config.settings import SETTINGS_FIELDS
+from healerd.config.units import MAX_DURATION, format_duration
+from healerd.config.yamlload import MAX_FILE_SIZE, MAX_MERGED, MAX_MERGED_TOTAL, MAX_VALUES
 from healerd.model import HealthcheckSpec, RestartPolicy, Threshold, UpdateConfig
 
 SCHEMA_FILE = Path("config") / "healerd-services.schema.json"
@@ -90,13 +96,15 @@ def service_schema() -> dict[str, Any]:
         "properties": {
             "services": {
                 "description": "Service names (1 to 50 letters, digits, '_', '.' or '-', "
-                "starting with a letter or digit, unique across files) to services.",
+                "starting with a letter or digit, unique across files) to services; at most "
+                f"{MAX_SERVICES_PER_FILE} in a file.",
                 "anyOf": [
                     {"type": "null"},
                     {
                         "type": "object",
                         "propertyNames": {"pattern": f"^{SERVICE_NAME_RE.pattern}$"},
                         "additionalProperties": {"$ref": "#/definitions/service"},
+                        "maxProperties": MAX_SERVICES_PER_FILE,
                     },
                 ],
             }
@@ -112,16 +120,6 @@ def schema_text() -> str:
 
 
 # --- CONFIG.md ------------------------------------------------------------------------------
-
-
-def format_duration(seconds: float) -> str:
-    """10.0 -> 10s, 600.0 -> 10m, 0.25 -> 250ms: how the docs write default durations."""
-    if seconds == 0:
-        return "0s"
-    for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0)):
-        if seconds >= size and math.isclose(seconds / size, round(seconds / size)):
-            return f"{round(seconds / size)}{unit}"
-    return f"{round(seconds * 1000)}ms"
 
 
 def format_size(size: int) -> str:
@@ -223,6 +221,18 @@ Common value forms:
   mappings (handy for YAML anchors); any other unknown key is an error, with a
   suggestion when it looks like a typo.
 
+{limits}
+Who may write the files: under `strict_modes` (the default), a service file, an env
+file and `healerd.yaml`, and every directory above each up to `/`, must be owned by root
+or healerd's own user and not writable by group or others (a sticky world-writable
+directory such as `/tmp` does not pass). healerd opens each file once, through checked
+directory descriptors with `O_NOFOLLOW`, and reads what it checked, at load and again
+when it reads an env file for a new container. A service file in `conf.d` may be a
+symbolic link to a file whose every directory passes too; an env file or `healerd.yaml`
+may not be one. A FIFO, a device or a socket is refused even with `strict_modes: false`,
+which skips only the owner and mode checks (development only). `healerd.yaml` is always
+checked strictly: it is the file that sets `strict_modes`.
+
 Editors can check service files as they are typed with the JSON Schema
 `config/healerd-services.schema.json` (generated from the same tables); put
 `# yaml-language-server: $schema=<path or URL of the schema>` at the top of a file. The
@@ -247,6 +257,23 @@ digit, and must be unique across all files.
 ### Service keys
 """
 
+_MIB = 2**20
+_LIMITS = f"""\
+Limits, so that no file can make healerd hang or fill its memory (each with an error
+naming the file and the field):
+
+- file sizes: a service file and `healerd.yaml` at most {MAX_FILE_SIZE // _MIB} MiB, an env file at
+  most {MAX_ENV_FILE_SIZE // _MIB} MiB; a larger file is refused;
+- at most {MAX_SERVICES_PER_FILE} services in a file; at most {MAX_ENTRIES} entries in a list or
+  mapping of a service (`command`, `environment`, `labels`, `volumes`, `ports`,
+  `networks`, ...), and at most {MAX_ENV_FILES} files in `env_file`;
+- every duration at most `{format_duration(MAX_DURATION)}` (a week); the Type column gives each
+  key's range;
+- YAML merge keys (`<<`): at most {MAX_MERGED} entries in one mapping and {MAX_MERGED_TOTAL}
+  in a file; aliases: at most {MAX_VALUES} values in all;
+- at most {MAX_ERRORS_PER_FILE} errors of a file are listed, then how many more there are.
+"""
+
 _COMPOSE_NOTE = """
 Compose keys that healerd does not accept, because it does their job itself: `restart`
 (healerd restarts containers and never gives up; see `restart_policy`), `deploy` (write
@@ -259,16 +286,18 @@ _SETTINGS_INTRO = """
 ## healerd.yaml
 
 Every key is optional and a missing file means all defaults. Unlike a service file, an
-invalid `healerd.yaml` stops healerd at startup, with every error listed. The config
-directory itself is chosen on the command line (`--config-dir`), not here; `docker_host`,
-`socket_path`, `resync_interval`, `workers` and `log_level` can be overridden there too.
+invalid `healerd.yaml` stops healerd at startup, with every error listed. It is read with
+the strict owner and mode checks whatever it says about `strict_modes` (see above). The
+config directory itself is chosen on the command line (`--config-dir`), not here;
+`docker_host`, `socket_path`, `resync_interval`, `workers` and `log_level` can be
+overridden there too.
 
 """
 
 
 def reference_text() -> str:
     """CONFIG.md: every key of a service file and of healerd.yaml."""
-    lines = [_INTRO]
+    lines = [_INTRO.replace("{limits}\n", _LIMITS + "\n")]
     lines += _key_table(SERVICE_FIELDS)
     lines.append(_COMPOSE_NOTE)
     for key in SERVICE_FIELDS:

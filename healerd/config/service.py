@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Mapping
 
 from healerd.config.envfile import EnvFileError, env_digest
 from healerd.config.errors import describe, unknown_key_reason
 from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
-from healerd.config.keys import At, check_keys
-from healerd.config.yamlload import LineDict
+from healerd.config.keys import MAX_ENTRIES, At, check_keys
+from healerd.config.yamlload import LineDict, LineList
 from healerd.model import ServiceSpec
 
 # Compose keys whose job healerd does itself, with what to write instead.
@@ -29,6 +30,17 @@ def _unknown_keys(body: LineDict, at: At) -> None:
             at.key(body, key).error(f"unknown key {key!r}: {_REPLACED_KEYS[key]}")
         elif not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
             at.key(body, key).error(unknown_key_reason(key, SERVICE_KEYS))
+
+
+def _bounded(body: LineDict, at: At) -> Mapping[object, object]:
+    """`body` without the lists and mappings over MAX_ENTRIES entries, each reported."""
+    bounded = {}
+    for key, value in body.items():
+        if isinstance(value, LineList | LineDict) and len(value) > MAX_ENTRIES:
+            at.key(body, key).error(f"has {len(value)} entries; at most {MAX_ENTRIES} are allowed")
+        else:
+            bounded[key] = value
+    return bounded
 
 
 def _across_keys(spec: ServiceSpec, body: LineDict, at: At) -> None:
@@ -59,7 +71,7 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
     _unknown_keys(body, at)
     if body.get("image") is None:
         at.here("image").error("is required")
-    values, _ = check_keys(body, SERVICE_FIELDS, lambda key: at.key(body, key))
+    values, _ = check_keys(_bounded(body, at), SERVICE_FIELDS, lambda key: at.key(body, key))
     spec = ServiceSpec(name=name, source_file=at.file, **values)
     if spec.env_files:
         # Errors were reported above; a digest is only taken of files that read cleanly.

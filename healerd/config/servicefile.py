@@ -6,7 +6,6 @@ error in the file is collected and the operator can fix them in one go.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,13 +13,21 @@ from pathlib import Path
 
 from healerd.config.errors import ConfigError, describe, sort_errors
 from healerd.config.keys import At, Context, unknown_keys
-from healerd.config.ports import describe_port, port_clash
+from healerd.config.ports import HostPorts, describe_port
 from healerd.config.service import check_service
-from healerd.config.trust import trust_problem
-from healerd.config.yamlload import LineDict, LineList, load_yaml, read_yaml_file
+from healerd.config.yamlload import (
+    LineDict,
+    LineList,
+    load_yaml,
+    load_yaml_bytes,
+    read_config_file,
+)
 from healerd.model import ServiceSpec
 
 SERVICE_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")
+MAX_SERVICES_PER_FILE = 1000
+# Errors reported of one file; past this, one more error says how many were left out.
+MAX_ERRORS_PER_FILE = 100
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,14 @@ def _valid_name(name: object, at: At) -> bool:
 def _services(services: LineDict, at: At) -> tuple[dict[str, ServiceSpec], _Positions]:
     specs: dict[str, ServiceSpec] = {}
     lines: _Positions = {}
+    if len(services) > MAX_SERVICES_PER_FILE:
+        at.error(
+            f"declares {len(services)} services; a file may declare at most "
+            f"{MAX_SERVICES_PER_FILE} (split it into several files)"
+        )
+        return specs, lines
+    claimed = HostPorts()  # owners are indexes in `order`
+    order: list[ServiceSpec] = []
     for name, body in services.items():
         name_at = at.key(services, name)
         if not _valid_name(name, name_at):
@@ -64,14 +79,15 @@ def _services(services: LineDict, at: At) -> tuple[dict[str, ServiceSpec], _Posi
         spec = check_service(name, body, name_at)
         if spec is None:
             continue
-        for other in specs.values():
-            if (port := port_clash(other, spec)) is not None:
-                ports_at = name_at.key(body, "ports")
-                ports_at.error(
-                    f"{describe_port(port)} is also published by service {other.name!r} "
-                    "in this file: two containers cannot hold one fixed host port"
-                )
-                break
+        if (clash := claimed.clash(spec)) is not None:
+            other, port = order[clash[0]], clash[1]
+            name_at.key(body, "ports").error(
+                f"{describe_port(port)} is also published by service {other.name!r} "
+                "in this file: two containers cannot hold one fixed host port"
+            )
+        for port in spec.ports:
+            claimed.claim(port, len(order))
+        order.append(spec)
         specs[name] = spec
         lines[name] = (name_at.line or 1, name_at.column)
     return specs, lines
@@ -104,8 +120,16 @@ def _result(data: object, errors: list[ConfigError], file: str, context: Context
     lines = {name: line for name, (line, _) in positions.items()}
     columns = {name: col for name, (_, col) in positions.items() if col is not None}
     if found:
-        return FileResult(file, None, sort_errors(found), lines, columns)
+        return FileResult(file, None, _capped(sort_errors(found), file), lines, columns)
     return FileResult(file, specs, (), lines, columns)
+
+
+def _capped(errors: tuple[ConfigError, ...], file: str) -> tuple[ConfigError, ...]:
+    if len(errors) <= MAX_ERRORS_PER_FILE:
+        return errors
+    left_out = len(errors) - MAX_ERRORS_PER_FILE
+    reason = f"{left_out} more errors not shown (at most {MAX_ERRORS_PER_FILE} are listed)"
+    return (*errors[:MAX_ERRORS_PER_FILE], ConfigError(file, None, "file", reason))
 
 
 def parse_service_text(
@@ -125,28 +149,25 @@ def load_service_file(
 ) -> FileResult:
     """Reads and checks one service file; read errors become ConfigErrors, never exceptions.
 
-    With `strict_modes`, a file (or an env file it names) that others than root or
-    healerd's user could write is refused: see healerd.config.trust.
+    The file is read through healerd.config.trust.read_trusted: a FIFO, a device or a
+    file over MAX_FILE_SIZE is refused; with `strict_modes`, so is a file (or an env file
+    it names) that others than root or healerd's user own or could write, or that sits
+    in a directory they could write. A symbolic link is followed only when its whole
+    target is trusted.
     """
     file = str(path) if display_name is None else display_name
-    if strict_modes and (problem := trust_problem(path)):
-        return FileResult(file, None, (ConfigError(file, None, "file", problem),))
-    with contextlib.suppress(OSError):
-        if path.stat().st_size == 0:
-            # A file truncated to be rewritten (cp, `>` redirection) is empty for a moment:
-            # that must not read as "remove its services". Delete the file for that.
-            return FileResult(
-                file,
-                None,
-                (
-                    ConfigError(
-                        file,
-                        None,
-                        "file",
-                        "empty (still being written?): its services keep their last good state; "
-                        "delete the file to remove them, or write `services: {}`",
-                    ),
-                ),
-            )
-    data, errors = read_yaml_file(path, file)
+    raw, errors = read_config_file(path, file, "file", strict=strict_modes, follow_symlink=True)
+    if raw is None and not errors:
+        errors = [ConfigError(file, None, "file", "cannot read: the file does not exist")]
+    if errors or raw is None:
+        return FileResult(file, None, tuple(errors))
+    if not raw:
+        # A file truncated to be rewritten (cp, `>` redirection) is empty for a moment:
+        # that must not read as "remove its services". Delete the file for that.
+        reason = (
+            "empty (still being written?): its services keep their last good state; "
+            "delete the file to remove them, or write `services: {}`"
+        )
+        return FileResult(file, None, (ConfigError(file, None, "file", reason),))
+    data, errors = load_yaml_bytes(raw, file)
     return _result(data, errors, file, Context(path.parent, strict_modes))

@@ -19,13 +19,13 @@ from healerd.config.errors import (
     unknown_key_reason,
 )
 from healerd.config.keys import At, Key, check_keys, parsed
-from healerd.config.trust import trust_problem
-from healerd.config.units import parse_duration, parse_size
-from healerd.config.yamlload import LineDict, read_yaml_file
+from healerd.config.units import format_duration, parse_duration, parse_size
+from healerd.config.yamlload import LineDict, load_yaml_bytes, read_config_file
 from healerd.model import NodeLimits, Threshold
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MAX_WORKERS = 64
+MAX_CALLS = 1_000_000  # engine_calls_per_second and engine_call_burst
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,23 @@ def _socket_path(value: object) -> Path:
     return Path(value)
 
 
-def _interval(value: object) -> float:
-    seconds = parse_duration(value)
-    if seconds <= 0:
-        raise ValueError("must be greater than 0")
-    return seconds
+def _at_least(minimum: float) -> Callable[[object], float]:
+    """A duration check: above 0, at least `minimum`, at most units.MAX_DURATION. A
+    resync or timeout of a microsecond would be a busy loop, not a setting."""
+
+    def check(value: object) -> float:
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError("must be greater than 0")
+        if seconds < minimum:
+            raise ValueError(f"must be at least {format_duration(minimum)}")
+        return seconds
+
+    return check
+
+
+_interval = _at_least(1.0)
+_backoff = _at_least(0.001)
 
 
 def _workers(value: object) -> int:
@@ -134,14 +146,16 @@ def _size(value: object) -> int:
 def _rate(value: object) -> float:
     # Below 1 call/s a single heal (list, create, start) would wait for seconds per call,
     # and a queue of waiting workers for minutes: the cap would hurt more than the storm.
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 1e6:
-        raise ValueError(f"must be a number of calls per second from 1, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= MAX_CALLS:
+        raise ValueError(
+            f"must be a number of calls per second from 1 to {MAX_CALLS}, not {value!r}"
+        )
     return float(value)
 
 
 def _burst(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
-        raise ValueError(f"must be a whole number of calls from 1, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CALLS:
+        raise ValueError(f"must be a whole number of calls from 1 to {MAX_CALLS}, not {value!r}")
     return value
 
 
@@ -195,7 +209,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
     ),
     _setting(
         "resync_interval",
-        "duration > 0",
+        "duration 1s to 168h",
         "How often every service is checked in full, besides reacting to engine events and "
         "config changes.",
         "1m",
@@ -210,18 +224,24 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
     ),
     _setting(
         "backoff_base",
-        "duration > 0, <= backoff_max",
+        "duration 1ms to 168h, <= backoff_max",
         "First retry delay after a failed engine call.",
         "10ms",
-        _interval,
+        _backoff,
     ),
     _setting(
-        "backoff_max", "duration > 0", "The longest retry delay after failures.", "30s", _interval
+        "backoff_max",
+        "duration 1ms to 168h",
+        "The longest retry delay after failures.",
+        "30s",
+        _backoff,
     ),
-    _setting("engine_timeout", "duration > 0", "Limit for one engine API call.", "1m", _interval),
+    _setting(
+        "engine_timeout", "duration 1s to 168h", "Limit for one engine API call.", "1m", _interval
+    ),
     _setting(
         "engine_down_log_interval",
-        "duration > 0",
+        "duration 1s to 168h",
         "While the engine is unreachable, how often to say so in the log.",
         "1m",
         _interval,
@@ -230,9 +250,9 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
     _setting(
         "strict_modes",
         "boolean",
-        "Refuse config files, env files and directories that anyone but root (or healerd's "
-        "own user) owns or could write, as sshd's StrictModes does. false is for development "
-        "only.",
+        "Refuse service files and env files that anyone but root (or healerd's own user) "
+        "owns or could write, or that sit in such a directory, as sshd's StrictModes does. "
+        "false is for development only. healerd.yaml itself is always checked.",
         "false",
         _bool,
     ),
@@ -282,7 +302,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
     ),
     _setting(
         "engine_calls_per_second",
-        "number >= 1",
+        f"number 1 to {MAX_CALLS}",
         "Cap on healerd's engine API calls (a token bucket, like client-go's QPS), so that "
         "an event storm cannot turn healerd into the load on the host.",
         "20",
@@ -291,7 +311,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
     ),
     _setting(
         "engine_call_burst",
-        "integer >= 1",
+        f"integer 1 to {MAX_CALLS}",
         "Calls allowed at once above the rate (the bucket's size).",
         "50",
         _burst,
@@ -333,14 +353,31 @@ def check_settings(settings: Settings, file: str = "<settings>") -> list[ConfigE
     return _checked({key.name: getattr(settings, key.name) for key in SETTINGS_FIELDS}, file, {})[1]
 
 
+# healerd.yaml is read strictly whatever it says: it is what sets strict_modes.
+_SETTINGS_ESCAPE = (
+    "; strict_modes: false cannot help, as healerd.yaml is what sets it and is always checked"
+)
+
+
+def _read(path: Path, file: str) -> tuple[Any, list[ConfigError]]:
+    raw, errors = read_config_file(
+        path, file, "settings file", strict=True, escape=_SETTINGS_ESCAPE
+    )
+    if raw is None:
+        return None, errors
+    return load_yaml_bytes(raw, file)
+
+
 def load_settings(path: Path) -> Settings:
     """Settings from `path`; a missing file means all defaults. Raises SettingsError.
 
-    Unless the file sets strict_modes: false, it is refused (SettingsError) when anyone
-    but root or healerd's own user owns it or could write it.
+    The file is read through healerd.config.trust.read_trusted with strict rules before
+    anything in it counts, whatever it says about strict_modes: it is refused when anyone
+    but root or healerd's own user owns it or could write it or a directory above it,
+    when it is a symbolic link, not a regular file or over 1 MiB.
     """
     file = str(path)
-    data, errors = read_yaml_file(path, file, missing_ok=True)
+    data, errors = _read(path, file)
     values: dict[str, object] = {}
     lines: dict[str, int] = {}
     if data is not None and not isinstance(data, LineDict):
@@ -358,10 +395,6 @@ def load_settings(path: Path) -> Settings:
                     ConfigError(file, line, str(key), unknown_key_reason(key, SETTING_KEYS))
                 )
     good, more = _checked(values, file, lines)
-    # Its own strict_modes: false is the documented way out, as for service files.
-    strict = not errors and not more and good["strict_modes"] and data is not None
-    if strict and (problem := trust_problem(path)):
-        errors.append(ConfigError(file, None, "file", problem))
     if errors or more:
         raise SettingsError(sort_errors([*errors, *more]))
     return Settings(**good)

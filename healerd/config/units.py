@@ -20,6 +20,9 @@ _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µ
 SIZE_PATTERN = r"([0-9]+(?:\.[0-9]+)?)(?:([kmgKMG])[iI]?)?[bB]?"
 _SIZE_RE = re.compile(SIZE_PATTERN)
 _SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+# The longest duration any key takes: a week. Longer is a mistake (and 1e300 seconds
+# overflows the engine's nanoseconds and Python's timedelta).
+MAX_DURATION = 7 * 24 * 3600.0
 
 
 def parse_duration(value: object) -> float:
@@ -44,9 +47,19 @@ def parse_duration(value: object) -> float:
             seconds = math.inf
     if math.isnan(seconds) or seconds < 0:
         raise ValueError("must not be negative")
-    if math.isinf(seconds):
-        raise ValueError("is too large")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"must be at most {format_duration(MAX_DURATION)} (a week)")
     return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """10.0 -> 10s, 600.0 -> 10m, 0.25 -> 250ms: how the docs and messages write durations."""
+    if seconds == 0:
+        return "0s"
+    for unit, size in (("h", 3600.0), ("m", 60.0), ("s", 1.0)):
+        if seconds >= size and math.isclose(seconds / size, round(seconds / size)):
+            return f"{round(seconds / size)}{unit}"
+    return f"{round(seconds * 1000)}ms"
 
 
 def parse_size(value: object) -> int:
@@ -69,19 +82,24 @@ def parse_size(value: object) -> int:
 
 DURATION_TEXT = rf"^(?:{NUMBER_RE.pattern}|{_DURATION_RE.pattern})$"
 _ZERO_DURATION_TEXT = r"^(?:(?:0+(?:\.0*)?|\.0+)(?:h|ms|m|s|us|µs)?)+$"
-DURATION_SCHEMA: Mapping[str, Any] = {
-    "anyOf": [
-        {"type": "number", "minimum": 0},
-        {"type": "string", "pattern": DURATION_TEXT},
-    ]
-}
-POSITIVE_DURATION_SCHEMA: Mapping[str, Any] = {
-    "anyOf": [
-        {"type": "number", "exclusiveMinimum": 0},
-        {
-            "type": "string",
-            "pattern": DURATION_TEXT,
-            "not": {"pattern": _ZERO_DURATION_TEXT},
-        },
-    ]
-}
+
+
+def duration_schema(*, positive: bool = False, minimum: float = 0.0) -> Mapping[str, Any]:
+    """The JSON Schema of a duration, bounded as values.duration bounds it. Numbers are
+    bounded exactly; of strings, a pattern can refuse only zero, not compare amounts."""
+    number: dict[str, Any] = {"type": "number"}
+    if positive and not minimum:
+        number["exclusiveMinimum"] = 0
+    else:
+        number["minimum"] = minimum if positive else 0
+    number["maximum"] = MAX_DURATION
+    string: dict[str, Any] = {"type": "string", "pattern": DURATION_TEXT}
+    if positive:
+        string["not"] = {"pattern": _ZERO_DURATION_TEXT}
+    if minimum and not positive:
+        number["not"] = {"exclusiveMinimum": 0, "exclusiveMaximum": minimum}
+    return {"anyOf": [number, string]}
+
+
+DURATION_SCHEMA = duration_schema()
+POSITIVE_DURATION_SCHEMA = duration_schema(positive=True)

@@ -15,13 +15,20 @@ import shlex
 from healerd.config.errors import describe
 from healerd.config.imageref import image_reference_problem
 from healerd.config.keys import At
-from healerd.config.units import NUMBER_RE, parse_duration, parse_size
+from healerd.config.units import NUMBER_RE, format_duration, parse_duration, parse_size
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import PullPolicy
 
 MAX_STOP_GRACE_PERIOD = 3600.0
 PULL_POLICIES: tuple[str, ...] = tuple(PullPolicy)
 PRIORITY_RANGE = 1_000_000
+# Bounds of the service keys that are quantities (durations: units.MAX_DURATION).
+MAX_REPLICAS = 1000
+# Docker refuses fewer than 0.01 CPUs (and turns less than 1e-9 into no limit at all).
+MIN_CPUS = 0.01
+MAX_CPUS = 1024.0
+# Docker refuses a memory limit below 6 MiB at every create.
+MIN_MEM_LIMIT = 6 * 2**20
 # Docker's rule for network names (one character is enough, unlike volumes).
 NETWORK_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 
@@ -40,11 +47,13 @@ def boolean(value: object, at: At) -> bool:
     return False
 
 
-def whole(value: object, at: At, *, minimum: int, default: int) -> int:
+def whole(value: object, at: At, *, minimum: int, default: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         at.error(f"must be a whole number, not {describe(value)}")
     elif value < minimum:
         at.error(f"must be at least {minimum}")
+    elif maximum is not None and value > maximum:
+        at.error(f"must be at most {maximum}")
     else:
         return value
     return default
@@ -57,7 +66,11 @@ def choice(value: object, at: At, choices: tuple[str, ...], default: str) -> str
     return default
 
 
-def duration(value: object, at: At, *, positive: bool = False, default: float = 0.0) -> float:
+def duration(
+    value: object, at: At, *, positive: bool = False, minimum: float = 0.0, default: float = 0.0
+) -> float:
+    """A duration up to units.MAX_DURATION; `positive`: above 0; `minimum`: 0 or at least
+    that (with `positive`, at least that)."""
     try:
         seconds = parse_duration(value)
     except ValueError as exc:
@@ -65,6 +78,10 @@ def duration(value: object, at: At, *, positive: bool = False, default: float = 
         return default
     if positive and seconds <= 0:
         at.error("must be greater than 0")
+        return default
+    if seconds and seconds < minimum:
+        zero = "" if positive else "0 or "
+        at.error(f"must be {zero}at least {format_duration(minimum)}")
         return default
     return seconds
 
@@ -135,10 +152,14 @@ def networks(value: object, at: At) -> tuple[str, ...]:
 
 def mem_limit(value: object, at: At) -> int | None:
     try:
-        return parse_size(value)
+        size = parse_size(value)
     except ValueError as exc:
         at.error(str(exc))
         return None
+    if size < MIN_MEM_LIMIT:
+        at.error(f"must be at least 6m: Docker refuses a smaller memory limit, not {value!r}")
+        return None
+    return size
 
 
 def cpus(value: object, at: At) -> float | None:
@@ -149,6 +170,9 @@ def cpus(value: object, at: At) -> float | None:
         number = float(value) if abs(value) < 1e300 else math.inf
     if not math.isfinite(number) or number <= 0:
         at.error(f"must be a number of CPUs greater than 0, such as 0.5, not {value!r}")
+        return None
+    if not MIN_CPUS <= number <= MAX_CPUS:
+        at.error(f"must be from {MIN_CPUS:g} to {MAX_CPUS:g} CPUs, not {value!r}")
         return None
     return number
 
@@ -192,6 +216,8 @@ def replicas(value: object, at: At) -> int:
         at.error(f"must be a whole number, not {describe(value)}")
     elif value < 0:
         at.error("must not be negative")
+    elif value > MAX_REPLICAS:
+        at.error(f"must be at most {MAX_REPLICAS}")
     else:
         return value
     return 1

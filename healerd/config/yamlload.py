@@ -18,15 +18,22 @@ from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from healerd.config.errors import ConfigError
+from healerd.config.trust import STRICT_ESCAPE, FileRefused, read_trusted
 
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_VALUE_TAG = "tag:yaml.org,2002:value"
+_STR_TAG = "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 _REFUSED_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
-# Entries one mapping may have once merge keys are resolved.
+# Entries one mapping may have once merge keys are resolved, and entries merge keys may
+# copy in one file in all.
 MAX_MERGED = 10_000
+MAX_MERGED_TOTAL = 100_000
+# The most healerd reads of a service file or of healerd.yaml.
+MAX_FILE_SIZE = 2**20
 
 
 class LineDict(dict[Any, Any]):
@@ -80,22 +87,77 @@ def _column(node: Node) -> int:
 class _Loader(yaml.SafeLoader):
     """SafeLoader with line-tracking containers and conversion errors tied to a line."""
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.merged = 0  # entries copied in by merge keys so far, in the whole document
+
     def flatten_mapping(self, node: MappingNode) -> None:
-        # PyYAML before 6.0.1 (Debian 12 has 6.0) doubles a mapping's entries for every
-        # level of `<<: [*a, *a]`: stop before a merge bomb fills the memory.
-        super().flatten_mapping(node)
-        if len(node.value) > MAX_MERGED:
-            raise ConstructorError(
-                None, None, f"merge keys expand to more than {MAX_MERGED} entries", node.start_mark
-            )
+        """PyYAML's merge keys (`<<`), counted while they are gathered rather than after.
+        Without the count, a few hundred aliases to large mappings (or a chain of
+        mappings each merging the one before) built hundreds of millions of entries
+        before any check: PyYAML 6.0 (Debian 12's) merges `<<: [*a, *a]` twice at every
+        level, and even a chain of distinct mappings is quadratic."""
+        merge: list[tuple[Node, Node]] = []
+        index = 0
+        while index < len(node.value):
+            key_node, value_node = node.value[index]
+            if key_node.tag == _MERGE_TAG:
+                del node.value[index]
+                if isinstance(value_node, MappingNode):
+                    sources = [value_node]
+                elif isinstance(value_node, SequenceNode):
+                    # `<<: [*a, *a]` merges a once (as newer PyYAML does); the list is
+                    # reversed so that, entries being assigned in order, earlier ones win.
+                    unique = {id(n): n for n in value_node.value}
+                    sources = list(reversed(unique.values()))
+                else:
+                    raise self._merge_error(node, value_node, "a mapping or a list of them")
+                for source in sources:
+                    self._merge_one(node, source, merge)
+            else:
+                if key_node.tag == _VALUE_TAG:
+                    key_node.tag = _STR_TAG
+                index += 1
+        if merge:
+            node.value = merge + node.value
+
+    def _merge_one(self, node: MappingNode, source: Node, merge: list[tuple[Node, Node]]) -> None:
+        if not isinstance(source, MappingNode):
+            raise self._merge_error(node, source, "a mapping")
+        self._check_merge(node, merge, source)  # before flattening too: entries only grow
+        self.flatten_mapping(source)
+        self._check_merge(node, merge, source)
+        merge.extend(source.value)
+        self.merged += len(source.value)
+
+    def _check_merge(
+        self, node: MappingNode, merge: list[tuple[Node, Node]], source: MappingNode
+    ) -> None:
+        if len(merge) + len(source.value) > MAX_MERGED:
+            where = f"more than {MAX_MERGED} entries in one mapping"
+        elif self.merged + len(source.value) > MAX_MERGED_TOTAL:
+            where = f"more than {MAX_MERGED_TOTAL} entries in the file"
+        else:
+            return
+        raise ConstructorError(None, None, f"merge keys expand to {where}", node.start_mark)
+
+    @staticmethod
+    def _merge_error(node: MappingNode, value: Node, expected: str) -> ConstructorError:
+        return ConstructorError(
+            "while constructing a mapping",
+            node.start_mark,
+            f"expected {expected} for merging, but found a {type(value).__name__}",
+            value.start_mark,
+        )
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep)
-        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # `!!int abc`, `!!int`
+        except (ArithmeticError, LookupError, TypeError, ValueError):  # `!!int abc`, `!!int`
+            # Not the exception's text: it quotes the value, which may be a secret.
             raise ConstructorError(
-                None, None, f"cannot read value as {node.tag}: {exc}", node.start_mark
-            ) from exc
+                None, None, f"cannot read the value as {node.tag}", node.start_mark
+            ) from None
 
 
 def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
@@ -273,18 +335,38 @@ def _expansion_problem(data: Any) -> str:
     return ""
 
 
-def read_yaml_file(
-    path: Path, file: str, *, missing_ok: bool = False
-) -> tuple[Any, list[ConfigError]]:
-    """Like load_yaml, but read and decoding problems become errors too (never exceptions)."""
+def read_config_file(
+    path: Path,
+    file: str,
+    what: str,
+    *,
+    strict: bool,
+    follow_symlink: bool = False,
+    escape: str = STRICT_ESCAPE,
+) -> tuple[bytes | None, list[ConfigError]]:
+    """A service file's or healerd.yaml's bytes through read_trusted (at most
+    MAX_FILE_SIZE); problems become errors, never exceptions. None without errors: the
+    file does not exist."""
     try:
-        raw = path.read_bytes()
+        raw = read_trusted(
+            path,
+            what,
+            strict=strict,
+            limit=MAX_FILE_SIZE,
+            follow_symlink=follow_symlink,
+            escape=escape,
+        )
     except FileNotFoundError:
-        if missing_ok:
-            return None, []
-        return None, [ConfigError(file, None, "file", "cannot read: the file does not exist")]
+        return None, []
+    except FileRefused as exc:
+        return None, [ConfigError(file, None, "file", str(exc))]
     except OSError as exc:
         return None, [ConfigError(file, None, "file", f"cannot read: {exc.strerror or exc}")]
+    return raw, []
+
+
+def load_yaml_bytes(raw: bytes, file: str) -> tuple[Any, list[ConfigError]]:
+    """Like load_yaml, but decoding problems become errors too."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,18 @@ import pytest
 import yaml
 
 from healerd.config import load_service_file
+from tests.unit.test_security_config import trusted_tmp_dir
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "invalid"
 INDEX = CORPUS / "EXPECTED.yaml"
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Strict modes check every directory up to /, and pytest's own tmp_path is in /tmp
+    (world-writable): these tests get a directory that passes (test_security_config)."""
+    with trusted_tmp_dir() as path:
+        yield path
 
 
 def load_index() -> dict[str, dict[str, Any]]:

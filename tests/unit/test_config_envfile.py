@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,17 @@ from healerd.config import (
 )
 from healerd.config.envfile import parse_env_text
 from healerd.model import ServiceSpec
+from tests.unit.test_security_config import trusted_tmp_dir
 
 SECRET = "s3cr3t-value"
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Env files are read under strict modes at container creation, which check every
+    directory up to /; pytest's own tmp_path is in /tmp (world-writable)."""
+    with trusted_tmp_dir() as path:
+        yield path
 
 
 def write_service(tmp_path: Path, env_file: str, extra: str = "") -> Path:

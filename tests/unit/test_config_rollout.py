@@ -346,7 +346,7 @@ def test_errors_carry_columns_and_print_them() -> None:
     found = errors("replicas: -1\nenvironment:\n  - FOO\n")
     assert [(e.line, e.column, e.field) for e in found] == [
         (4, 5, "services.web.replicas"),
-        (6, 9, "services.web.environment.FOO"),
+        (6, 9, "services.web.environment[0]"),  # an entry without "=" is not shown
     ]
     assert str(found[0]) == f"{F}:4:5: services.web.replicas: must not be negative"
 

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from healerd.config import Settings, SettingsError, check_settings, load_settings
 from healerd.config.yamlload import load_yaml
+from tests.unit.test_security_config import trusted_tmp_dir
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Strict modes check every directory up to /, and pytest's own tmp_path is in /tmp
+    (world-writable): these tests get a directory that passes (test_security_config)."""
+    with trusted_tmp_dir() as path:
+        yield path
 
 
 def load(tmp_path: Path, text: str) -> Settings:

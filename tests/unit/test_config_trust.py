@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from healerd.config import DesiredStore, SettingsError, load_conf_dir, load_settings
 from healerd.config.trust import mode_problem
+from tests.unit.test_security_config import trusted_tmp_dir
 
 GOOD = "services:\n  web: {image: busybox}\n"
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """Strict modes check every directory up to /, and pytest's own tmp_path is in /tmp
+    (world-writable): these tests get a directory that passes (test_security_config)."""
+    with trusted_tmp_dir() as path:
+        yield path
 
 
 @pytest.fixture
@@ -93,13 +103,16 @@ def test_untrusted_directory_refuses_every_file_and_holds_orphans(conf: Path, wh
     assert sorted(store.update(load_conf_dir(conf)).services) == ["evil", "web"]
 
 
-def test_settings_file_is_checked_unless_it_opts_out(tmp_path: Path) -> None:
+def test_settings_file_is_checked_even_when_it_opts_out(tmp_path: Path) -> None:
+    """healerd.yaml is what sets strict_modes, so it cannot turn its own check off."""
     path = tmp_path / "healerd.yaml"
-    path.write_text("workers: 2\n")
-    os.chmod(path, 0o666)
-    with pytest.raises(SettingsError, match=r"refused: file .* is writable by group and others"):
-        load_settings(path)
     path.write_text("workers: 2\nstrict_modes: false\n")
+    os.chmod(path, 0o666)
+    with pytest.raises(
+        SettingsError, match=r"refused: settings file .* is writable by group and others"
+    ):
+        load_settings(path)
+    os.chmod(path, 0o644)
     settings = load_settings(path)
     assert settings.workers == 2 and settings.strict_modes is False
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import signal
 import tempfile
@@ -41,10 +40,13 @@ from healerd.config import (
     parse_service_text,
 )
 from healerd.config.envfile import parse_env_text, read_env_file
+from healerd.config.keys import MAX_ENTRIES
 from healerd.config.rollout import UPDATE_ORDERS
 from healerd.config.servicefile import SERVICE_NAME_RE
-from healerd.config.values import PULL_POLICIES
+from healerd.config.units import MAX_DURATION
+from healerd.config.values import MAX_CPUS, MAX_REPLICAS, MIN_CPUS, PULL_POLICIES
 from healerd.model import ServiceSpec
+from tests.unit.test_security_config import trusted_tmp_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus" / "invalid"
@@ -88,9 +90,10 @@ def no_hang(seconds: float = HANG_SECONDS) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="healerd-fuzz-") as d:
-        os.chmod(d, 0o755)
-        yield Path(d)
+    """A directory that passes the strict checks (healerd.yaml and env files are read
+    strictly): not under /tmp, which anyone can write."""
+    with trusted_tmp_dir() as d:
+        yield d
 
 
 # -- what a clean result is --------------------------------------------------------------
@@ -123,17 +126,24 @@ def check_spec(name: str, spec: ServiceSpec, file: str) -> None:
     assert spec.name == name and SERVICE_NAME_RE.fullmatch(name), name
     assert spec.source_file == file
     assert isinstance(spec.image, str) and spec.image
-    assert isinstance(spec.replicas, int) and spec.replicas >= 0
+    assert isinstance(spec.replicas, int) and 0 <= spec.replicas <= MAX_REPLICAS
     u, r = spec.update_config, spec.restart_policy
-    assert u.parallelism >= 1 and u.order in UPDATE_ORDERS
+    assert 1 <= u.parallelism <= MAX_REPLICAS and u.order in UPDATE_ORDERS
     assert u.progress_deadline > 0 and r.delay > 0 and r.window > 0 and r.max_delay >= r.delay
     for seconds in (spec.stop_grace_period, spec.unhealthy_grace, u.delay, u.min_ready_seconds):
-        assert math.isfinite(seconds) and seconds >= 0, spec
+        assert 0 <= seconds <= MAX_DURATION, spec
     for seconds in (u.progress_deadline, r.delay, r.max_delay, r.window):
-        assert math.isfinite(seconds), spec
+        assert seconds <= MAX_DURATION, spec
+    h = spec.healthcheck
+    if h is not None:
+        for maybe in (h.interval, h.timeout, h.start_period):
+            assert maybe is None or maybe == 0 or 1 <= maybe <= MAX_DURATION, h
+        assert h.retries is None or 1 <= h.retries <= 100, h
     assert spec.pull_policy in PULL_POLICIES
-    assert spec.mem_limit is None or spec.mem_limit > 0
-    assert spec.cpus is None or (math.isfinite(spec.cpus) and spec.cpus > 0)
+    assert spec.mem_limit is None or spec.mem_limit >= 6 * 2**20
+    assert spec.cpus is None or MIN_CPUS <= spec.cpus <= MAX_CPUS
+    for entries in (spec.environment, spec.labels, spec.volumes, spec.ports, spec.networks):
+        assert len(entries) <= MAX_ENTRIES
     if spec.has_fixed_host_port:
         assert spec.replicas <= 1 and spec.update_order == "stop-first"
     for p in spec.ports:
@@ -453,7 +463,8 @@ def test_settings_files(workdir: Path, data: bytes) -> None:
     assert isinstance(loaded, Settings)
     assert 1 <= loaded.workers <= 64
     for seconds in (loaded.resync_interval, loaded.backoff_base, loaded.backoff_max):
-        assert math.isfinite(seconds) and seconds > 0
+        assert 0.001 <= seconds <= MAX_DURATION
+    assert loaded.resync_interval >= 1 and loaded.engine_timeout >= 1
     assert loaded.backoff_base <= loaded.backoff_max
     assert str(loaded.socket_path).startswith("/")
 
@@ -515,6 +526,32 @@ def test_env_files_on_disk_and_as_referenced_by_a_service(workdir: Path, data: b
     assert (result.services is None) == (pairs is None)
     if result.services is not None:
         assert len(result.services["web"].env_digest) == 64
+    for e in result.errors:
+        assert SECRET not in str(e), str(e)
+
+
+_env_entries = st.builds(
+    lambda key, sep, pre, post: f"{key}{sep}{pre}{SECRET}{post}",
+    _env_keys,
+    st.sampled_from(["=", ":", ": ", " ", "", "=:", " = "]),
+    st.sampled_from(["", "'", '"', " ", "=", "a:", "@"]),
+    st.sampled_from(["", "'", " # c", ":", "@db/x"]),  # no '=': SECRET never ends a key
+)
+
+
+@FUZZ
+@given(st.lists(_env_entries, min_size=1, max_size=5), st.integers(0, 2))
+def test_environment_errors_never_show_a_value(entries: list[str], form: int) -> None:
+    """Finding 9: an entry written with ':' (or any other slip) is never echoed."""
+    environment: object
+    if form == 0:
+        environment = entries  # the list form
+    elif form == 1:
+        environment = {entry: "x" for entry in entries}  # a value typed into the key
+    else:
+        environment = {f"K{i}": [entry] for i, entry in enumerate(entries)}  # wrong type
+    service = {"image": "busybox:1", "environment": environment}
+    result = load_text(yaml.safe_dump({"services": {"web": service}}))
     for e in result.errors:
         assert SECRET not in str(e), str(e)
 
