@@ -73,7 +73,12 @@ def list_config_files(conf_dir: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.name)
 
 
-def load_conf_dir(conf_dir: Path, *, strict_modes: bool = True) -> list[FileResult]:
+def load_conf_dir(
+    conf_dir: Path,
+    *,
+    strict_modes: bool = True,
+    keep: Mapping[str, FileResult | None] = MappingProxyType({}),
+) -> list[FileResult]:
     """Checks every service file; `file` is the full path, which operators can act on directly.
 
     With `strict_modes` (the default, as in healerd.yaml), files, conf.d and its parent
@@ -81,6 +86,12 @@ def load_conf_dir(conf_dir: Path, *, strict_modes: bool = True) -> list[FileResu
     user. An untrusted directory makes every file in it invalid (their last good versions
     stand) and adds a result for the directory itself, so that nothing undeclared is
     removed while it is untrusted: who could write it could also have deleted files.
+
+    Files named in `keep` (full paths; files still being written) are not read: the
+    result given for each stands instead, its result of the previous merge
+    (DesiredStore.last_results). None (never read before) makes it a file without a good
+    version yet and with no error: it declares nothing, and nothing undeclared is removed
+    meanwhile. A kept file that is no longer there is gone as usual.
     """
     files = list_config_files(conf_dir)
     if strict_modes:
@@ -90,7 +101,16 @@ def load_conf_dir(conf_dir: Path, *, strict_modes: bool = True) -> list[FileResu
                 error = ConfigError(str(directory), None, "directory", problem)
                 refused = [FileResult(str(path), None, (error,)) for path in files]
                 return [*refused, FileResult(str(directory), None, (error,))]
-    return [load_service_file(path, str(path), strict_modes=strict_modes) for path in files]
+    return [_load_or_keep(path, keep, strict_modes) for path in files]
+
+
+def _load_or_keep(
+    path: Path, keep: Mapping[str, FileResult | None], strict_modes: bool
+) -> FileResult:
+    file = str(path)
+    if file not in keep:
+        return load_service_file(path, file, strict_modes=strict_modes)
+    return keep[file] or FileResult(file, None, ())
 
 
 @dataclass(frozen=True)
@@ -114,6 +134,7 @@ class DesiredStore:
 
     def __init__(self) -> None:
         self._last_good: dict[str, FileResult] = {}
+        self._last: dict[str, FileResult] = {}  # each file's result in the previous update
         self._applied: dict[str, ServiceSpec] = {}  # the previous state's services
         # What ran at start, per service: source files and spec hashes; until the first merge.
         self._running: dict[str, tuple[set[str], set[str]]] = {}
@@ -129,6 +150,11 @@ class DesiredStore:
             if file:
                 files.add(file)
             hashes.add(spec_hash)
+
+    def last_results(self, files: Iterable[str]) -> dict[str, FileResult | None]:
+        """Each file's result in the previous update (None: not in it), for load_conf_dir's
+        `keep`: a file being written then stays exactly as it was."""
+        return {file: self._last.get(file) for file in files}
 
     def update(self, results: list[FileResult]) -> DesiredState:
         """Merges one scan of the config directory; `results` must cover every file present."""
@@ -175,6 +201,7 @@ class DesiredStore:
                 if (file, name) not in dropped:
                     services[name] = spec
         self._applied = dict(services)
+        self._last = {result.file: result for result in ordered}
         self._running = {}
         all_errors = tuple(e for result in ordered for e in errors[result.file])
         return DesiredState(MappingProxyType(services), all_errors, hold_orphans, tuple(broken))

@@ -1,35 +1,74 @@
-"""Hot reload: notice changes in CONFIG_DIR/conf.d within a second and ask for a reload.
+"""Hot reload: apply a config file soon after its writer is done with it, never before.
 
-inotify (through inotify_simple) watches conf.d and the config directory itself, so that
-conf.d being deleted, recreated or renamed is noticed too. A burst of events (an editor's
-save, `cp` of a large file, a package install) is debounced: the callback runs once
-`QUIET` seconds pass without a new event, and at most `MAX_DELAY` seconds after the first
-one. A half-written file is then simply an invalid file: the reload keeps its last good
-state, and the next write (another event) retries it.
+inotify (healerd.daemon.inotify, through ctypes) watches conf.d and the config directory
+itself, so that conf.d being deleted, recreated or renamed is noticed too. A file is
+complete, and a reload is asked for, when
 
-Only names that count as service files trigger a reload (see healerd.config.desired's
+- its writer closes it (`IN_CLOSE_WRITE`: `cat > f`, cp, scp, tee, an editor writing in
+  place), or
+- a file is renamed onto its name (`IN_MOVED_TO`: editors, sed -i, rsync, config tools
+  that write a temporary file and rename it), or it is deleted or renamed away, or its
+  mode or owner changes.
+
+`IN_MODIFY` (and the creation of a new regular file) only starts "being written": no
+reload is asked for, and every other reload (SIGHUP, the periodic resync, `healerctl
+reload`) keeps that file's last state (`writing()`, used by the daemon's reload). A file
+still open for writing `WRITE_BOUND` seconds after its first change is applied as it
+stands then, with a warning naming it (a writer that never closes, or a close lost in an
+event queue overflow); from then on each of its writes applies (debounced), until its
+writer is done with it (close, rename, delete) and a new change holds it again.
+
+A burst of completions (a package install, `cp -r`) is debounced: the callback runs once
+`QUIET` seconds pass without a new one, and at most `MAX_DELAY` seconds after the first.
+
+Only names that count as service files matter (see healerd.config.desired's
 is_config_name: `*.yaml`/`*.yml`, no dotfiles, no editor or package-manager leftovers
-such as `*~`, `*.swp`, `*.dpkg-new`, `*.rpmsave`, `*.bak`). A change to healerd.yaml
-reloads too: its node keys apply at once, the daemon logs which others wait for a
-restart. Without inotify (no kernel support, or the
-watch limit reached) the watcher polls every second instead.
+such as `*~`, `*.swp`, `*.dpkg-new`, `*.rpmsave`, `*.bak`), plus healerd.yaml under the
+same rules: its node keys apply at once, the daemon logs which others wait for a restart.
 
-SIGHUP and the periodic resync still reload as before; this only makes it prompt.
+Without inotify (ENOSYS, the instance limit) or when the watch limit is reached (ENOSPC),
+the watcher polls every `POLL_INTERVAL` seconds instead: a change is applied once the
+file's size, mtime and inode have stayed the same for one poll interval, and counts as
+being written until then. That is best effort: a writer that pauses longer than the
+interval cannot be told from one that is done. `HEALERD_CONFWATCH=polling` in the
+environment forces polling (for tests only).
+
+SIGHUP, the periodic resync and `healerctl reload` re-read every file too, except those
+that `writing()` names. The daemon starts the watcher before its first read, so a file
+written from then on is held at start too; a writer already busy before healerd started
+cannot be known, and its file is read as it stands.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import select
+import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from healerd.config import is_config_name
+from healerd.daemon.inotify import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+)
 
 log = logging.getLogger("healerd.confwatch")
 
@@ -37,27 +76,10 @@ QUIET = 0.2
 MAX_DELAY = 0.8
 POLL_INTERVAL = 1.0
 RETRY_INTERVAL = 1.0  # how often to try to watch a directory that does not exist
+WRITE_BOUND = 5.0  # a file open for writing longer than this is applied as it stands
 SETTINGS_FILE = "healerd.yaml"
 CONF_D = "conf.d"
-
-try:
-    import inotify_simple  # type: ignore[import-untyped]
-except ImportError:  # pragma: no cover - the dependency is declared
-    inotify_simple = None
-
-# The kernel's values (linux/inotify.h), so that nothing else depends on the library.
-IN_MODIFY = 0x2
-IN_ATTRIB = 0x4
-IN_CLOSE_WRITE = 0x8
-IN_MOVED_FROM = 0x40
-IN_MOVED_TO = 0x80
-IN_CREATE = 0x100
-IN_DELETE = 0x200
-IN_DELETE_SELF = 0x400
-IN_MOVE_SELF = 0x800
-IN_Q_OVERFLOW = 0x4000
-IN_IGNORED = 0x8000
-IN_ONLYDIR = 0x1000000
+MODE_ENV = "HEALERD_CONFWATCH"  # "polling": no inotify (tests only)
 
 _DIR_EVENTS = (
     IN_MODIFY
@@ -71,15 +93,108 @@ _DIR_EVENTS = (
     | IN_MOVE_SELF
     | IN_ONLYDIR
 )
+_DONE = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE
 
-_Snapshot = dict[str, tuple[int, ...]]
+_Snapshot = dict[Path, tuple[int, ...]]
+
+
+def inotify_wanted() -> bool:
+    """False when the environment asks for polling (MODE_ENV=polling, for tests)."""
+    return os.environ.get(MODE_ENV, "").strip().lower() != "polling"
+
+
+def _being_created(path: Path) -> bool:
+    """A new regular file of one link: its writer has it open (a hard link or a symlink
+    arrives complete, and no close will follow)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
+class _Fallback(Exception):
+    """inotify cannot go on (the watch limit): poll instead."""
+
+
+class Writers:
+    """Config files being written, each with when its first change was seen, and those
+    past the bound (applied as they stand until their writer is done).
+
+    The watcher's thread changes it; reloads read `writing()` from another thread.
+    """
+
+    def __init__(
+        self, bound: float = WRITE_BOUND, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.bound = bound
+        self._clock = clock
+        self._since: dict[Path, float] = {}
+        self._late: set[Path] = set()
+        self._lock = threading.Lock()
+
+    def on_event(self, path: Path, mask: int) -> bool:
+        """One inotify event on a config file: True when a reload should follow (the file
+        is complete, gone, or its mode changed), False while it is being written."""
+        if mask & IN_MODIFY or (mask & IN_CREATE and _being_created(path)):
+            return not self.begin(path)
+        if mask & _DONE:
+            self.end(path)
+        return True
+
+    def begin(self, path: Path) -> bool:
+        """A change: True when it holds the file, False past the bound."""
+        with self._lock:
+            if path in self._late:
+                return False
+            self._since.setdefault(path, self._clock())
+            return True
+
+    def end(self, path: Path) -> None:
+        """The writer is done (or the file gone): the next change holds it again."""
+        with self._lock:
+            self._since.pop(path, None)
+            self._late.discard(path)
+
+    def end_under(self, directory: Path) -> None:
+        """The directory went away: so did the files being written in it."""
+        with self._lock:
+            for path in [p for p in self._since if p.parent == directory]:
+                del self._since[path]
+            self._late = {p for p in self._late if p.parent != directory}
+
+    def expire(self) -> list[Path]:
+        """Files that have just passed the bound: no longer held, applied as they stand."""
+        now = self._clock()
+        with self._lock:
+            late = [p for p, since in self._since.items() if now >= since + self.bound]
+            for path in late:
+                del self._since[path]
+            self._late.update(late)
+        return sorted(late)
+
+    def late(self) -> frozenset[Path]:
+        """Files past the bound whose writer is not done yet."""
+        with self._lock:
+            return frozenset(self._late)
+
+    def next_expiry(self) -> float | None:
+        with self._lock:
+            return min(self._since.values(), default=None) if self._since else None
+
+    def writing(self) -> frozenset[Path]:
+        """Files being written now: changed, not yet complete, within the bound."""
+        now = self._clock()
+        with self._lock:
+            return frozenset(p for p, since in self._since.items() if now < since + self.bound)
 
 
 class ConfigWatcher:
-    """Calls `callback` (from its own thread) soon after conf.d changes.
+    """Calls `callback` (from its own thread) soon after a config file is complete.
 
     `callback` must be quick and thread-safe: the daemon passes request_reload, which only
-    sets a flag. `use_inotify=False` forces polling (tests, or systems without inotify).
+    sets a flag. `use_inotify=False` forces polling (tests, or systems without inotify);
+    None asks the environment (MODE_ENV). `write_bound` and `clock` are for tests.
     """
 
     def __init__(
@@ -90,7 +205,9 @@ class ConfigWatcher:
         quiet: float = QUIET,
         max_delay: float = MAX_DELAY,
         poll_interval: float = POLL_INTERVAL,
-        use_inotify: bool = True,
+        use_inotify: bool | None = None,
+        write_bound: float = WRITE_BOUND,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config_dir = config_dir
         self.conf_d = config_dir / CONF_D
@@ -98,23 +215,38 @@ class ConfigWatcher:
         self._quiet = quiet
         self._max_delay = max_delay
         self._poll_interval = poll_interval
-        self._use_inotify = use_inotify and inotify_simple is not None
+        self._use_inotify = inotify_wanted() if use_inotify is None else use_inotify
+        self._clock = clock
+        self.writers = Writers(write_bound, clock)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._wake_r, self._wake_w = os.pipe()
+        self._wake_r = self._wake_w = -1
         self.mode = "stopped"
+        self._polled: _Snapshot | None = None  # polling: the files as the last poll saw them
         # Debounce state: when the first pending event arrived and the latest one did.
         self._first: float | None = None
         self._last = 0.0
 
+    def writing(self) -> frozenset[Path]:
+        """Config files (conf.d's and healerd.yaml) being written now: a reload keeps
+        their last state. Empty while the watcher is not running. When polling, a file
+        that changed since the last poll counts too: it was not seen stable yet."""
+        held = self.writers.writing()
+        polled = self._polled
+        if polled is None or self.mode != "polling":
+            return held
+        current = self._snapshot()
+        unseen = {p for p in self._files(current) if current[p] != polled.get(p)}
+        return held | (unseen - self.writers.late())
+
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
+        self._wake_r, self._wake_w = os.pipe()
         inotify = self._open_inotify() if self._use_inotify else None
         self.mode = "inotify" if inotify is not None else "polling"
-        target = self._run_inotify if inotify is not None else self._run_polling
         self._thread = threading.Thread(
-            target=self._guard, args=(target, inotify), name="healerd-confwatch", daemon=True
+            target=self._guard, args=(inotify,), name="healerd-confwatch", daemon=True
         )
         self._thread.start()
         log.info("watching %s for changes (%s)", self.conf_d, self.mode)
@@ -128,22 +260,30 @@ class ConfigWatcher:
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        self._wake_r = self._wake_w = -1
         self.mode = "stopped"
+        self._polled = None
 
-    def _guard(self, target: Callable[[Any], None], inotify: Any) -> None:
+    def _guard(self, inotify: Inotify | None) -> None:
         """A watcher bug must not go unnoticed, nor end hot reload for good: fall back."""
         try:
-            target(inotify)
+            try:
+                if inotify is None:
+                    self._run_polling()
+                else:
+                    self._run_inotify(inotify)
+                return
+            finally:
+                if inotify is not None:
+                    inotify.close()
+        except _Fallback as exc:
+            log.warning("%s: polling %s every %gs instead", exc, self.conf_d, self._poll_interval)
         except Exception:
             if self._stopping.is_set():
                 return
-            log.exception("config watcher failed; polling %s every second instead", self.conf_d)
-            self.mode = "polling"
-            self._run_polling(None)
-        finally:
-            if inotify is not None:
-                with contextlib.suppress(OSError):
-                    inotify.close()
+            log.exception("config watcher failed; polling %s instead", self.conf_d)
+        self.mode = "polling"
+        self._run_polling()
 
     # -- debounce -----------------------------------------------------------------
 
@@ -165,45 +305,61 @@ class ConfigWatcher:
         except Exception:
             log.exception("config reload callback failed")
 
+    def _expire(self) -> list[Path]:
+        late = self.writers.expire()
+        for path in late:
+            doing = "open for writing" if self.mode == "inotify" else "changing"
+            log.warning(
+                "%s is still %s after %gs; applying it as it stands",
+                path,
+                doing,
+                self.writers.bound,
+            )
+        return late
+
     # -- inotify --------------------------------------------------------------------
 
-    def _open_inotify(self) -> Any:
+    def _open_inotify(self) -> Inotify | None:
         try:
-            return inotify_simple.INotify()
+            return Inotify()
         except OSError as exc:
             log.warning("inotify is not available (%s): polling for config changes", exc)
             return None
 
-    def _run_inotify(self, inotify: Any) -> None:
+    def _run_inotify(self, inotify: Inotify) -> None:
         watches: dict[int, Path] = {}
         next_retry = 0.0
         poller = select.poll()
         poller.register(inotify.fileno(), select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
         while not self._stopping.is_set():
-            now = time.monotonic()
-            missing = self._missing(watches)
-            if missing and now >= next_retry:
+            now = self._clock()
+            if self._missing(watches) and now >= next_retry:
                 if self._add_watches(inotify, watches):
                     self._note(now)  # files may have appeared before the watch did
                 next_retry = now + RETRY_INTERVAL
-                missing = self._missing(watches)
+            if self._expire():
+                self._note(now)
             due = self._due_in(now)
             if due is not None and due <= 0:
                 self._fire()
                 continue
-            waits = [d for d in (due, next_retry - now if missing else None) if d is not None]
-            timeout_ms = None if not waits else max(1, int(min(waits) * 1000) + 1)
-            if not poller.poll(timeout_ms) or self._stopping.is_set():
+            expiry = self.writers.next_expiry()
+            waits = [
+                due,
+                next_retry - now if self._missing(watches) else None,
+                None if expiry is None else expiry + self.writers.bound - now,
+            ]
+            if not poller.poll(_timeout_ms(waits)) or self._stopping.is_set():
                 continue
-            for event in inotify.read(timeout=0):
+            for event in inotify.read():
                 self._handle(inotify, watches, event)
 
     def _missing(self, watches: dict[int, Path]) -> bool:
         return not {self.config_dir, self.conf_d} <= set(watches.values())
 
     def _add_watches(
-        self, inotify: Any, watches: dict[int, Path], *, again: Path | None = None
+        self, inotify: Inotify, watches: dict[int, Path], *, again: Path | None = None
     ) -> bool:
         """Watches the config dir and conf.d where missing (and `again` in any case, for a
         directory replaced under the same name); True when a watch was added."""
@@ -212,82 +368,107 @@ class ConfigWatcher:
             if path in watches.values() and path != again:
                 continue
             try:
-                wd = inotify.add_watch(str(path), _DIR_EVENTS)
+                wd = inotify.add_watch(path, _DIR_EVENTS)
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            except OSError as exc:  # ENOSPC: the watch limit; EACCES
-                log.warning("cannot watch %s (%s); relying on resync", path, exc)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    raise _Fallback(f"cannot watch {path}: the inotify watch limit") from exc
+                log.warning("cannot watch %s (%s); relying on resync", path, exc)  # EACCES
                 continue
             watches[wd] = path
             added = True
         return added
 
-    def _handle(self, inotify: Any, watches: dict[int, Path], event: Any) -> None:
-        now = time.monotonic()
-        mask, name = int(event.mask), str(event.name)
+    def _handle(self, inotify: Inotify, watches: dict[int, Path], event: Event) -> None:
+        now = self._clock()
+        mask, name = event.mask, event.name
         if mask & IN_Q_OVERFLOW:
             self._note(now)  # events were lost: reload to be sure
             return
-        path = watches.get(int(event.wd))
+        path = watches.get(event.wd)
         if path is None:
             return
         if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
             # The directory went away (or was renamed): forget it, re-add it when it is back.
-            if mask & IN_IGNORED or mask & IN_MOVE_SELF:
-                watches.pop(int(event.wd), None)
+            if mask & (IN_IGNORED | IN_MOVE_SELF):
+                watches.pop(event.wd, None)
+                self.writers.end_under(path)
                 if mask & IN_MOVE_SELF:
                     with contextlib.suppress(OSError):
-                        inotify.rm_watch(int(event.wd))
+                        inotify.rm_watch(event.wd)
             self._note(now)
             return
-        if path == self.conf_d:
-            if not name or is_config_name(name):  # no name: conf.d itself (chmod, chown)
+        if name and self._is_config_file(path, name):
+            if self.writers.on_event(path / name, mask):
                 self._note(now)
-        elif name == CONF_D:
+        elif path == self.config_dir and name == CONF_D:
             if mask & (IN_CREATE | IN_MOVED_TO):
                 self._add_watches(inotify, watches, again=self.conf_d)
             self._note(now)
-        elif name == SETTINGS_FILE and mask & (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE):
-            self._note(now)
         elif not name:
-            self._note(now)  # the config directory's own mode or owner changed
+            self._note(now)  # a watched directory's own mode or owner changed
+
+    def _is_config_file(self, directory: Path, name: str) -> bool:
+        if directory == self.conf_d:
+            return is_config_name(name)
+        return directory == self.config_dir and name == SETTINGS_FILE
 
     # -- polling --------------------------------------------------------------------
 
     def _snapshot(self) -> _Snapshot:
         snap: _Snapshot = {}
-        for key, path in ((".", self.config_dir), (CONF_D, self.conf_d)):
+        for path in (self.config_dir, self.conf_d):
             with contextlib.suppress(OSError):
                 st = path.stat()
-                snap[key] = (st.st_ino, st.st_mode, st.st_uid)
-        with contextlib.suppress(OSError):
-            st = (self.config_dir / SETTINGS_FILE).stat()
-            snap[SETTINGS_FILE] = (st.st_ino, st.st_mtime_ns, st.st_size)
+                snap[path] = (st.st_ino, st.st_mode, st.st_uid)
         try:
             names = [n for n in os.listdir(self.conf_d) if is_config_name(n)]
         except OSError:
             names = []
-        for name in names:
+        for file in [self.config_dir / SETTINGS_FILE, *(self.conf_d / n for n in names)]:
             with contextlib.suppress(OSError):
-                st = (self.conf_d / name).stat()
-                snap[f"{CONF_D}/{name}"] = (
-                    st.st_ino,
-                    st.st_mtime_ns,
-                    st.st_size,
-                    st.st_mode,
-                    st.st_uid,
-                )
+                st = file.stat()
+                snap[file] = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
         return snap
 
-    def _run_polling(self, _inotify: Any) -> None:
-        before = self._snapshot()
+    def _run_polling(self) -> None:
+        applied = last = self._polled = self._snapshot()
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         while not self._stopping.is_set():
             poller.poll(int(self._poll_interval * 1000))
             if self._stopping.is_set():
                 return
-            after = self._snapshot()
-            if after != before:
+            current = self._snapshot()
+            target = self.poll_step(applied, last, current)
+            last = self._polled = current
+            if target != applied:
+                applied = target
                 self._fire()
-                before = after
+
+    def poll_step(self, applied: _Snapshot, last: _Snapshot, current: _Snapshot) -> _Snapshot:
+        """What a reload would apply now: `current`, except that a file that changed since
+        the last poll (`last`) counts as being written and keeps its `applied` state, until
+        it is stable for one poll or past the bound. A reload is due when this differs
+        from `applied`."""
+        changing: set[Path] = set()
+        for path in self._files(last.keys() | current.keys()):
+            if path in current and current[path] != last.get(path):
+                if self.writers.begin(path):
+                    changing.add(path)
+            else:
+                self.writers.end(path)
+        changing.difference_update(self._expire())
+        target = {p: v for p, v in current.items() if p not in changing}
+        target.update({p: applied[p] for p in changing if p in applied})
+        return target
+
+    def _files(self, paths: Iterable[Path]) -> list[Path]:
+        return [p for p in paths if p not in (self.config_dir, self.conf_d)]
+
+
+def _timeout_ms(waits: Iterable[float | None]) -> int | None:
+    """poll()'s timeout for the nearest of `waits` (seconds; None: nothing to wait for)."""
+    due = [w for w in waits if w is not None]
+    return None if not due else max(1, int(min(due) * 1000) + 1)
