@@ -2,21 +2,26 @@
 
 Reading is open to whoever can open the socket (mode 0660, group `healerd` when it
 exists). Changing anything needs the peer, as the kernel reports it (SO_PEERCRED), to
-be root or in the admin group. A client cannot stall the daemon: connections are
-bounded in number, every socket operation has a timeout, the whole request must arrive
-within a deadline, and bodies are limited in size.
+be root or in the admin group. A client cannot stall the daemon or lock the admins out:
+connections are bounded in number, in all and per user, with room kept for root and the
+admin group; every socket operation has a timeout, the whole request must arrive within
+a deadline, the request line and headers together and the body are limited in size, and
+a long poll ends when its client goes away.
 
 This module holds the HTTP request handling and `ApiServer`, which runs it; the routes
 are in api_routes, the socket servers in api_servers, the caller's credentials and the
-admin policy in api_access. Their public names are importable from here too. The
-handler reads `peer_of` from this module, so patching `api.peer_of` reaches it.
+admin policy in api_access, the per-user connection limits in api_limits. Their public
+names are importable from here too. The server reads `peer_of` from this module when it
+accepts a connection, so patching `api.peer_of` reaches it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
+import select
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler
@@ -37,6 +42,7 @@ from healerd.daemon.api_servers import (
 )
 from healerd.daemon.api_views import DaemonLike
 from healerd.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from healerd.daemon.ratelog import RateLimitedLog
 
 log = logging.getLogger("healerd.api")
 
@@ -53,7 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         sock: socket.socket = self.request
         sock.settimeout(self.srv.options.io_timeout)
-        self.peer = peer_of(sock) if self.srv.unix else None
+        self.peer = self.srv.peer_for(sock) if self.srv.unix else None
         self._deadline_key = self.srv.watch_deadline(sock)
         super().setup()
 
@@ -78,21 +84,59 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         try:
-            self.raw_requestline = self.rfile.readline(65537)
-            if not self.raw_requestline:
-                self.close_connection = True
-                return
-            if len(self.raw_requestline) > 65536:
-                self.requestline = self.request_version = self.command = ""
-                self.send_error(414, "request line too long")
-                return
-            if not self.parse_request():
+            if not self._read_head():
                 return
             self._dispatch()
             self.wfile.flush()
         except (TimeoutError, OSError, ValueError) as exc:
             log.debug("connection from %s dropped: %s", self.address_string(), exc)
             self.close_connection = True
+
+    def _read_head(self) -> bool:
+        """Read the request line and headers, at most `max_head` bytes in all, and parse
+        them: True when the request may be dispatched. (The stdlib alone takes 100
+        header lines of 64 KiB each: 6.4 MiB a connection.)"""
+        limit = self.srv.options.max_head
+        self.raw_requestline = self.rfile.readline(limit + 1)
+        if not self.raw_requestline:
+            self.close_connection = True
+            return False
+        if len(self.raw_requestline) > limit:
+            return self._refuse_head(414, "request line too long")
+        lines: list[bytes] = []
+        size = len(self.raw_requestline)
+        while True:
+            line = self.rfile.readline(limit - size + 1)
+            size += len(line)
+            if size > limit:
+                return self._refuse_head(431, f"request line and headers over {limit} bytes")
+            lines.append(line)
+            if line in (b"\r\n", b"\n", b""):
+                break
+        # The stdlib parser reads the headers from rfile: hand it what was read.
+        real, self.rfile = self.rfile, io.BytesIO(b"".join(lines))
+        del lines
+        try:
+            return self.parse_request()
+        finally:
+            self.rfile = real
+
+    def _refuse_head(self, code: int, message: str) -> bool:
+        self.requestline = self.request_version = self.command = ""
+        self.raw_requestline = b""
+        self.send_error(code, message)
+        return False
+
+    def _client_gone(self) -> bool:
+        """True once the client closed its end (a half-close is not leaving: HUP on a
+        Unix socket means both directions are shut)."""
+        poller = select.poll()
+        try:
+            poller.register(self.request, select.POLLIN)
+            events = poller.poll(0)
+        except (OSError, ValueError):
+            return True
+        return any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, ev in events)
 
     def _read_body(self) -> dict[str, Any]:
         if self.headers.get("Transfer-Encoding"):
@@ -139,12 +183,19 @@ class _Handler(BaseHTTPRequestHandler):
                 body,
                 self.peer,
                 release_deadline=lambda: self.srv.release_deadline(self._deadline_key),
+                client_gone=self._client_gone,
             )
             code, payload = self.srv.api.handle(req)
         except ApiError as exc:
             code, payload = exc.code, {"error": exc.message}
         except Exception:
-            log.exception("API request %s %s failed", self.command, self.path[:200])
+            self.srv.api.ratelog.error(
+                "api-internal-error",
+                "API request %s %s failed",
+                self.command,
+                self.path[:200],
+                exc_info=True,
+            )
             code, payload = 500, {"error": "internal error (see healerd's log)"}
         self._send(code, payload)
 
@@ -181,7 +232,7 @@ class _MetricsOnlyHandler(_Handler):
             try:
                 self._send(200, self.srv.api.handle(Request("GET", "/metrics", {}, {}, None))[1])
             except Exception:
-                log.exception("metrics scrape failed")
+                self.srv.api.ratelog.error("metrics-failed", "metrics scrape failed", exc_info=True)
                 self._send(500, {"error": "internal error"})
 
 
@@ -194,7 +245,8 @@ class ApiServer:
         self.options = options or ApiOptions()
         self.path = Path(daemon.settings.socket_path)
         self.metrics = daemon.metrics
-        self.api = Api(daemon, AdminPolicy(self.options.admin_group), self.metrics)
+        self.ratelog = RateLimitedLog(log)
+        self.api = Api(daemon, AdminPolicy(self.options.admin_group), self.metrics, self.ratelog)
         self._servers: list[UnixApiServer | TcpMetricsServer] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -203,7 +255,8 @@ class ApiServer:
     def start(self) -> None:
         """Bind and serve in threads; never blocks. Raises OSError if the socket cannot
         be bound (another healerd serving it, a non-socket file in the way, ...)."""
-        server = UnixApiServer(self.api, self.options, _Handler)
+        # Looked up at each connection, so that patching api.peer_of (tests) reaches it.
+        server = UnixApiServer(self.api, self.options, _Handler, lambda s: peer_of(s))
         try:
             self._bind(server)
         except BaseException:
@@ -248,6 +301,7 @@ class ApiServer:
         while not self._stop.wait(0.25):
             for srv in self._servers:
                 srv.reap()
+            self.ratelog.flush()
 
     def stop(self) -> None:
         self._stop.set()

@@ -1,14 +1,17 @@
 """The local API's socket servers, and how the Unix socket is bound.
 
-A client cannot stall the daemon: connections are bounded in number and a reaper cuts
-off any whose request has not arrived by its deadline. The socket is bound under a
-temporary name and renamed into place, so it is never reachable with looser permissions.
+A client cannot stall the daemon: connections are bounded in number, per user too (with
+room kept for root and the admin group, see api_limits), and a reaper cuts off any whose
+request has not arrived by its deadline. Refusals are logged at most once per kind per
+10 s (ratelog). The socket is bound under a temporary name and renamed into place, so it
+is never reachable with looser permissions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import grp
+import json
 import logging
 import os
 import socket
@@ -16,10 +19,13 @@ import socketserver
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from healerd.daemon.api_access import Peer
+from healerd.daemon.api_limits import ConnectionLimits, Refusal, Ticket
 from healerd.daemon.api_routes import Api
 
 log = logging.getLogger("healerd.api")
@@ -34,14 +40,29 @@ class ApiOptions:
     socket_mode: int = 0o660
     metrics_listen: str | None = None
     max_connections: int = 64
+    # Each user but root at most this many; the last `reserved_connections` are for
+    # root and the admin group only.
+    max_connections_per_user: int = 16
+    reserved_connections: int = 8
     # Every recv/send on a connection; and the whole request (line, headers, body).
     io_timeout: float = 10.0
     request_deadline: float = 10.0
     max_body: int = 64 * 1024
+    # The request line and the headers together (the stdlib alone allows 100 lines
+    # of 64 KiB each: 6.4 MiB a connection).
+    max_head: int = 64 * 1024
+
+
+PeerLookup = Callable[[socket.socket], Peer | None]
+
+
+def _no_peer(sock: socket.socket) -> Peer | None:
+    return None
 
 
 class BoundedServer(socketserver.ThreadingMixIn):
-    """Bounded concurrency and a per-request deadline enforced by a reaper thread."""
+    """Bounded concurrency (in all and per peer uid) and a per-request deadline
+    enforced by a reaper thread."""
 
     daemon_threads = True
     block_on_close = False
@@ -49,13 +70,22 @@ class BoundedServer(socketserver.ThreadingMixIn):
     api: Api
     options: ApiOptions
 
-    def _init_limits(self, api: Api, options: ApiOptions) -> None:
+    def _init_limits(self, api: Api, options: ApiOptions, peer_lookup: PeerLookup) -> None:
         self.api = api
         self.options = options
-        self._slots = threading.BoundedSemaphore(options.max_connections)
+        self.peer_lookup = peer_lookup
+        # Over TCP (metrics only) there is no peer uid: only the total counts.
+        self.limits = ConnectionLimits(
+            options.max_connections,
+            options.max_connections_per_user if self.unix else options.max_connections,
+            options.reserved_connections if self.unix else 0,
+            # api.policy is looked up each time: tests (and nothing else) swap it.
+            is_admin=lambda peer: self.api.policy.decide(peer, "connect").allowed,
+        )
         self._lock = threading.Lock()
         self._deadlines: dict[int, tuple[float, socket.socket]] = {}
         self._next_key = 0
+        self._conns: dict[socket.socket, tuple[Peer | None, Ticket]] = {}
 
     def watch_deadline(self, sock: socket.socket) -> int:
         with self._lock:
@@ -79,28 +109,54 @@ class BoundedServer(socketserver.ThreadingMixIn):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
+    def peer_for(self, request: socket.socket) -> Peer | None:
+        """The peer of an admitted connection, as the kernel reported it at accept."""
+        with self._lock:
+            got = self._conns.get(request)
+        return got[0] if got is not None else None
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            log.warning("local API: too many connections; refusing one")
-            with contextlib.suppress(OSError):
-                request.settimeout(0.2)
-                request.sendall(
-                    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                    b'Connection: close\r\n\r\n{"error":"too many connections"}\n'
-                )
-            self.shutdown_request(request)  # type: ignore[attr-defined]
+        # In the accept loop: one getsockopt, no thread yet for a refused connection.
+        peer = self.peer_lookup(request) if self.unix else None
+        ticket = self.limits.admit(peer)
+        if isinstance(ticket, Refusal):
+            self._refuse(request, ticket)
             return
+        with self._lock:
+            self._conns[request] = (peer, ticket)
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._forget(request)
             raise
+
+    def _refuse(self, request: Any, refusal: Refusal) -> None:
+        self.api.ratelog.warning(refusal.kind, "local API: %s; refusing it", refusal.message)
+        body = json.dumps({"error": refusal.message}).encode() + b"\n"
+        with contextlib.suppress(OSError):
+            request.settimeout(0.2)
+            request.sendall(
+                b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+            )
+        self.shutdown_request(request)
+
+    def _forget(self, request: Any) -> None:
+        with self._lock:
+            got = self._conns.pop(request, None)
+        if got is not None:
+            self.limits.release(got[1])
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._forget(request)  # if shutdown_request was not reached
+
+    def shutdown_request(self, request: Any) -> None:
+        # Free the slot before the client sees the close: its next connection fits.
+        self._forget(request)
+        super().shutdown_request(request)  # type: ignore[misc]
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("local API connection error", exc_info=True)
@@ -111,9 +167,11 @@ class UnixApiServer(BoundedServer, socketserver.UnixStreamServer):
 
     request_queue_size = 128
 
-    def __init__(self, api: Api, options: ApiOptions, handler: HandlerClass) -> None:
+    def __init__(
+        self, api: Api, options: ApiOptions, handler: HandlerClass, peer_lookup: PeerLookup
+    ) -> None:
         socketserver.UnixStreamServer.__init__(self, "", handler, bind_and_activate=False)
-        self._init_limits(api, options)
+        self._init_limits(api, options, peer_lookup)
 
 
 class TcpMetricsServer(BoundedServer, socketserver.TCPServer):
@@ -126,7 +184,7 @@ class TcpMetricsServer(BoundedServer, socketserver.TCPServer):
         if ":" in host:
             self.address_family = socket.AF_INET6
         socketserver.TCPServer.__init__(self, (host, port), handler)
-        self._init_limits(api, options)
+        self._init_limits(api, options, _no_peer)
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -202,7 +202,8 @@ HEADERS = [
     ("Content-Length", "0x10"), ("Content-Length", "\u0663"), ("Content-Length", "+3"),
     ("Transfer-Encoding", "chunked"), ("Transfer-Encoding", ""), ("Expect", "100-continue"),
     ("Connection", "keep-alive"), ("Host", "x"), ("Content-Type", "application/json"),
-    ("X-Junk", "a" * 5000), ("X-\u00e9", "\u00e9"), ("", "no name"), ("Bad Header", "x"),
+    ("X-Junk", "a" * 5000), ("X-Huge", "h" * 40000), ("X-\u00e9", "\u00e9"), ("", "no name"),
+    ("Bad Header", "x"),
     (" Folded", "continued"), ("X-Null", "\x00"),
 ]  # fmt: skip
 BODIES = [
