@@ -31,6 +31,7 @@ from tests.support.dockerd import PrivateDockerd
 from tests.support.healerd_process import Healerd
 
 _HOST = {"url": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")}
+_ENGINE: dict[str, PrivateDockerd] = {}  # the run's private dockerd (restart benchmarks)
 BENCH_ROOT = Path("/var/lib/healerd-bench")
 
 
@@ -45,10 +46,17 @@ def private_engine() -> Iterator[str]:
     d = PrivateDockerd(BENCH_ROOT / f"run-{os.getpid()}", bridge_prefix="hdb")
     d.start()
     _HOST["url"] = d.url
+    _ENGINE["d"] = d
     try:
         yield d.url
     finally:
+        _ENGINE.pop("d", None)
         d.teardown()
+
+
+def engine() -> PrivateDockerd:
+    """The run's private dockerd, for benchmarks that stop and start it."""
+    return _ENGINE["d"]
 
 
 IMAGE = "healerd-bench/busybox:1"
@@ -139,7 +147,10 @@ class BenchHealerd(Healerd):
     does not wait for its READY line); stop() deletes the dir."""
 
     def __init__(self, name: str) -> None:
-        self.conf = ConfigDir(Path(tempfile.mkdtemp(prefix=f"healerd-bench-{name}-")), IMAGE)
+        # Not under /tmp: healerd refuses config in a directory others can write.
+        BENCH_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=f"conf-{name}-", dir=BENCH_ROOT)
+        self.conf = ConfigDir(Path(work), IMAGE)
         self.conf.settings("log_level: warning\n")
         self.dir = self.conf.root
         super().__init__(

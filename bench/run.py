@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fleet, heal
+from bench import fleet, heal, restart
 from bench.lib import api, cleanup, private_engine
 
 SUITES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -21,6 +21,7 @@ SUITES: dict[str, Callable[[], dict[str, Any]]] = {
     "fleet": fleet.storm_and_cold,
     "scale": fleet.scale_and_idle,
     "reload": fleet.reload_latency,
+    "restart": restart.run,
 }
 
 

@@ -21,6 +21,10 @@ LABEL_CRASH_STREAK = "io.healerd.crash-streak"
 # The file that declared the container's service: after a restart, a service declared in
 # two files keeps the declaration that was applied. Not part of the hash.
 LABEL_SOURCE_FILE = "io.healerd.source-file"
+# On a replacement: the id of the failed container it replaced. A stopped container that
+# another container of its service names here is history: kept for its logs and exit
+# code (`healerctl logs --previous`, `describe`), never counted as a replica.
+LABEL_REPLACES = "io.healerd.replaces"
 
 # How many hex digits of the spec hash the label carries, and how many the name shows.
 SPEC_HASH_LEN = 16
@@ -241,6 +245,9 @@ class ObservedContainer:
     restarts: int = 0
     crash_streak: int = 0
     source_file: str = ""
+    replaces: str = ""  # LABEL_REPLACES
+    # Anonymous volumes mounted (volume name, mount point): a replacement takes them over.
+    anon_volumes: tuple[tuple[str, str], ...] = ()
 
     @property
     def running(self) -> bool:
@@ -261,6 +268,12 @@ class EngineEvent:
 class ActionKind(StrEnum):
     CREATE = "create"
     REMOVE = "remove"
+    # Stop and keep: a failed (unhealthy, paused) container before its replacement takes
+    # over its anonymous volumes; it stays as history.
+    STOP = "stop"
+    # Start the same container again: one stopped by an engine restart or a reboot keeps
+    # its id, logs, volumes and counts, and starting is faster than creating.
+    START = "start"
 
 
 @dataclass(frozen=True)
@@ -275,6 +288,9 @@ class Action:
     # For a create that replaces a failed container: the labels its replacement carries.
     restarts: int = 0
     crash_streak: int = 0
+    # A create that replaces `container` in a rollout: remove it once the replacement is
+    # made (a heal keeps a failed container as history instead).
+    retire: bool = False
 
     def describe(self) -> str:
         target = self.container.name if self.container else self.service

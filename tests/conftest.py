@@ -8,10 +8,22 @@ where the call was made, whoever caught the error.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Generator
+from pathlib import Path
 
 import pytest
+
+# healerd refuses config files under a directory that others can write (issue 15), and
+# /tmp is one: the tests keep their temporary files under a root-only directory instead.
+# Read by pytest when it makes its first tmp_path (and by tempfile).
+_TEMP_ROOT = Path("/run/ht")  # short: a socket path is at most 107 bytes
+if os.geteuid() == 0 and "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+    _TEMP_ROOT.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    os.chmod(_TEMP_ROOT, 0o700)
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_TEMP_ROOT)
 
 
 def _refusals() -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from healerd import __version__
+from healerd.cli import inspect_verbs
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
 from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
 from healerd.cli.validate import validate
@@ -466,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Verbs are listed in `healerctl --help` in the order they are added.
     _add_looking_verbs(verb)
     _add_steering_verbs(verb)
+    inspect_verbs.add_verbs(verb)
     return p
 
 
@@ -532,6 +534,8 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "resume": Ctl.resume,
     "reload": Ctl.reload,
     "wait": Ctl.wait,
+    "logs": inspect_verbs.logs,
+    "describe": inspect_verbs.describe,
 }
 
 

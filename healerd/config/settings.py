@@ -25,6 +25,7 @@ from healerd.model import NodeLimits, Threshold
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MAX_WORKERS = 64
+MAX_HISTORY = 10
 MAX_CALLS = 1_000_000  # engine_calls_per_second and engine_call_burst
 
 
@@ -42,6 +43,10 @@ class Settings:
     socket_path: Path = Path("/run/healerd/healerd.sock")
     resync_interval: float = 30.0
     workers: int = 4
+    # Failed containers kept per replica after their replacement, stopped, for their logs
+    # and exit codes (healerctl logs --previous, describe); like Swarm's
+    # task-history-retention-limit. 0 keeps none.
+    history_limit: int = 1
     backoff_base: float = 0.005
     backoff_max: float = 60.0
     engine_timeout: float = 30.0
@@ -108,6 +113,12 @@ _backoff = _at_least(0.001)
 def _workers(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
         raise ValueError(f"must be a whole number from 1 to {MAX_WORKERS}, not {value!r}")
+    return value
+
+
+def _history_limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_HISTORY:
+        raise ValueError(f"must be a whole number from 0 to {MAX_HISTORY}, not {value!r}")
     return value
 
 
@@ -221,6 +232,15 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "How many reconcile workers run in parallel.",
         "8",
         _workers,
+    ),
+    _setting(
+        "history_limit",
+        f"integer 0 to {MAX_HISTORY}",
+        "Failed containers kept per replica, stopped, after their replacement: for "
+        "`healerctl logs --previous` and `describe` (like Swarm's "
+        "task-history-retention-limit). 0 keeps none.",
+        "2",
+        _history_limit,
     ),
     _setting(
         "backoff_base",

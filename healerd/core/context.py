@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from healerd.core.planner import PlanContext, Replacement, replacement_verdict
-from healerd.model import ObservedContainer, ServiceSpec
+from healerd.model import ContainerState, ObservedContainer, ServiceSpec
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class Recall:
     unhealthy_since: Mapping[str, float] = field(default_factory=dict)
     dead_since: Mapping[str, float] = field(default_factory=dict)
     forgiven: Set[str] = frozenset()  # stopped by an operator or an engine restart
+    engine_stopped: Set[str] = frozenset()  # stopped by an engine restart: start in place
     # A rolling update under way: when it last progressed and started its last batch.
     rollout: tuple[float, float] | None = None
 
@@ -78,8 +79,22 @@ def plan_context(
         failed_running=frozenset(failed_running),
         replacements=replacements,
         rollout_allowed=rollout_allowed,
+        restartable=_restartable(spec, mine, recall),
     )
     return ctx, wake, note
+
+
+def _restartable(
+    spec: ServiceSpec, mine: Sequence[ObservedContainer], recall: Recall
+) -> frozenset[str]:
+    """Stopped by an engine restart with the current spec: started in place."""
+    return frozenset(
+        c.id
+        for c in mine
+        if c.id in recall.engine_stopped
+        and c.spec_hash == spec.spec_hash
+        and c.state in (ContainerState.EXITED, ContainerState.CREATED)
+    )
 
 
 def _rollout_pacing(

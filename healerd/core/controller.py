@@ -22,9 +22,11 @@ from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
 from healerd.core.images import ImagePolicy
+from healerd.core.inspect import Dead, deaths, pick
 from healerd.core.observe import Memory, note_event, observe
 from healerd.core.outcome import Outcome, Requeue
 from healerd.core.pressure import Pressure
+from healerd.core.ratelimit import LastLook
 from healerd.core.readmodel import StatusBook, container_statuses, summary
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
@@ -40,6 +42,10 @@ log = logging.getLogger("healerd.controller")
 # The key of a pass that only looks for services with containers but no declaration.
 DISCOVER = ""
 DEFAULT_BACKOFF = Backoff(0.005, 60.0)
+# While the engine cannot be listed, how long a service waits at most before it looks
+# again: a failed list costs nothing, and after an engine restart (a reboot) every second
+# counts.
+ENGINE_RECHECK = 0.25
 IMAGE_BACKOFF = Backoff(2.0, 300.0)
 
 
@@ -49,6 +55,8 @@ class LoopSettings:
     parallel_actions: int = 8
     backoff: Backoff = DEFAULT_BACKOFF
     image_backoff: Backoff = IMAGE_BACKOFF
+    # Failed containers kept per replica after their replacement (logs, exit codes).
+    history_limit: int = 1
     engine_down_log_interval: float = 30.0
 
 
@@ -72,8 +80,12 @@ class Controller:
         hooks: Sequence[LoopHooks] = (),
         engine_guard: Callable[[], None] = _nothing,
         on_engine_back: Callable[[], None] = _nothing,
+        reader: Engine | None = None,
     ) -> None:
         self._engine = engine
+        # What the API reads through (the list, logs, how a container died): the daemon
+        # gives it a token bucket of its own, so that readers never spend the heal budget.
+        self._reader = reader or engine
         self._clock = clock
         self._settings = settings
         self.admission = admission
@@ -95,24 +107,15 @@ class Controller:
             engine, self._executor, clock, self.events, settings.image_backoff, admission
         )
         self._reconciler = Reconciler(
-            clock,
-            self._executor,
-            self._images,
-            self._report,
-            admission,
-            self._mem,
-            self._lock,
-            self._is_paused,
-        )
+            clock, self._executor, self._images, self._report, admission, self._mem,
+            self._lock, self._is_paused, settings.history_limit,
+        )  # fmt: skip
         self._health = EngineHealth(
-            engine,
-            clock,
-            self.events,
-            settings.engine_down_log_interval,
-            guard=engine_guard,
-            on_back=self._engine_back,
-        )
+            engine, clock, self.events, settings.engine_down_log_interval,
+            guard=engine_guard, on_back=self._engine_back,
+        )  # fmt: skip
         self._on_engine_back = on_engine_back
+        self._last_look = LastLook(clock, self._reader.list_managed)  # what readers are shown
         # True until the first list: containers found stopped when healerd starts may
         # have been stopped by an engine restart or a reboot (which also restarted
         # healerd): like those stopped while the engine was away, no crash.
@@ -148,13 +151,25 @@ class Controller:
         return self._book.statuses(self._desired.services, self.paused_services())
 
     def container_statuses(self, service: str | None = None) -> list[ContainerStatus]:
-        """One fresh list call: what runs now, not what the last pass saw."""
-        return container_statuses(self._engine.list_managed(), self._desired.services, service)
+        """What runs now: the loop's last list if under a second old, else a list of the
+        readers' own (at most one a second for all of them, outside the heal budget)."""
+        return container_statuses(self._last_look.get(), self._desired.services, service)
+
+    def logs(
+        self, service: str, *, previous: bool, tail: int | None, since: float | None
+    ) -> tuple[ObservedContainer | None, bytes]:
+        """A replica's output; with `previous`, that of the last one that failed."""
+        c = pick(self._last_look.get(), service, previous=previous)
+        return c, (self._reader.logs(c.id, tail, since) if c is not None else b"")
+
+    def deaths(self, service: str) -> list[Dead]:
+        """The service's failed containers kept as history, newest first."""
+        return deaths(self._reader, self._last_look.get(), service)
 
     def preview(self, service: str | None = None) -> list[Action]:
-        """What a pass would do right now, without doing it (one list call): reconcile
-        without acting."""
-        obs = Observation(self._engine.list_managed(), self._desired)
+        """What a pass would do right now, without doing it (on the same list as
+        container_statuses): reconcile without acting."""
+        obs = Observation(self._last_look.get(), self._desired)
         keys = {service} if service else set(obs.desired.services) | _services(obs.containers)
         return [a for key in sorted(keys) for a in self._reconciler.preview(key, obs)]
 
@@ -280,6 +295,7 @@ class Controller:
         if listed is None:
             return None
         mono, wall = self._clock.monotonic(), self._clock.time()
+        self._last_look.offer(listed, mono)
         with self._lock:
             first, self._first_look = self._first_look, False
             seen = observe(self._mem, listed, mono, wall, engine_back=first)
@@ -306,7 +322,8 @@ class Controller:
         try:
             if obs is None:
                 reason = f"cannot list containers: {self._health.list_error}"
-                self._settle(key, Outcome(ServiceState.ENGINE_UNREACHABLE, reason, _RETRY))
+                state = ServiceState.ENGINE_UNREACHABLE
+                self._settle(key, Outcome(state, reason, _RETRY, cap=ENGINE_RECHECK))
             elif key == DISCOVER:
                 self._discover(obs)
             else:
@@ -332,7 +349,7 @@ class Controller:
         reason = outcome.reason
         next_retry = None if outcome.next_retry_in is None else now + outcome.next_retry_in
         if outcome.requeue is Requeue.RATE_LIMITED:
-            delay = self.queue.add_rate_limited(key)
+            delay = self.queue.add_rate_limited(key, outcome.cap)
             reason, next_retry = f"{reason}; retry in {delay:.1f}s", now + delay
         elif outcome.requeue is Requeue.BACKOFF:
             self.queue.add_backoff(key, outcome.backoff)

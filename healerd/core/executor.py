@@ -18,6 +18,7 @@ from healerd.config import EnvFileError, effective_environment
 from healerd.engine import Engine, EngineError, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,
+    LABEL_REPLACES,
     LABEL_RESTARTS,
     LABEL_SOURCE_FILE,
     LABEL_SPEC_HASH,
@@ -60,15 +61,30 @@ class Executor:
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         """Run all actions, at most `parallel` at once, and wait for every one.
 
-        Running containers are stopped first, so that what they hold (a fixed host port,
-        memory) is free before their replacements start. Then the creates, at full
-        parallelism: they are what heals. Dead containers are cleared away last, but not
-        one whose replacement failed: it keeps the replica's slot, restart count and
-        crash streak (and its logs) for the retry.
+        Stops and removes go first, so that what the containers hold (a fixed host port,
+        memory, anonymous volumes, a place in the history) is free before their
+        replacements start. Then the creates and starts, at full parallelism: they are
+        what heals. Last, the old containers of a rollout whose replacement took over
+        their volumes; but not one whose replacement failed: it keeps its slot (and its
+        logs and data) for the retry. A failed container that is replaced is not removed
+        at all: it stays, stopped, as history.
         """
-        stops = [a for a in actions if a.kind is ActionKind.REMOVE and _running(a)]
-        creates = [a for a in actions if a.kind is ActionKind.CREATE]
-        done = self._run_all(stops) + self._run_all(creates)
+        retiring = {
+            a.container.id
+            for a in actions
+            if a.kind is ActionKind.CREATE and a.retire and a.container is not None
+        }
+
+        def later(a: Action) -> bool:
+            return a.container is not None and a.container.id in retiring
+
+        stops = [
+            a
+            for a in actions
+            if a.kind is ActionKind.STOP or (a.kind is ActionKind.REMOVE and not later(a))
+        ]
+        starts = [a for a in actions if a.kind in (ActionKind.CREATE, ActionKind.START)]
+        done = self._run_all(stops) + self._run_all(starts)
         kept = {
             r.action.container.id
             for r in done
@@ -78,7 +94,7 @@ class Executor:
             a
             for a in actions
             if a.kind is ActionKind.REMOVE
-            and not _running(a)
+            and later(a)
             and (a.container is None or a.container.id not in kept)
         ]
         return done + self._run_all(clears)
@@ -96,7 +112,12 @@ class Executor:
             assert action.container is not None
             # Without a spec (an orphan) the container's own stop timeout applies.
             grace = action.spec.stop_grace_period if action.spec else None
-            self._engine.remove(action.container, grace)
+            if action.kind is ActionKind.START:
+                self._engine.start(action.container)
+            elif action.kind is ActionKind.STOP:
+                self._engine.stop(action.container, grace)
+            else:
+                self._engine.remove(action.container, grace)
             return ActionResult(
                 action, container_id=action.container.id, container_name=action.container.name
             )
@@ -115,6 +136,9 @@ class Executor:
         }
         if spec.source_file:
             labels[LABEL_SOURCE_FILE] = spec.source_file
+        inherit = action.container.anon_volumes if action.container is not None else ()
+        if action.container is not None:
+            labels[LABEL_REPLACES] = action.container.id
         if spec.env_files:
             # Secrets are read now, not kept in memory; errors name file and line only.
             try:
@@ -124,7 +148,7 @@ class Executor:
         for _ in range(_NAME_ATTEMPTS):
             name = container_name(spec)
             try:
-                cid = self._engine.create_and_start(spec, name, labels)
+                cid = self._engine.create_and_start(spec, name, labels, inherit)
                 return ActionResult(action, container_id=cid, container_name=name)
             except NameConflict as exc:
                 last = exc
@@ -139,13 +163,7 @@ class Executor:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _running(action: Action) -> bool:
-    """Whether the container may still hold what its replacement needs (a fixed host
-    port, memory): running, and also paused or restarting."""
-    c = action.container
-    return c is not None and c.state in HOLDING_STATES
-
-
+# Containers that may still hold what a replacement needs (a fixed host port, memory).
 HOLDING_STATES = frozenset(
     {ContainerState.RUNNING, ContainerState.PAUSED, ContainerState.RESTARTING}
 )

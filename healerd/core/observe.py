@@ -39,6 +39,8 @@ class Memory:
     died: dict[str, tuple[float, int | None]] = field(default_factory=dict)
     # Per service: containers an event said stopped, while the list still says running.
     suspects: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Found stopped after an engine restart (or at healerd's start): started in place.
+    engine_stopped: set[str] = field(default_factory=set)
 
     def recall(self, ids: set[str], offset: float) -> Recall:
         """The service's remembered times as wall-clock ones (`offset` = wall - mono)."""
@@ -46,6 +48,7 @@ class Memory:
             unhealthy_since={i: t + offset for i, t in self.unhealthy_since.items() if i in ids},
             dead_since={i: t + offset for i, t in self.dead_since.items() if i in ids},
             forgiven=frozenset(self.forgiven & ids),
+            engine_stopped=frozenset(self.engine_stopped & ids),
         )
 
 
@@ -66,10 +69,12 @@ def observe(
         for cid in [cid for cid in d if cid not in present]:
             del d[cid]
     mem.forgiven &= present
+    mem.engine_stopped &= present
     seen = [_aged(mem, c, mono, wall) for c in listed]
     for c in seen:
         if c.running:
             mem.dead_since.pop(c.id, None)
+            mem.engine_stopped.discard(c.id)
         else:
             mem.dead_since.setdefault(c.id, mono)
         if c.running and c.health == "unhealthy":
@@ -77,7 +82,9 @@ def observe(
         else:
             mem.unhealthy_since.pop(c.id, None)
     if engine_back:
-        mem.forgiven |= {c.id for c in seen if not c.running}
+        stopped = {c.id for c in seen if not c.running}
+        mem.forgiven |= stopped
+        mem.engine_stopped |= stopped
     return seen
 
 

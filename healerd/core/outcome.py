@@ -48,6 +48,7 @@ class Outcome:
     requeue: Requeue = Requeue.FORGET
     after: tuple[float, ...] = ()  # also look again after each of these delays
     backoff: float = 0.0  # with Requeue.BACKOFF
+    cap: float | None = None  # with Requeue.RATE_LIMITED: the longest wait
     next_retry_in: float | None = None  # when a crash-loop backoff ends (status)
     drop: bool = False  # the service is gone: forget its status and memory
     tally: Tally | None = None

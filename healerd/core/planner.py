@@ -18,7 +18,19 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from healerd.model import Action, ActionKind, ObservedContainer, RestartPolicy, ServiceSpec
+from healerd.model import (
+    Action,
+    ActionKind,
+    ContainerState,
+    ObservedContainer,
+    RestartPolicy,
+    ServiceSpec,
+    UpdateOrder,
+)
+
+# States in which a failed container still holds what its replacement needs (a fixed
+# host port, memory): it is stopped first.
+_HOLDING = frozenset({ContainerState.RUNNING, ContainerState.PAUSED, ContainerState.RESTARTING})
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,11 @@ class PlanContext:
     # a surge container, one that vanished).
     max_replacements: int | None = None
     max_extras: int | None = None
+    # Failed containers to start again in place (stopped by an engine restart, current
+    # spec): no create, same id, logs, volumes and counts.
+    restartable: frozenset[str] = frozenset()
+    # History kept per replica: failed containers that were replaced (their logs).
+    history_limit: int = 1
 
 
 @dataclass(frozen=True)
@@ -84,9 +101,9 @@ def is_available(c: ObservedContainer, spec: ServiceSpec, now: float) -> bool:
     return now - c.created >= spec.update_config.min_ready_seconds
 
 
-def min_available(spec: ServiceSpec) -> int:
+def min_available(spec: ServiceSpec, order: UpdateOrder | None = None) -> int:
     """The floor a rollout keeps: all replicas start-first, `parallelism` fewer stop-first."""
-    if spec.update_order == "stop-first":
+    if (order or spec.update_order) is UpdateOrder.STOP_FIRST:
         return max(0, spec.replicas - spec.update_config.parallelism)
     return spec.replicas
 
@@ -114,17 +131,26 @@ class _Planning:
     def __init__(
         self, service: str, spec: ServiceSpec, mine: list[ObservedContainer], ctx: PlanContext
     ) -> None:
-        self.service, self.spec, self.mine, self.ctx = service, spec, mine, ctx
+        self.service, self.spec, self.ctx = service, spec, ctx
         self.now = ctx.now
+        self.history = history(mine)
+        mine = [c for c in mine if c not in self.history]
+        self.mine = mine
         failed_running = ctx.failed_running
         self.failed = [c for c in mine if not c.running or c.id in failed_running]
         alive = [c for c in mine if c.running and c.id not in failed_running]
         self.cur = [c for c in alive if c.spec_hash == spec.spec_hash]
         self.stale = [c for c in alive if c.spec_hash != spec.spec_hash]
+        # Data before availability: an old container's anonymous volumes go over to its
+        # replacement, which must not run beside it (as Compose recreates: stop-first).
+        self.order = spec.update_order
+        if any(c.anon_volumes for c in self.stale):
+            self.order = UpdateOrder.STOP_FIRST
         self.ready_failed = [c for c in self.failed if self._verdict(c).ready]
         self.held = [c for c in self.failed if not self._verdict(c).ready]
         self.actions: list[Action] = []
         self._pending: list[ObservedContainer] = []
+        self._replaced: list[ObservedContainer] = []
 
     def _verdict(self, c: ObservedContainer) -> Replacement:
         return self.ctx.replacements.get(c.id, _READY)
@@ -134,10 +160,25 @@ class _Planning:
             Action(ActionKind.REMOVE, self.service, reason, spec=self.spec, container=c)
         )
 
+    def prune_history(self, becoming: int = 0) -> None:
+        """Keep the newest `history_limit` per replica. The oldest of each line goes
+        first: removing a container whose predecessor stays would make that predecessor
+        unreplaced again (the label that made it history goes with it)."""
+        keep = self.ctx.history_limit * max(1, self.spec.replicas)
+        # The failed containers replaced in this pass become history too.
+        excess = len(self.history) + becoming - keep
+        if excess <= 0:
+            return
+        depth = _depths(self.history)
+        oldest = sorted(self.history, key=lambda c: (depth[c.id], c.created, c.id))
+        for c in oldest[:excess]:
+            self.remove(c, f"history beyond history_limit ({keep})")
+
     def create(self, reason: str) -> None:
         """A create stands in for the next failed container still to replace, if any."""
         replaces = self._pending.pop(0) if self._pending else None
         if replaces is not None:
+            self._replaced.append(replaces)
             reason = f"replace {_failure(replaces, self.ctx)}"
         verdict = self._verdict(replaces) if replaces else _READY
         self.actions.append(
@@ -161,7 +202,8 @@ class _Planning:
         for c in extras:
             self.remove(c, f"scale down to {desired}")
         kept = [c for c in self.cur if c not in extras]
-        _drop_stale(spec, kept, self.stale, len(self.stale), now, self.remove)
+        self.prune_history()
+        _drop_stale(spec, kept, self.stale, len(self.stale), now, self.remove, self.order)
         for c in _oldest_first(self.failed):
             self.remove(c, f"{_failure(c, self.ctx)}, not needed")
         return _done(self.actions, spec, self.mine, self.cur, self.stale, [], now)
@@ -170,9 +212,10 @@ class _Planning:
         """Replicas missing outright (crashed, removed, scaled up) are made at once with
         the current spec; a held failed container keeps its slot until its backoff ends.
         Each create stands in for one failed container while any is left, so that its
-        replacement carries the restart count and crash streak on. Failed containers the
-        host has no room to replace yet stay (as held ones do) and keep their slot.
-        Then, room permitting, one batch of a rolling update."""
+        replacement carries the restart count and crash streak on (and takes over its
+        anonymous volumes; the failed one stays as history). Failed containers the host
+        has no room to replace yet stay (as held ones do) and keep their slot. Then,
+        room permitting, one batch of a rolling update."""
         spec, ctx, cur, stale, held = self.spec, self.ctx, self.cur, self.stale, self.held
         desired = spec.replicas
         missing = max(0, desired - len(cur) - len(stale) - len(held))
@@ -182,25 +225,76 @@ class _Planning:
         a_repl = _at_most(n_repl, ctx.max_replacements)
         a_extra = _at_most(n_extra, ctx.max_extras)
         waiting = (n_repl - a_repl) + (n_extra - a_extra)
-        to_replace = to_replace[:a_repl] + to_replace[n_repl:]
-        self._pending = list(to_replace)
-        for c in to_replace:
-            self.remove(c, _failure(c, ctx))
         made = a_repl + a_extra
-        for _ in range(made):
-            self.create(f"{desired} wanted")
+        # Failed containers beyond what is missing: a surge create may stand in for them.
+        self._heal(to_replace[:a_repl], to_replace[n_repl:], made)
         surplus = len(cur) + len(stale) + len(held) - desired
+        step = False
         if surplus > 0 and stale:
             # More alive than wanted (a surge container is up): old ones go.
-            _drop_stale(spec, cur, stale, surplus, self.now, self.remove)
+            _drop_stale(spec, cur, stale, surplus, self.now, self.remove, self.order)
         elif stale and ctx.rollout_allowed and not waiting:
             room = None if ctx.max_extras is None else ctx.max_extras - a_extra
             held_cur = [c for c in held if c.spec_hash == spec.spec_hash]
-            step = _rollout_step(
-                spec, cur, stale, held_cur, made, self.now, self.remove, self.create, room
+            step = self._rollout_step(held_cur, made, room)
+        self._settle_replaced()
+        return dataclasses.replace(self._done(waiting), rollout_step=step)
+
+    def _heal(
+        self, now: list[ObservedContainer], surplus: list[ObservedContainer], made: int
+    ) -> None:
+        """Start in place what an engine restart stopped; create for the rest."""
+        starts = [c for c in now if c.id in self.ctx.restartable]
+        for c in starts:
+            self.actions.append(
+                Action(
+                    ActionKind.START,
+                    self.service,
+                    f"start {c.name} again: stopped while the engine was away",
+                    spec=self.spec,
+                    container=c,
+                )
             )
-            return dataclasses.replace(self._done(waiting), rollout_step=step)
-        return self._done(waiting)
+        self._pending = [c for c in now if c not in starts] + surplus
+        for _ in range(made - len(starts)):
+            self.create(f"{self.spec.replicas} wanted")
+
+    def _settle_replaced(self) -> None:
+        """A replaced container that still holds its slot (unhealthy, paused) is stopped
+        first, and stays as history; a failed one no create stood in for is not needed."""
+        for c in self._replaced:
+            if c.state in _HOLDING:
+                self.actions.append(
+                    Action(ActionKind.STOP, self.service, _failure(c, self.ctx), self.spec, c)
+                )
+        for c in self._pending:
+            self.remove(c, f"{_failure(c, self.ctx)}, not needed")
+        self.prune_history(becoming=len(self._replaced))
+
+    def _rollout_step(self, held_cur: list[ObservedContainer], made: int, room: int | None) -> bool:
+        return _rollout_step(
+            self.spec,
+            self.cur,
+            self.stale,
+            held_cur,
+            made,
+            self.now,
+            self.remove,
+            self.create,
+            room,
+            self.order,
+            self._recreate,
+        )
+
+    def _recreate(self, c: ObservedContainer) -> None:
+        """A stop-first step for an old container with anonymous volumes: stop it, create
+        its replacement on its volumes, then remove it."""
+        reason = "spec changed: stop-first replacement"
+        self.actions.append(Action(ActionKind.STOP, self.service, reason, self.spec, c))
+        self.actions.append(
+            Action(ActionKind.CREATE, self.service, reason, self.spec, c, retire=True)
+        )
+        self.actions.append(Action(ActionKind.REMOVE, self.service, reason, self.spec, c))
 
     def _done(self, waiting: int) -> Plan:
         return _done(
@@ -222,6 +316,8 @@ def _rollout_step(
     remove: Callable[[ObservedContainer, str], None],
     create: Callable[[str], None],
     room: int | None,
+    order: UpdateOrder,
+    recreate: Callable[[ObservedContainer], None],
 ) -> bool:
     """One batch of a rolling update, never going below `min_available`; a start-first
     batch makes at most `room` surge containers (None: no limit)."""
@@ -230,11 +326,14 @@ def _rollout_step(
     if any(not is_available(c, spec, now) for c in cur) or held_cur or made:
         return False
     available = sum(1 for c in cur + stale if is_available(c, spec, now))
-    floor = min_available(spec)
-    if spec.update_order == "stop-first":
+    floor = min_available(spec, order)
+    if order is UpdateOrder.STOP_FIRST:
         removable = min(parallelism, len(stale), max(0, available - floor))
         for c in _stale_victims(stale, spec, now)[:removable]:
-            remove(c, "spec changed: stop-first replacement")
+            if c.anon_volumes:
+                recreate(c)
+            else:
+                remove(c, "spec changed: stop-first replacement")
         # The replacements are created on the next pass, once the ports are free.
         return removable > 0
     surge_room = desired + parallelism - len(cur) - len(stale)
@@ -270,11 +369,12 @@ def _drop_stale(
     count: int,
     now: float,
     remove: Callable[[ObservedContainer, str], None],
+    order: UpdateOrder | None = None,
 ) -> None:
     """Remove up to `count` old containers, those that serve nothing first, but never
     below the availability floor (a new container still starting does not count)."""
     available = sum(1 for c in cur + stale if is_available(c, spec, now))
-    floor = min(min_available(spec), available)
+    floor = min(min_available(spec, order), available)
     for c in _stale_victims(stale, spec, now)[:count]:
         if is_available(c, spec, now):
             if available - 1 < floor:
@@ -324,6 +424,26 @@ def _done(
         up_to_date=len(cur),
         waiting=waiting,
     )
+
+
+def history(mine: Sequence[ObservedContainer]) -> list[ObservedContainer]:
+    """Stopped containers that another container of the service replaced: kept for their
+    logs and exit codes, never counted, never replaced again."""
+    replaced = {c.replaces for c in mine if c.replaces}
+    return [c for c in mine if c.id in replaced and not c.running]
+
+
+def _depths(old: Sequence[ObservedContainer]) -> dict[str, int]:
+    """How far each history container is from the oldest of its line."""
+    parent = {c.id: c.replaces for c in old}
+    depth: dict[str, int] = {}
+    for c in old:
+        n, cid, seen = 0, c.replaces, {c.id}
+        while cid in parent and cid not in seen:
+            seen.add(cid)
+            n, cid = n + 1, parent[cid]
+        depth[c.id] = n
+    return depth
 
 
 def _plan_undeclared(service: str, mine: list[ObservedContainer], ctx: PlanContext) -> Plan:

@@ -3,18 +3,25 @@
 Like client-go's QPS/burst: bursts up to `burst` calls pass at once, beyond that calls
 wait for tokens at `rate` per second. An event storm then costs the host a bounded
 number of engine requests, and the work queue's merging of keys keeps the backlog small.
+
+Readers (the API's container list and diff) do not spend that budget: `LastLook` serves
+them the loop's last list while it is fresh, and otherwise lists once for all readers
+together, through a bucket of their own (one list a second, wired by the daemon).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from healerd.core.clock import Clock
-from healerd.engine import Engine
+from healerd.engine import Death, Engine
 from healerd.model import EngineEvent, ObservedContainer, ServiceSpec
+
+# A list younger than this is what readers are shown, rather than a list of their own.
+READ_MAX_AGE = 1.0
 
 
 class TokenBucket:
@@ -98,10 +105,26 @@ class ThrottledEngine:
         self._take()
         return self._engine.list_managed()
 
-    def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
+    def create_and_start(
+        self,
+        spec: ServiceSpec,
+        name: str,
+        labels: Mapping[str, str],
+        inherit: Sequence[tuple[str, str]] = (),
+    ) -> str:
         self._take()  # create and start are two requests: take a token for each
         self._take()
-        return self._engine.create_and_start(spec, name, labels)
+        if inherit:
+            self._take()  # the image's VOLUMEs
+        return self._engine.create_and_start(spec, name, labels, inherit)
+
+    def start(self, container: ObservedContainer) -> None:
+        self._take()
+        self._engine.start(container)
+
+    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        self._take()
+        self._engine.stop(container, stop_timeout)
 
     def image_present(self, image: str) -> bool:
         self._take()
@@ -128,5 +151,65 @@ class ThrottledEngine:
     def stop_watch(self) -> None:
         self._engine.stop_watch()
 
+    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
+        self._take()
+        return self._engine.logs(container_id, tail, since)
 
-__all__ = ["CallStats", "ThrottledEngine", "TokenBucket"]
+    def death(self, container_id: str) -> Death:
+        self._take()
+        return self._engine.death(container_id)
+
+
+class LastLook:
+    """The last list of healerd's containers and when it was made, for readers: the
+    loop offers each of its lists; `get` returns the last one while it is younger than
+    `max_age`, else lists with `lister` (at most one reader at a time: the others wait
+    and take that list). Thread-safe."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        lister: Callable[[], list[ObservedContainer]],
+        max_age: float = READ_MAX_AGE,
+    ) -> None:
+        self._clock = clock
+        self._lister = lister
+        self.max_age = max_age
+        self._lock = threading.Lock()  # guards the list and its time
+        self._listing = threading.Lock()  # one reader's list at a time
+        self._at: float | None = None
+        self._containers: tuple[ObservedContainer, ...] = ()
+        self.listed = 0  # lists made for readers (the loop's are not counted)
+
+    def offer(self, containers: list[ObservedContainer], at: float | None = None) -> None:
+        """A list just made (by the loop), at monotonic time `at` (default now)."""
+        at = self._clock.monotonic() if at is None else at
+        snapshot = tuple(containers)
+        with self._lock:
+            if self._at is None or at >= self._at:
+                self._at, self._containers = at, snapshot
+
+    def fresh(self) -> list[ObservedContainer] | None:
+        with self._lock:
+            if self._at is None or self._clock.monotonic() - self._at >= self.max_age:
+                return None
+            return list(self._containers)
+
+    def get(self) -> list[ObservedContainer]:
+        """The containers as of at most `max_age` ago. Raises EngineError when a list
+        was needed and failed."""
+        got = self.fresh()
+        if got is not None:
+            return got
+        with self._listing:
+            got = self.fresh()  # another reader listed while this one waited
+            if got is not None:
+                return got
+            started = self._clock.monotonic()
+            listed = self._lister()
+            self.listed += 1
+            self.offer(listed, started)
+            return listed
+
+
+__all__ = ["READ_MAX_AGE", "CallStats", "LastLook", "ThrottledEngine", "TokenBucket"]

@@ -56,6 +56,7 @@ class Reconciler:
         memory: Memory,
         lock: threading.Lock,
         is_paused: Callable[[str], bool],
+        history_limit: int = 1,
     ) -> None:
         self._clock = clock
         self._executor = executor
@@ -66,6 +67,7 @@ class Reconciler:
         self._mem = memory
         self._lock = lock
         self._is_paused = is_paused
+        self._history_limit = history_limit
         self.rollouts: dict[str, Rollout] = {}
 
     def reconcile(self, key: str, obs: Observation) -> Outcome:
@@ -154,6 +156,7 @@ class Reconciler:
         # under pressure.
         pressured = self._admission is not None and self._admission.pressure().any
         ctx, wake, note = plan_context(spec, mine, now, recall, rollout_allowed=not pressured)
+        ctx = replace(ctx, history_limit=self._history_limit)
         return _Planned(plan(key, spec, mine, ctx), ctx, min(wake) if wake else None, note)
 
     def _track_rollout(
@@ -210,7 +213,8 @@ class Reconciler:
         self._report.results(key, results)
         for res in results:
             a = res.action
-            if res.ok and a.kind is ActionKind.CREATE and a.container is not None:
+            healing = a.kind in (ActionKind.CREATE, ActionKind.START)
+            if res.ok and healing and a.container is not None:
                 with self._lock:
                     died = self._mem.dead_since.get(a.container.id)
                 if died is not None:

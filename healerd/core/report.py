@@ -75,9 +75,9 @@ class Reporter:
         a, kind = r.action, r.action.kind.value
         name = r.container_name or r.container_id or ""
         log.info(
-            "%s: %sd %s (%s)",
+            "%s: %s %s (%s)",
             key,
-            kind,
+            _DONE[a.kind],
             name,
             a.reason,
             extra={
@@ -88,7 +88,7 @@ class Reporter:
                 "reason": a.reason,
             },
         )
-        self.events.record(f"{kind}d", key, a.reason, name)
+        self.events.record(_DONE[a.kind], key, a.reason, name)
 
     def _failed(self, key: str, r: ActionResult) -> None:
         a, kind = r.action, r.action.kind.value
@@ -102,6 +102,14 @@ class Reporter:
             extra={"healerd_service": key, "container_id": cid, "action": kind, "reason": r.error},
         )
         self.events.record("failed", key, f"{kind}: {r.error}")
+
+
+_DONE = {
+    ActionKind.CREATE: "created",
+    ActionKind.REMOVE: "removed",
+    ActionKind.START: "started",
+    ActionKind.STOP: "stopped",
+}
 
 
 def _safely(fn: Callable[..., None], *args: object) -> None:

@@ -54,12 +54,15 @@ class WorkQueue:
                 self._waiting[key] = ready_at
                 self._cond.notify_all()
 
-    def add_rate_limited(self, key: str) -> float:
-        """Count one more failure for `key` and queue it after its backoff; returns the delay."""
+    def add_rate_limited(self, key: str, cap: float | None = None) -> float:
+        """Count one more failure for `key` and queue it after its backoff (at most `cap`
+        seconds); returns the delay."""
         with self._cond:
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
             delay = self._backoff.delay(failures)
+            if cap is not None:
+                delay = min(delay, cap)
             # A retry after failure must wait its full backoff even if an earlier
             # timer was pending.
             self._waiting.pop(key, None)

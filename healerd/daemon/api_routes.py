@@ -18,6 +18,12 @@ from urllib.parse import unquote
 from healerd import __version__
 from healerd.core.events import Event
 from healerd.daemon.api_access import AdminPolicy, Peer, peer_label
+from healerd.daemon.api_inspect import (
+    EngineAway,
+    NoSuchService,
+    describe_payload,
+    logs_payload,
+)
 from healerd.daemon.api_views import (
     DaemonLike,
     action_view,
@@ -27,6 +33,7 @@ from healerd.daemon.api_views import (
     status_payload,
 )
 from healerd.daemon.metrics import Metrics
+from healerd.daemon.ratelog import RateLimitedLog
 from healerd.engine import EngineError
 
 log = logging.getLogger("healerd.api")
@@ -34,6 +41,8 @@ log = logging.getLogger("healerd.api")
 SERVICE_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")
 # Longest an events long-poll may hold a connection.
 MAX_EVENT_WAIT = 30.0
+# How often a long poll looks whether its client is still there.
+GONE_CHECK_INTERVAL = 0.5
 # How long POST /v1/reload waits for the main loop to apply the new config.
 RELOAD_APPLY_WAIT = 5.0
 
@@ -54,6 +63,8 @@ class Request:
     peer: Peer | None
     # Called once the request is fully read: long waits must not count against its deadline.
     release_deadline: Callable[[], None] = field(default=lambda: None)
+    # True once the client has closed its end of the connection: a long poll stops.
+    client_gone: Callable[[], bool] = field(default=lambda: False)
 
     def one(self, name: str) -> str | None:
         values = self.query.get(name)
@@ -89,11 +100,17 @@ class Api:
     """The routes, independent of the transport, so they can be tested with a fake daemon."""
 
     def __init__(
-        self, daemon: DaemonLike, policy: AdminPolicy, metrics: Metrics | None = None
+        self,
+        daemon: DaemonLike,
+        policy: AdminPolicy,
+        metrics: Metrics | None = None,
+        ratelog: RateLimitedLog | None = None,
     ) -> None:
         self.daemon = daemon
         self.policy = policy
         self.metrics = metrics
+        # Warnings a client can repeat at will (refusals): once per kind per 10 s.
+        self.ratelog = ratelog or RateLimitedLog(log)
         self.started = time.time()
 
     # -- dispatch ---------------------------------------------------------------------
@@ -134,6 +151,9 @@ class Api:
             self.daemon.controller.reconcile_now(None)
             log.info("reconcile of every service requested by %s", peer_label(req.peer))
             return 202, {"ok": True, "message": "reconcile of every service queued"}
+        m = re.fullmatch(r"/v1/services/([^/]+)/(logs|describe)", path)
+        if m:
+            return self._inspect(req, check_service_name(unquote(m.group(1))), m.group(2))
         m = re.fullmatch(r"/v1/services/([^/]+)/(reconcile|pause|resume)", path)
         if m:
             self._only(req, "POST", set())
@@ -153,8 +173,14 @@ class Api:
     def _authorize(self, req: Request, what: str) -> None:
         d = self.policy.decide(req.peer, what)
         if not d.allowed:
-            log.warning(
-                "refused %s %s from %s: %s", req.method, req.path, peer_label(req.peer), d.reason
+            uid = req.peer.uid if req.peer is not None else None
+            self.ratelog.warning(
+                f"refused-{uid}-{what}",
+                "refused %s %s from %s: %s",
+                req.method,
+                req.path[:100],
+                peer_label(req.peer),
+                d.reason,
             )
             raise ApiError(403, d.reason)
 
@@ -199,9 +225,10 @@ class Api:
         seq = max([after, *(e.seq for e in events)])
         while not events and wait > 0:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or req.client_gone():
+                # A client that went away frees its connection now, not at the timeout.
                 break
-            got = log_.wait(seq, min(left, 1.0))
+            got = log_.wait(seq, min(left, GONE_CHECK_INTERVAL))
             if got:
                 seq = max(seq, *(e.seq for e in got))
             events = pick(got)
@@ -218,6 +245,27 @@ class Api:
             raise ApiError(503, f"cannot plan: engine unreachable: {exc}") from None
         return 200, {"actions": [action_view(a) for a in actions]}
 
+    def _inspect(self, req: Request, name: str, what: str) -> tuple[int, Any]:
+        c = self.daemon.controller
+        try:
+            if what == "describe":
+                self._only(req, "GET", set())
+                return 200, describe_payload(c, name)
+            self._only(req, "GET", {"previous", "tail", "since"})
+            tail = req.one("tail")
+            since = req.one("since")
+            return 200, logs_payload(
+                c,
+                name,
+                previous=req.one("previous") in ("1", "true"),
+                tail=None if tail is None else int(req.number("tail", 0, 0, 1_000_000)),
+                since=None if since is None else req.number("since", 0, 0, 1e11),
+            )
+        except NoSuchService as exc:
+            raise ApiError(404, str(exc)) from None
+        except EngineAway as exc:
+            raise ApiError(503, str(exc)) from None
+
     def _known(self, service: str) -> bool:
         c = self.daemon.controller
         return service in c.desired.services or any(s.name == service for s in c.statuses())
@@ -231,7 +279,7 @@ class Api:
         log.info("reload requested by %s", peer_label(req.peer))
         req.release_deadline()
         deadline = time.monotonic() + RELOAD_APPLY_WAIT
-        while c.desired is before and time.monotonic() < deadline:
+        while c.desired is before and time.monotonic() < deadline and not req.client_gone():
             time.sleep(0.02)
         after = c.desired
         applied = after is not before

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from healerd import __version__
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.events import Event, EventLog
+from healerd.core.inspect import Dead
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
-from healerd.model import Action
+from healerd.model import Action, ObservedContainer
 
 if TYPE_CHECKING:
     from healerd.daemon.metrics import Metrics
@@ -50,6 +51,10 @@ class ControllerLike(Protocol):
     def resume(self, service: str) -> None: ...
     def reconcile_now(self, service: str | None) -> None: ...
     def preview(self, service: str | None) -> list[Action]: ...
+    def logs(
+        self, service: str, *, previous: bool, tail: int | None, since: float | None
+    ) -> tuple[ObservedContainer | None, bytes]: ...
+    def deaths(self, service: str) -> list[Dead]: ...
 
 
 class DaemonLike(Protocol):

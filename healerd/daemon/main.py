@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import select
@@ -52,6 +53,16 @@ log = logging.getLogger("healerd")
 EXIT_CONFIG = 2
 EXIT_RUNNING = 3
 SHUTDOWN_GRACE = 3.0
+# Lists the API may make on its own (when the loop's last one is over a second old).
+READS_PER_SECOND = 1.0
+# A describe inspects each failed container kept: a burst of them at once.
+READ_BURST = 10
+
+
+def read_engine(engine: Engine, clock: Clock) -> ThrottledEngine:
+    """The API's reads (container list, diff, logs) go through a bucket of their own: at
+    most one call a second for all readers together, never a token of the heal budget."""
+    return ThrottledEngine(engine, TokenBucket(READS_PER_SECOND, READ_BURST, clock))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,6 +135,7 @@ def loop_settings(settings: Settings) -> LoopSettings:
         parallel_actions=max(4, settings.workers * 2),
         backoff=Backoff(settings.backoff_base, settings.backoff_max),
         engine_down_log_interval=settings.engine_down_log_interval,
+        history_limit=settings.history_limit,
     )
 
 
@@ -162,6 +174,7 @@ class Daemon:
             engine_guard=self.guard_engine,
             # When a list call finds the engine back, do not wait out the stream's backoff.
             on_engine_back=lambda: self.watcher.kick(),
+            reader=read_engine(engine, self.clock),
         )
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.watcher = EventWatcher(
@@ -187,6 +200,11 @@ class Daemon:
         self.id_lock_dir = id_lock_dir
         self._id_lock: int | None = None
         self.exit_code = 0
+
+    @functools.cached_property
+    def confwatch(self) -> ConfigWatcher:
+        """The config watcher; run() starts it, until then no file counts as being written."""
+        return ConfigWatcher(self.settings.config_dir, self.request_reload)
 
     def guard_engine(self) -> None:
         """One healerd per engine, whatever the address it is reached by: lock the
@@ -265,9 +283,14 @@ class Daemon:
 
     def reload_settings(self) -> None:
         """Apply healerd.yaml's node keys (thresholds, estimates, the engine call cap)
-        at once; the others take effect at the next start. A bad file changes nothing."""
+        at once; the others take effect at the next start. A bad file changes nothing,
+        nor does one still being written (the watcher applies it once it is closed)."""
+        path = self.settings.config_dir / "healerd.yaml"
+        if path in self.confwatch.writing():
+            log.info("%s is being written; settings unchanged until it is complete", path)
+            return
         try:
-            new = load_settings(self.settings.config_dir / "healerd.yaml")
+            new = load_settings(path)
         except SettingsError as exc:
             # Said once per distinct error, not at every resync.
             messages = [str(e) for e in exc.errors]
@@ -315,11 +338,19 @@ class Daemon:
         self.store.prefer_running((c.service, c.source_file, c.spec_hash) for c in observed)
 
     def reload(self) -> None:
-        """Re-read every config file; broken files keep their last good services."""
+        """Re-read every config file; broken files keep their last good services, and so
+        do files still being written (their state of the previous reload stands)."""
         self.reload_settings()
         conf_dir = self.settings.config_dir / "conf.d"
+        writing = sorted(str(p) for p in self.confwatch.writing() if p.parent == conf_dir)
+        for file in writing:
+            log.info("%s is being written; its last version stands until it is complete", file)
         try:
-            results = load_conf_dir(conf_dir, strict_modes=self.settings.strict_modes)
+            results = load_conf_dir(
+                conf_dir,
+                strict_modes=self.settings.strict_modes,
+                keep=self.store.last_results(writing),
+            )
         except OSError as exc:
             log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)
             return
@@ -356,9 +387,10 @@ class Daemon:
             s.resync_interval,
         )
         self._prefer_what_runs()
+        # The watcher first, so that a file written from now on is held at the first read
+        # too; a writer already busy before healerd started cannot be known (README).
+        self.confwatch.start()
         self.reload()
-        confwatch = ConfigWatcher(s.config_dir, self.request_reload)
-        confwatch.start()
         log.info(
             "%d service(s) declared: %s",
             len(self.controller.desired.services),
@@ -374,7 +406,7 @@ class Daemon:
         self.notifier.stopping()
         api.stop()
         self._stop.set()
-        confwatch.stop()
+        self.confwatch.stop()
         self.watcher.stop()
         self.controller.shutdown()
         for t in threads:

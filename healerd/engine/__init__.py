@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from healerd.model import EngineEvent, ObservedContainer, ServiceSpec
@@ -31,6 +32,16 @@ class ImagePullFailed(EngineError):
     """The registry could not deliver the image."""
 
 
+@dataclass(frozen=True)
+class Death:
+    """How a container's run ended, as the engine recorded it."""
+
+    exit_code: int | None
+    oom_killed: bool
+    finished_at: str  # the engine's RFC 3339 time ("" while it runs)
+    error: str = ""
+
+
 class Engine(Protocol):
     def version(self) -> str:
         """The engine's version string; raises EngineUnavailable when unreachable."""
@@ -49,9 +60,25 @@ class Engine(Protocol):
         """Every healerd-labelled container, running or not, in one list call."""
         ...
 
-    def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
+    def create_and_start(
+        self,
+        spec: ServiceSpec,
+        name: str,
+        labels: Mapping[str, str],
+        inherit: Sequence[tuple[str, str]] = (),
+    ) -> str:
         """Create and start one container of `spec` named `name`, with healerd's `labels`
-        added to the spec's own; returns its id."""
+        added to the spec's own; returns its id. `inherit`: anonymous volumes (name,
+        mount point) of the container it replaces, mounted again where the spec or its
+        image still declares them."""
+        ...
+
+    def start(self, container: ObservedContainer) -> None:
+        """Start a stopped container again (already running is success)."""
+        ...
+
+    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        """Stop (unpausing first) and keep the container; already gone is success."""
         ...
 
     def image_present(self, image: str) -> bool:
@@ -69,7 +96,17 @@ class Engine(Protocol):
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         """Stop (gracefully, if running) and remove; a container already gone is success.
-        `stop_timeout` None keeps the container's own stop timeout."""
+        `stop_timeout` None keeps the container's own stop timeout. Its anonymous volumes
+        go too, unless another container still uses them."""
+        ...
+
+    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
+        """The container's output (stdout and stderr), the last `tail` lines (None: all),
+        from `since` (wall clock) on."""
+        ...
+
+    def death(self, container_id: str) -> Death:
+        """How the container's last run ended (one inspect)."""
         ...
 
     def watch(

@@ -10,7 +10,7 @@ import json
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -19,6 +19,7 @@ import docker.errors
 import requests.exceptions
 
 from healerd.engine import (
+    Death,
     EngineError,
     EngineUnavailable,
     ImageMissing,
@@ -27,6 +28,7 @@ from healerd.engine import (
 )
 from healerd.model import (
     LABEL_CRASH_STREAK,
+    LABEL_REPLACES,
     LABEL_RESTARTS,
     LABEL_SERVICE,
     LABEL_SOURCE_FILE,
@@ -113,6 +115,30 @@ def _observed(raw: dict[str, Any]) -> ObservedContainer:
         restarts=_int_label(labels, LABEL_RESTARTS),
         crash_streak=_int_label(labels, LABEL_CRASH_STREAK),
         source_file=str(labels.get(LABEL_SOURCE_FILE, "")),
+        replaces=str(labels.get(LABEL_REPLACES, "")),
+        anon_volumes=_anonymous_volumes(raw.get("Mounts") or []),
+    )
+
+
+def _port_bindings(spec: ServiceSpec) -> dict[str, Any]:
+    bindings: dict[str, Any] = {}
+    for p in spec.ports:
+        key = f"{p.container_port}/{p.protocol}"
+        host = str(p.host_port) if p.host_port is not None else None
+        bindings.setdefault(key, []).append((p.host_ip, host) if p.host_ip else host)
+    return bindings
+
+
+# The engine names an anonymous volume with 64 hex digits.
+_ANONYMOUS = re.compile(r"[0-9a-f]{64}")
+
+
+def _anonymous_volumes(mounts: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """(volume, mount point) of each anonymous volume the list call shows mounted."""
+    return tuple(
+        (str(m["Name"]), str(m.get("Destination", "")))
+        for m in mounts
+        if m.get("Type") == "volume" and _ANONYMOUS.fullmatch(str(m.get("Name", "")))
     )
 
 
@@ -210,7 +236,13 @@ class DockerEngine:
         except EngineError as exc:
             raise ImagePullFailed(str(exc)) from exc
 
-    def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
+    def create_and_start(
+        self,
+        spec: ServiceSpec,
+        name: str,
+        labels: Mapping[str, str],
+        inherit: Sequence[tuple[str, str]] = (),
+    ) -> str:
         # The caller's labels win: it may pass the hash of the spec as declared, before
         # it filled in values (env files) that must not change the hash.
         labels = {
@@ -219,17 +251,8 @@ class DockerEngine:
             LABEL_SPEC_HASH: spec.spec_hash,
             **labels,
         }
-        binds = [
-            f"{v.source}:{v.target}:{'ro' if v.read_only else 'rw'}"
-            for v in spec.volumes
-            if v.source
-        ]
-        anonymous = [v.target for v in spec.volumes if not v.source]
-        port_bindings: dict[str, Any] = {}
-        for p in spec.ports:
-            key = f"{p.container_port}/{p.protocol}"
-            host = str(p.host_port) if p.host_port is not None else None
-            port_bindings.setdefault(key, []).append((p.host_ip, host) if p.host_ip else host)
+        binds, anonymous = self._mounts(spec, inherit)
+        port_bindings = _port_bindings(spec)
         networks = list(spec.networks)
         with _translated(f"create {name}"):
             host_config = self._api.create_host_config(
@@ -270,6 +293,52 @@ class DockerEngine:
             raise
         return container_id
 
+    def _mounts(
+        self, spec: ServiceSpec, inherit: Sequence[tuple[str, str]]
+    ) -> tuple[list[str], list[str]]:
+        """The binds (host paths, named volumes, inherited anonymous volumes) and the
+        mount points that get a fresh anonymous volume."""
+        binds = [
+            f"{v.source}:{v.target}:{'ro' if v.read_only else 'rw'}"
+            for v in spec.volumes
+            if v.source
+        ]
+        taken = self._inherited(spec, inherit)
+        binds += [f"{volume}:{target}:rw" for volume, target in taken]
+        targets = {target for _, target in taken}
+        return binds, [v.target for v in spec.volumes if not v.source and v.target not in targets]
+
+    def _inherited(
+        self, spec: ServiceSpec, inherit: Sequence[tuple[str, str]]
+    ) -> list[tuple[str, str]]:
+        """The anonymous volumes a replacement takes over, as `docker compose up` does on
+        a recreate: those mounted where the new spec declares an anonymous volume or its
+        image a VOLUME; not where the target now has a source of its own, or is gone."""
+        if not inherit:
+            return []
+        declared = {v.target for v in spec.volumes if not v.source}
+        bound = {v.target for v in spec.volumes if v.source}
+        with _translated(f"inspect image {spec.image}"):
+            config = self._api.inspect_image(spec.image).get("Config") or {}
+        declared |= set(config.get("Volumes") or {})
+        return [(v, t) for v, t in inherit if t in declared and t not in bound]
+
+    def start(self, container: ObservedContainer) -> None:
+        with _translated(f"start {container.name}"):
+            self._api.start(container.id)
+
+    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        try:
+            with _translated(f"stop {container.name}"):
+                if container.state is ContainerState.PAUSED:
+                    self._api.unpause(container.id)
+                self._api.stop(
+                    container.id, timeout=None if stop_timeout is None else int(stop_timeout)
+                )
+        except EngineError as exc:
+            if not isinstance(exc.__cause__, docker.errors.NotFound):
+                raise
+
     def _remove_quietly(self, container_id: str) -> None:
         with suppress(docker.errors.DockerException, requests.exceptions.RequestException):
             self._api.remove_container(container_id, force=True)
@@ -294,6 +363,43 @@ class DockerEngine:
             ):
                 return
             raise
+        self._drop_volumes(container)
+
+    def _drop_volumes(self, container: ObservedContainer) -> None:
+        """Remove the container's anonymous volumes that no container uses any more. A
+        replacement mounts its predecessor's by name, so the engine's own `rm -v` would
+        leave them behind: healerd removes each once its last container is gone."""
+        for volume, _ in container.anon_volumes:
+            try:
+                with _translated(f"remove volume {volume[:12]}"):
+                    self._api.remove_volume(volume)
+            except EngineError as exc:
+                cause = exc.__cause__
+                in_use = isinstance(cause, docker.errors.APIError) and cause.status_code == 409
+                if not (in_use or isinstance(cause, docker.errors.NotFound)):
+                    raise
+
+    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
+        with _translated(f"logs {container_id[:12]}"):
+            out = self._api.logs(
+                container_id,
+                stdout=True,
+                stderr=True,
+                tail="all" if tail is None else tail,
+                since=since,
+            )
+        return bytes(out)
+
+    def death(self, container_id: str) -> Death:
+        with _translated(f"inspect {container_id[:12]}"):
+            state = self._api.inspect_container(container_id).get("State") or {}
+        running = bool(state.get("Running"))
+        return Death(
+            exit_code=None if running else _int_or_none(state.get("ExitCode")),
+            oom_killed=bool(state.get("OOMKilled")),
+            finished_at="" if running else str(state.get("FinishedAt", "")),
+            error=str(state.get("Error") or ""),
+        )
 
     def watch(
         self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]

@@ -36,6 +36,7 @@ from healerd.config import DesiredStore, load_conf_dir
 from healerd.model import LABEL_CRASH_STREAK, LABEL_SERVICE, LABEL_SPEC_HASH
 from tests.chaos.observe import FORGED, UNOWNED, EventWatch, Heal, Sampler, Shared
 from tests.support.busybox_image import COMMAND, build
+from tests.support.cluster import live
 from tests.support.config import ConfigDir
 from tests.support.dockerd import CHAOS_POOL, PrivateDockerd
 from tests.support.healerd_process import Healerd
@@ -258,12 +259,32 @@ class Soak:
         info: dict[str, Any] = self.call(lambda a: a.inspect_container(cid))
         return info
 
-    def managed(self, running_only: bool = False) -> list[dict[str, Any]]:
+    def managed(
+        self, running_only: bool = False, *, history: bool = False
+    ) -> list[dict[str, Any]]:
+        """healerd's containers; without `history`, not the replaced failed ones it keeps,
+        stopped, for their logs (tests/support/cluster.live)."""
         filters: dict[str, Any] = {"label": LABEL_SERVICE}
         if running_only:
             filters["status"] = "running"
         cs = self.call(lambda a: a.containers(all=not running_only, filters=filters))
+        cs = cs if history else live(cs)
         return sorted(cs, key=lambda c: (c["Labels"][LABEL_SERVICE], c["Created"], c["Names"][0]))
+
+    def history_problems(self, desired: dict[str, int]) -> list[str]:
+        """The history kept stays within history_limit (1 per replica by default)."""
+        everything = self.managed(history=True)
+        kept = {c["Id"] for c in live(everything)}
+        count: dict[str, int] = {}
+        for c in everything:
+            if c["Id"] not in kept:
+                svc = c["Labels"][LABEL_SERVICE]
+                count[svc] = count.get(svc, 0) + 1
+        return [
+            f"{svc}: {n} history containers, more than {max(1, desired.get(svc, 0))}"
+            for svc, n in sorted(count.items())
+            if n > max(1, desired.get(svc, 0))
+        ]
 
     # -- config ------------------------------------------------------------------------
 
@@ -498,6 +519,7 @@ class Soak:
                 problems.append(f"{name}: {len(mine)}/{want} containers {bad}")
         for name, rest in sorted(by.items()):
             problems.append(f"{name}: {len(rest)} containers of an undeclared service")
+        problems += self.history_problems(desired)
         with self.shared.lock:
             victims = self.shared.victims & {c["Id"] for c in cs}
         if victims:

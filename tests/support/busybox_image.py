@@ -63,16 +63,18 @@ def rootfs_tar(busybox: str = BUSYBOX) -> bytes:
     return buf.getvalue()
 
 
-def build(api: docker.APIClient, ref: str = DEFAULT_REF) -> str:
-    """Import the image unless it is there already; returns the reference."""
+def build(api: docker.APIClient, ref: str = DEFAULT_REF, *, volume: str | None = None) -> str:
+    """Import the image unless it is there already; returns the reference. `volume`: a
+    mount point the image declares as a VOLUME (as postgres or mosquitto images do)."""
     repo, _, tag = ref.rpartition(":")
     if any(ref in (img.get("RepoTags") or []) for img in api.images(name=repo)):
         return ref
     if not os.path.exists(BUSYBOX):
         raise SystemExit("no /bin/busybox: apt-get install busybox-static")
-    api.import_image_from_data(
-        rootfs_tar(), repository=repo, tag=tag, changes=['CMD ["/bin/sh"]', "ENV PATH=/bin"]
-    )
+    changes = ['CMD ["/bin/sh"]', "ENV PATH=/bin"]
+    if volume:
+        changes.append(f'VOLUME ["{volume}"]')
+    api.import_image_from_data(rootfs_tar(), repository=repo, tag=tag, changes=changes)
     return ref
 
 

@@ -9,15 +9,25 @@ from typing import Any
 
 import docker
 
-from healerd.model import LABEL_SERVICE, LABEL_SPEC_HASH
+from healerd.model import LABEL_REPLACES, LABEL_SERVICE, LABEL_SPEC_HASH
 
 
 class Cluster:
     def __init__(self, api: docker.APIClient) -> None:
         self.api = api
 
-    def containers(self, service: str, *, all: bool = True) -> list[dict[str, Any]]:
-        return list(self.api.containers(all=all, filters={"label": f"{LABEL_SERVICE}={service}"}))
+    def containers(
+        self, service: str, *, all: bool = True, history: bool = False
+    ) -> list[dict[str, Any]]:
+        """The service's containers; without `history`, not the failed ones healerd
+        replaced and keeps, stopped, for their logs (they never count as replicas)."""
+        cs = list(self.api.containers(all=all, filters={"label": f"{LABEL_SERVICE}={service}"}))
+        return cs if history else live(cs)
+
+    def history(self, service: str) -> list[dict[str, Any]]:
+        everything = self.containers(service, history=True)
+        kept = {c["Id"] for c in live(everything)}
+        return [c for c in everything if c["Id"] not in kept]
 
     def running(self, service: str) -> list[dict[str, Any]]:
         return [c for c in self.containers(service) if c["State"] == "running"]
@@ -41,9 +51,22 @@ class Cluster:
     def remove_labelled(self, label: str = LABEL_SERVICE) -> None:
         """Force-remove every container with this label (key or key=value): by default
         every container healerd made."""
-        for c in self.api.containers(all=True, filters={"label": label}):
+        cs = self.api.containers(all=True, filters={"label": label})
+        for c in cs:
             with contextlib.suppress(docker.errors.NotFound):
                 self.api.remove_container(c["Id"], force=True)
+        # Their anonymous volumes too (a replacement mounts its predecessor's by name).
+        for m in (m for c in cs for m in c.get("Mounts") or []):
+            if m.get("Type") == "volume" and len(m.get("Name", "")) == 64:
+                with contextlib.suppress(docker.errors.APIError):
+                    self.api.remove_volume(m["Name"])
+
+
+def live(cs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """As healerd.core.planner.history: a stopped container that another container of
+    its service replaced is history."""
+    replaced = {(c.get("Labels") or {}).get(LABEL_REPLACES) for c in cs}
+    return [c for c in cs if c["State"] == "running" or c["Id"] not in replaced]
 
 
 def _timestamp(t: float) -> str:

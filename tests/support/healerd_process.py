@@ -102,6 +102,17 @@ class Healerd:
                 f.seek(self._log_offset)
             return f.read().decode(errors="replace")
 
+    def ctl(self, *args: str, timeout: float = 60) -> tuple[int, str, str]:
+        """Run healerctl against this healerd: (exit code, stdout, stderr)."""
+        p = subprocess.run(
+            [sys.executable, "-m", "healerd.cli.healerctl", "--socket", str(self.socket), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )
+        return p.returncode, p.stdout, p.stderr
+
     def signal(self, sig: int) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)

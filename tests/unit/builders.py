@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
-from healerd.model import ContainerState, ObservedContainer, ServiceSpec
+from healerd.core.planner import history
+from healerd.model import Action, ActionKind, ContainerState, ObservedContainer, ServiceSpec
 
 _ids = itertools.count(1)
 
@@ -29,3 +33,56 @@ def container(
         state=state,
         created=float(n) if created is None else created,
     )
+
+
+def apply_plan(
+    containers: dict[str, ObservedContainer],
+    actions: Sequence[Action],
+    make: Callable[[Action], ObservedContainer | None],
+) -> None:
+    """Apply a plan's actions as healerd.core.executor.Executor does, to an in-memory
+    engine: stops and removes, then creates and starts, then the removes of a rollout's
+    replaced containers. `make(action)` makes a create's container (None: the create failed). A
+    replacement names what it replaced (history) and takes over its anonymous volumes; a
+    rollout's replaced container is removed only if its replacement was made."""
+    retiring = {a.container.id for a in actions if a.retire and a.container is not None}
+
+    def later(a: Action) -> bool:
+        return a.container is not None and a.container.id in retiring
+
+    failed: set[str] = set()
+    for a in actions:
+        if a.container is not None and a.kind is ActionKind.STOP:
+            _set(containers, a.container.id, state=ContainerState.EXITED, exit_code=0)
+        elif a.container is not None and a.kind is ActionKind.REMOVE and not later(a):
+            containers.pop(a.container.id, None)
+    for a in actions:
+        if a.kind is ActionKind.START and a.container is not None:
+            _set(containers, a.container.id, state=ContainerState.RUNNING, exit_code=None)
+        elif a.kind is ActionKind.CREATE:
+            c = make(a)
+            if c is None:
+                if a.container is not None:
+                    failed.add(a.container.id)
+                continue
+            if a.container is not None:
+                c = dataclasses.replace(
+                    c, replaces=a.container.id, anon_volumes=a.container.anon_volumes
+                )
+            containers[c.id] = c
+    for a in actions:
+        c = a.container
+        if c is not None and a.kind is ActionKind.REMOVE and later(a) and c.id not in failed:
+            containers.pop(c.id, None)
+
+
+def live(containers: Iterable[ObservedContainer]) -> list[ObservedContainer]:
+    """The service's containers without its history (replaced failed ones kept)."""
+    cs = list(containers)
+    old = {c.id for c in history(cs)}
+    return [c for c in cs if c.id not in old]
+
+
+def _set(containers: dict[str, ObservedContainer], cid: str, **changes: Any) -> None:
+    if cid in containers:
+        containers[cid] = dataclasses.replace(containers[cid], **changes)

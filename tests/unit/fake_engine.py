@@ -15,19 +15,30 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from healerd.core.clock import FakeClock
-from healerd.engine import EngineError, EngineUnavailable, ImageMissing, ImagePullFailed
+from healerd.core.planner import history
+from healerd.engine import (
+    Death,
+    EngineError,
+    EngineUnavailable,
+    ImageMissing,
+    ImagePullFailed,
+)
 from healerd.model import ContainerState, EngineEvent, ObservedContainer, ServiceSpec
 
-# What a reconcile pass asks of the engine: one list, whether an image is there, creates
-# and removes; and, on first contact and whenever the engine is back, its version and
-# data root.
-LOOP_CALLS = frozenset({"list", "version", "data_root", "image_present", "create", "remove"})
+# What a reconcile pass asks of the engine: one list, whether an image is there, creates,
+# starts, stops and removes; and, on first contact and whenever the engine is back, its
+# version and data root.
+LOOP_CALLS = frozenset(
+    {"list", "version", "data_root", "image_present", "create", "start", "stop", "remove"}
+)
 # Opt-in: pulls, the image size (the disk check before a pull, with admission), the
 # engine's identity (the daemon's one-healerd-per-engine lock), the event stream.
-OPT_IN_CALLS = frozenset({"pull", "image_size_hint", "identity", "watch", "stop_watch"})
+OPT_IN_CALLS = frozenset(
+    {"pull", "image_size_hint", "identity", "watch", "stop_watch", "logs", "death"}
+)
 ALL_CALLS = LOOP_CALLS | OPT_IN_CALLS
 # Without `allow=`: what an ordinary pass does, nothing more.
 DEFAULT_ALLOW = LOOP_CALLS
@@ -70,6 +81,9 @@ class FakeEngine:
         self.images: set[str] | None = None  # None: every image is present
         self.pullable: set[str] = set()
         self.crash_images: set[str] = set()  # containers of these exit at once
+        self.image_volumes = False  # images declare a VOLUME: containers get one each
+        self.output: dict[str, list[str]] = {}  # container id -> lines it wrote
+        self.oom: set[str] = set()  # containers the kernel killed for memory
         self.image_sizes: dict[str, int] = {}  # repository -> bytes of a local image
         self.root = "/fake/data-root"
         self.clock = clock
@@ -114,7 +128,13 @@ class FakeEngine:
         with self._lock:
             return list(self.containers.values())
 
-    def create_and_start(self, spec: ServiceSpec, name: str, labels: Mapping[str, str]) -> str:
+    def create_and_start(
+        self,
+        spec: ServiceSpec,
+        name: str,
+        labels: Mapping[str, str],
+        inherit: Sequence[tuple[str, str]] = (),
+    ) -> str:
         self._allowed("create", spec.name, name)
         self.calls.append("create")
         self._check()
@@ -138,8 +158,27 @@ class FakeEngine:
                 restarts=int(labels.get("io.healerd.restarts", "0")),
                 crash_streak=int(labels.get("io.healerd.crash-streak", "0")),
                 source_file=labels.get("io.healerd.source-file", ""),
+                replaces=labels.get("io.healerd.replaces", ""),
+                anon_volumes=tuple(inherit) or self.new_volumes(cid),
             )
             return cid
+
+    def new_volumes(self, cid: str) -> tuple[tuple[str, str], ...]:
+        """Each container of an image with a VOLUME gets a fresh anonymous volume."""
+        return ((f"vol-{cid}", "/data"),) if self.image_volumes else ()
+
+    def start(self, container: ObservedContainer) -> None:
+        self._allowed("start", container.name)
+        self.calls.append("start")
+        self._check()
+        self.set(container.id, state=ContainerState.RUNNING, exit_code=None)
+
+    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        self._allowed("stop", container.name)
+        self.calls.append("stop")
+        self._check()
+        if container.id in self.containers:
+            self.set(container.id, state=ContainerState.EXITED, exit_code=0)
 
     def image_present(self, image: str) -> bool:
         self._allowed("image_present", image)
@@ -187,6 +226,32 @@ class FakeEngine:
         with self._lock:
             c = self.containers[cid]
             self.containers[cid] = dataclasses.replace(c, **changes)  # type: ignore[arg-type]
+
+    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
+        self._allowed("logs", container_id)
+        self.calls.append("logs")
+        self._check()
+        lines = self.output.get(container_id, [])
+        return "".join(f"{line}\n" for line in lines[-tail if tail else 0 :]).encode()
+
+    def death(self, container_id: str) -> Death:
+        self._allowed("death", container_id)
+        self.calls.append("death")
+        self._check()
+        c = self.containers[container_id]
+        if c.running:
+            return Death(None, False, "")
+        return Death(
+            c.exit_code, c.exit_code == 137 and container_id in self.oom, "2026-01-01T00:00:00Z"
+        )
+
+    def live(self) -> dict[str, ObservedContainer]:
+        """The containers that count: history (replaced failed containers, kept for
+        their logs) apart."""
+        with self._lock:
+            cs = list(self.containers.values())
+        old = {c.id for c in history(cs)}
+        return {c.id: c for c in cs if c.id not in old}
 
     def running(self, service: str) -> list[ObservedContainer]:
         return [c for c in self.containers.values() if c.service == service and c.running]

@@ -19,6 +19,7 @@ import pytest
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
+from healerd.core.inspect import Dead
 from healerd.core.pressure import assess
 from healerd.core.readmodel import complete
 from healerd.core.state import ServiceState
@@ -28,7 +29,7 @@ from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer, parse_l
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.engine import EngineUnavailable
 from healerd.host.psutil_probe import PsutilProbe
-from healerd.model import Action, ActionKind, NodeLimits, ServiceSpec
+from healerd.model import Action, ActionKind, NodeLimits, ObservedContainer, ServiceSpec
 
 SECRET = "s3cr3t-value-never-shown"
 
@@ -121,6 +122,14 @@ class FakeController:
 
     def reconcile_now(self, service: str | None) -> None:
         self.calls.append(("reconcile", service))
+
+    def logs(
+        self, service: str, *, previous: bool, tail: int | None, since: float | None
+    ) -> tuple[ObservedContainer | None, bytes]:
+        return None, b""
+
+    def deaths(self, service: str) -> list[Dead]:
+        return []
 
     def preview(self, service: str | None) -> list[Action]:
         if self.engine_down:
@@ -360,6 +369,8 @@ def test_refused_change_gets_403_and_changes_nothing(
         (b"POST /v1/reload HTTP/1.0\r\nContent-Length: 9\r\n\r\nabc", 400),
         (b"GET /" + b"a" * 70000 + b" HTTP/1.0\r\n\r\n", 414),
         (b"GET /v1/status HTTP/1.0\r\n" + b"X: y\r\n" * 150 + b"\r\n", 431),
+        # Lines each within the stdlib's limits, over 64 KiB together.
+        (b"GET /v1/status HTTP/1.0\r\n" + (b"X: " + b"y" * 30000 + b"\r\n") * 3 + b"\r\n", 431),
     ],
 )
 def test_malformed_requests_get_a_4xx(served: Any, request_bytes: bytes, code: int) -> None:

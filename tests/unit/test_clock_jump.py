@@ -86,7 +86,7 @@ def test_a_kill_after_a_wall_clock_jump_is_healed_at_once(jump: float) -> None:
     ctrl.on_event(EngineEvent("web", victim.id, "kill", signal="9"))
     ctrl.on_event(EngineEvent("web", victim.id, "die"))
     ctrl.process_once()
-    assert len(engine.running("web")) == 2 and victim.id not in engine.containers
+    assert len(engine.running("web")) == 2 and victim.id not in engine.live()
 
 
 def test_a_crash_backoff_ends_at_the_latest_on_time_after_a_jump_forward() -> None:
@@ -148,4 +148,4 @@ def test_an_unhealthy_container_is_replaced_on_time_after_a_jump_back() -> None:
     drive(ctrl, clock, max_seconds=5)
     clock.wall_offset -= DAY
     drive(ctrl, clock, max_seconds=30)
-    assert c.id not in engine.containers and len(engine.running("web")) == 1
+    assert c.id not in engine.live() and len(engine.running("web")) == 1

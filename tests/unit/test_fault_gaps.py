@@ -43,7 +43,7 @@ def test_a_failing_list_call_puts_the_engines_error_in_the_status(
     assert "disk I/O error" in st.reason
 
 
-def test_a_paused_container_is_removed_before_its_replacement_starts() -> None:
+def test_a_paused_container_is_stopped_before_its_replacement_starts() -> None:
     # Paused, it still holds its fixed host port: the replacement could not bind it.
     from healerd.model import ContainerState, PortSpec
 
@@ -56,12 +56,13 @@ def test_a_paused_container_is_removed_before_its_replacement_starts() -> None:
     engine.calls.clear()
     ctrl.reconcile_now("edge")
     ctrl.process_once()
-    assert [x for x in engine.calls if x in ("create", "remove")] == ["remove", "create"]
+    # Stopped, not removed: it stays as history, for its logs (issue 14).
+    assert [x for x in engine.calls if x in ("create", "remove", "stop")] == ["stop", "create"]
 
 
 def test_containers_found_stopped_at_start_are_no_crash() -> None:
     # An engine restart (or a reboot) stopped them while healerd was not running: they
-    # are replaced at once and keep their crash streak.
+    # are started again in place at once (issue 14), keeping id, crash streak and count.
     from dataclasses import replace as dc_replace
 
     ctrl, engine, clock = make()
@@ -75,7 +76,8 @@ def test_containers_found_stopped_at_start_are_no_crash() -> None:
     fresh.set_desired(desired(spec("web", 1)))
     fresh.process_once()
     (new,) = engine.running("web")
-    assert new.crash_streak == 1 and new.restarts == 1
+    assert new.crash_streak == 1 and new.restarts == 0 and new.id == c.id
+    assert "create" not in engine.calls[-3:]
 
 
 def test_a_successful_pass_ends_the_error_backoff_so_hints_are_not_held_back() -> None:

@@ -17,6 +17,7 @@ from healerd.core.planner import (
     replacement_verdict,
 )
 from healerd.model import (
+    Action,
     ActionKind,
     ContainerState,
     Health,
@@ -25,7 +26,7 @@ from healerd.model import (
     RestartPolicy,
     UpdateConfig,
 )
-from tests.unit.builders import container, spec
+from tests.unit.builders import apply_plan, container, live, spec
 
 RUNNING = ContainerState.RUNNING
 EXITED = ContainerState.EXITED
@@ -38,6 +39,10 @@ def kinds(p: Plan) -> list[str]:
 
 def removed(p: Plan) -> set[str]:
     return {a.container.id for a in p.actions if a.kind is ActionKind.REMOVE and a.container}
+
+
+def stopped(p: Plan) -> set[str]:
+    return {a.container.id for a in p.actions if a.kind is ActionKind.STOP and a.container}
 
 
 def test_converged_service_needs_nothing() -> None:
@@ -83,7 +88,10 @@ def test_failed_containers_are_replaced_with_their_restart_count_carried_on() ->
         bad = dataclasses.replace(container(s, state), restarts=4)
         ctx = dataclasses.replace(NOW, replacements={bad.id: Replacement(True, 3)})
         p = plan("web", s, [ok, bad], ctx)
-        assert p.creates == 1 and removed(p) == {bad.id}, state
+        # The failed container stays, as history (its logs): issue 14. A paused one,
+        # which may still hold a port or memory, is stopped first.
+        assert p.creates == 1 and removed(p) == set(), state
+        assert stopped(p) == ({bad.id} if state is ContainerState.PAUSED else set()), state
         (create,) = [a for a in p.actions if a.kind is ActionKind.CREATE]
         assert create.container == bad and create.restarts == 5 and create.crash_streak == 3
 
@@ -103,7 +111,8 @@ def test_unhealthy_past_grace_is_replaced() -> None:
     sick = dataclasses.replace(container(s), health=Health.UNHEALTHY)
     assert plan("web", s, [sick], NOW).actions == ()
     p = plan("web", s, [sick], dataclasses.replace(NOW, failed_running=frozenset({sick.id})))
-    assert removed(p) == {sick.id} and p.creates == 1
+    # Stopped, not removed: it stays as history once its replacement runs (issue 14).
+    assert stopped(p) == {sick.id} and removed(p) == set() and p.creates == 1
 
 
 def test_start_first_rollout_keeps_every_replica_available() -> None:
@@ -232,23 +241,33 @@ def simulate(s, cs: list[ObservedContainer], hold: bool):  # type: ignore[no-unt
     """Apply plans as a perfect engine would until nothing is left to do; return the
     end state, the creates, and the least availability seen after any step."""
     created, floor_seen = 0, None
+    engine = {c.id: c for c in cs}
     for step in range(80):
         ctx = PlanContext(now=1000.0, hold_orphans=hold)
-        p = plan("web", s, cs, ctx)
+        p = plan("web", s, list(engine.values()), ctx)
         if not p.actions:
             # A "starting" health check passes eventually.
-            if any(c.health == "starting" for c in cs):
-                cs = [dataclasses.replace(c, health=Health.HEALTHY) for c in cs]
+            if any(c.health == "starting" for c in engine.values()):
+                engine = {
+                    i: dataclasses.replace(c, health=Health.HEALTHY) for i, c in engine.items()
+                }
                 continue
-            return cs, created, floor_seen
-        gone = removed(p)
-        cs = [c for c in cs if c.id not in gone]
+            # The end state: the service's containers, its history (replaced failed
+            # containers kept for their logs) apart.
+            return live(engine.values()), created, floor_seen
         if s is not None:
-            after_removals = sum(1 for c in cs if is_available(c, s, 1000.0))
+            # Availability right after the stops and removes, before any create.
+            down = stopped(p) | removed(p)
+            alive = [c for c in engine.values() if c.id not in down]
+            after_removals = sum(1 for c in alive if is_available(c, s, 1000.0))
             floor_seen = after_removals if floor_seen is None else min(floor_seen, after_removals)
-        for _ in range(p.creates):
-            cs.append(container(s, created=100.0 + step))
+
+        def make(a: Action, step: int = step) -> ObservedContainer:
+            nonlocal created
             created += 1
+            return container(s, created=100.0 + step)
+
+        apply_plan(engine, p.actions, make)
     raise AssertionError("plan did not settle in 80 steps")
 
 

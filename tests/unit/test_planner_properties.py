@@ -51,6 +51,7 @@ from healerd.core.planner import (
 )
 from healerd.core.rollouts import Rollout
 from healerd.model import (
+    Action,
     ActionKind,
     ContainerState,
     Health,
@@ -62,6 +63,7 @@ from healerd.model import (
     UpdateConfig,
     UpdateOrder,
 )
+from tests.unit.builders import apply_plan, live
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 SERVICE = "web"
@@ -122,7 +124,9 @@ class Sim:
             self.health_at[c.id] = health_later
 
     def mine(self) -> list[ObservedContainer]:
-        return [c for c in self.engine.values() if c.service == SERVICE]
+        """The service's containers that count: its history (replaced failed ones, kept
+        for their logs) apart."""
+        return live(c for c in self.engine.values() if c.service == SERVICE)
 
     def foreign(self) -> list[ObservedContainer]:
         return [c for c in self.engine.values() if c.service != SERVICE]
@@ -140,8 +144,10 @@ class Sim:
     def next_engine_change(self) -> float | None:
         return min((when for when, _ in self.health_at.values()), default=None)
 
-    def _create(self, spec: ServiceSpec, restarts: int, crash_streak: int) -> str | None:
-        """Start a container; a fixed host port already held makes the create fail."""
+    def _make(self, a: Action) -> ObservedContainer | None:
+        """A create's container; a fixed host port already held makes it fail."""
+        assert a.spec is not None
+        spec, restarts, crash_streak = a.spec, a.restarts, a.crash_streak
         conflict = spec.has_fixed_host_port and any(
             cid in self.port_holders and c.running for cid, c in self.engine.items()
         )
@@ -162,11 +168,11 @@ class Sim:
             restarts=restarts,
             crash_streak=crash_streak,
         )
-        later = (self.now + (hc.start_period or 1.0), "healthy") if hc else None
-        self.add(c, later)
+        if hc:
+            self.health_at[cid] = (self.now + (hc.start_period or 1.0), Health.HEALTHY)
         if spec.has_fixed_host_port:
             self.port_holders.add(cid)
-        return cid
+        return c
 
     # -- disruptions ------------------------------------------------------------------
 
@@ -272,22 +278,16 @@ class Sim:
         return p, wake
 
     def _apply(self, p: Plan) -> int:
-        """As healerd.core.executor.Executor.apply: stops, then creates, then clears."""
-        removes = [a for a in p.actions if a.kind is ActionKind.REMOVE]
-        stops = [a for a in removes if a.container is not None and a.container.running]
-        clears = [a for a in removes if a not in stops]
-        for a in stops:
-            assert a.container is not None
-            self.engine.pop(a.container.id, None)
+        """As healerd.core.executor.Executor.apply (tests/unit/builders.apply_plan)."""
         conflicts = 0
-        for a in p.actions:
-            if a.kind is ActionKind.CREATE:
-                assert a.spec is not None
-                if self._create(a.spec, a.restarts, a.crash_streak) is None:
-                    conflicts += 1
-        for a in clears:
-            assert a.container is not None
-            self.engine.pop(a.container.id, None)
+
+        def make(a: Action) -> ObservedContainer | None:
+            nonlocal conflicts
+            c = self._make(a)
+            conflicts += c is None
+            return c
+
+        apply_plan(self.engine, p.actions, make)
         if p.rollout_step and self.rollout is not None:
             self.rollout.last_batch = self.now
         return conflicts
@@ -487,7 +487,7 @@ def removed_ids(p: Plan) -> list[str]:
     return [a.container.id for a in p.actions if a.kind is ActionKind.REMOVE and a.container]
 
 
-def alive(cs: Sequence[ObservedContainer], ctx: PlanContext) -> list[ObservedContainer]:
+def alive(cs: Iterable[ObservedContainer], ctx: PlanContext) -> list[ObservedContainer]:
     return [c for c in cs if c.service == SERVICE and c.running and c.id not in ctx.failed_running]
 
 
@@ -574,7 +574,7 @@ def test_a_converged_state_is_a_fixed_point_as_time_passes(sc: Scenario, later: 
     # and sees exactly `replicas` alive containers of the current spec, nothing else.
     for step in s.trace:
         if step.spec is not None and step.plan.converged:
-            mine = [c for c in step.before if c.service == SERVICE]
+            mine = live(c for c in step.before if c.service == SERVICE)  # history apart
             cur = [c for c in alive(mine, step.ctx) if c.spec_hash == step.spec.spec_hash]
             assert step.plan.actions == () and len(cur) == len(mine) == step.spec.replicas
 
@@ -638,7 +638,8 @@ def test_never_more_than_replicas_plus_parallelism_alive(sc: Scenario) -> None:
 @given(SCENARIOS)
 def test_failed_containers_go_when_their_backoff_allows_and_not_before(sc: Scenario) -> None:
     """A failed container (not running, or unhealthy past its grace) whose crash-loop
-    backoff is over is removed on that very pass; one still held keeps its slot unless
+    backoff is over is dealt with on that very pass: replaced (it then stays, stopped,
+    as history: issue 14) or removed when unneeded; one still held keeps its slot unless
     enough current containers make it unneeded. A create that stands in for a failed one
     carries its restart count on and the streak of its verdict."""
     s = sc.run()
@@ -648,19 +649,27 @@ def test_failed_containers_go_when_their_backoff_allows_and_not_before(sc: Scena
         if spec is None:
             continue
         gone = set(removed_ids(step.plan))
-        mine = {c.id: c for c in step.before if c.service == SERVICE}
+        replaced = {
+            a.container.id
+            for a in step.plan.actions
+            if a.kind in (ActionKind.CREATE, ActionKind.START) and a.container is not None
+        }
+        mine = {c.id: c for c in live(c for c in step.before if c.service == SERVICE)}
         failed = {cid for cid, c in mine.items() if not c.running or cid in ctx.failed_running}
-        cur = [c for c in alive(step.before, ctx) if c.spec_hash == spec.spec_hash]
+        cur = [c for c in alive(mine.values(), ctx) if c.spec_hash == spec.spec_hash]
         for cid in failed:
             verdict = ctx.replacements.get(cid, Replacement(True, 0))
             if verdict.ready:
-                assert cid in gone, step
+                assert cid in gone | replaced, step
             elif len(cur) < spec.replicas:
-                assert cid not in gone, step
+                assert cid not in gone | replaced, step
         for a in step.plan.actions:
-            if a.kind is ActionKind.CREATE and a.container is not None:
+            if a.kind is ActionKind.CREATE and a.container is not None and a.retire:
+                # A stop-first rollout step onto the old container's volumes.
+                assert a.container.id not in failed and a.container.id in gone, step
+            elif a.kind is ActionKind.CREATE and a.container is not None:
                 old = a.container
-                assert old.id in failed and old.id in gone, step
+                assert old.id in failed and old.id not in gone, step
                 assert ctx.replacements.get(old.id, Replacement(True, 0)).ready
                 assert a.restarts == old.restarts + 1
                 assert (
@@ -730,11 +739,11 @@ def test_an_unhealthy_replacement_waits_its_backoff_not_its_window() -> None:
     try:
         ctrl.set_desired(DesiredState({SERVICE: s}, (), hold_orphans=False, broken_files=()))
         start = clock.time()
-        while "x" in engine.containers and clock.time() - start <= policy.window + 10:
+        while "x" in engine.live() and clock.time() - start <= policy.window + 10:
             ctrl.process_once()
             delay = ctrl.queue.next_delay()
             clock.advance(30.0 if delay is None else max(delay, 0.001))
-        assert "x" not in engine.containers
+        assert "x" not in engine.live()
         assert clock.time() - start <= policy.max_delay + 0.5
     finally:
         ctrl.shutdown()

@@ -1,0 +1,104 @@
+"""`healerctl logs` and `healerctl describe`: after a failure, what the replica said and
+how it ended (the failed containers healerd replaced stay on the engine, stopped, as
+history, up to `history_limit` per replica)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Protocol, TextIO
+from urllib.parse import quote
+
+from healerd.cli.client import Client
+from healerd.cli.output import clock_time, dump, human_age, table
+
+FOLLOW_INTERVAL = 1.0
+
+
+class CtlLike(Protocol):
+    args: argparse.Namespace
+    out: TextIO
+    err: TextIO
+    client: Client
+
+    @property
+    def fmt(self) -> str: ...
+
+
+def _path(name: str, what: str) -> str:
+    return f"/v1/services/{quote(name, safe='')}/{what}"
+
+
+def logs(ctl: CtlLike) -> int:
+    a = ctl.args
+    params: dict[str, Any] = {"previous": "1" if a.previous else None, "tail": a.tail}
+    data = ctl.client.get(_path(a.service, "logs"), **params)
+    if data.get("container") is None:
+        ctl.err.write(f"healerctl: {a.service}: {data.get('why', 'no container')}\n")
+        return 1
+    if a.previous and data.get("death"):
+        d = data["death"]
+        oom = ", OOM-killed" if d.get("oom_killed") else ""
+        ctl.err.write(
+            f"# {data['container']}: exit code {d.get('exit_code')}{oom}, "
+            f"died {d.get('finished_at') or '?'}\n"
+        )
+    ctl.out.write(data["text"])
+    if not a.follow or a.previous:
+        return 0
+    cid, since = data["container_id"], data["until"]
+    try:
+        while True:
+            time.sleep(FOLLOW_INTERVAL)
+            data = ctl.client.get(_path(a.service, "logs"), since=f"{since:.3f}")
+            if data.get("container_id") != cid:
+                ctl.err.write(f"# {a.service}: now {data.get('container')}\n")
+                cid = data.get("container_id")
+            ctl.out.write(data["text"])
+            ctl.out.flush()
+            since = data["until"]
+    except KeyboardInterrupt:
+        return 0
+
+
+def describe(ctl: CtlLike) -> int:
+    data = ctl.client.get(_path(ctl.args.service, "describe"))
+    if ctl.fmt != "table":
+        dump(data, ctl.fmt, ctl.out)
+        return 0
+    say = ctl.out.write
+    st, spec = data.get("service") or {}, data.get("spec") or {}
+    say(f"Name:         {ctl.args.service}\n")
+    if spec:
+        say(f"Image:        {spec['image']}\nReplicas:     {spec['replicas']} declared, ")
+    say(f"{st.get('running', 0)} running, {st.get('available', 0)} available\n")
+    say(f"State:        {st.get('state', '-')}")
+    say(f": {st['reason']}\n" if st.get("reason") else "\n")
+    if spec:
+        say(f"Command:      {spec.get('command')}\nFile:         {spec.get('source_file')}\n")
+        say(f"Update order: {spec['update_order']}; spec hash {spec['spec_hash']}\n")
+    now = time.time()
+    rows = [[c["name"], c["state"], c.get("health") or "-", c["restarts"],
+             human_age(c.get("age_seconds"))] for c in data["containers"]]  # fmt: skip
+    say("\nContainers:\n" + (table(["NAME", "STATE", "HEALTH", "RESTARTS", "AGE"], rows)
+                             if rows else "  none") + "\n")  # fmt: skip
+    deaths = [[h["name"], h.get("exit_code"), "yes" if h.get("oom_killed") else "no",
+               h.get("finished_at") or "-"] for h in data["history"]]  # fmt: skip
+    say("\nLast failures (kept for `healerctl logs --previous`):\n")
+    say((table(["NAME", "EXIT CODE", "OOM-KILLED", "DIED"], deaths) if deaths else "  none") + "\n")
+    events = [[clock_time(e["time"], now), e["kind"], e["message"]] for e in data["events"]]
+    say("\nEvents:\n" + (table(["TIME", "KIND", "MESSAGE"], events) if events else "  none") + "\n")
+    return 0
+
+
+def add_verbs(verb: Any) -> None:
+    sp = verb("logs", "a replica's output; --previous: the last failed one's", output=False)
+    sp.add_argument("service", metavar="SERVICE")
+    sp.add_argument("--previous", "-p", action="store_true", help="the last failed replica")
+    sp.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    sp.add_argument("-f", "--follow", action="store_true", help="keep printing new output")
+    sp = verb("describe", "one service in detail: spec, replicas, last failures, events")
+    sp.add_argument("service", metavar="SERVICE")
+
+
+__all__ = ["add_verbs", "describe", "logs"]

@@ -1,0 +1,130 @@
+"""`GET /v1/services/NAME/logs` and `.../describe`: what an operator asks after a failure.
+
+Values of the environment never appear (only variable names); logs are the container's
+own output, as `docker logs` would show it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from healerd.core.inspect import Dead
+from healerd.core.status import ContainerStatus
+from healerd.daemon.api_views import ControllerLike, container_view, event_view, service_view
+from healerd.engine import EngineError
+from healerd.model import ServiceSpec
+
+# How many of the service's events describe shows.
+DESCRIBE_EVENTS = 10
+
+
+class NoSuchService(LookupError):
+    pass
+
+
+class EngineAway(RuntimeError):
+    pass
+
+
+def logs_payload(
+    c: ControllerLike, name: str, *, previous: bool, tail: int | None, since: float | None
+) -> dict[str, Any]:
+    _known(c, name)
+    until = time.time()
+    try:
+        container, output = c.logs(name, previous=previous, tail=tail, since=since)
+        dead = _death_of(c, name, container.id) if previous and container else None
+    except EngineError as exc:
+        raise EngineAway(f"cannot read logs: engine unreachable: {exc}") from None
+    if container is None:
+        what = "no failed container is kept" if previous else "no container"
+        return {"service": name, "container": None, "text": "", "until": until, "why": what}
+    return {
+        "service": name,
+        "container": container.name,
+        "container_id": container.id,
+        "previous": previous,
+        "death": _death_view(dead) if dead else None,
+        "text": output.decode("utf-8", "replace"),
+        "until": until,
+    }
+
+
+def describe_payload(c: ControllerLike, name: str) -> dict[str, Any]:
+    _known(c, name)
+    now = time.time()
+    try:
+        rows: list[ContainerStatus] = c.container_statuses(name)
+        dead = c.deaths(name)
+    except EngineError as exc:
+        raise EngineAway(f"cannot describe: engine unreachable: {exc}") from None
+    kept = {d.container.id for d in dead}
+    status = next((s for s in c.statuses() if s.name == name), None)
+    spec = c.desired.services.get(name)
+    events = [e for e in c.events.since(0) if e.service == name][-DESCRIBE_EVENTS:]
+    return {
+        "service": service_view(status, now) if status else None,
+        "spec": _spec_view(spec) if spec else None,
+        "containers": [container_view(r, now) for r in rows if r.id not in kept],
+        "history": [_dead_view(d) for d in dead],
+        "events": [event_view(e) for e in events],
+    }
+
+
+def _known(c: ControllerLike, name: str) -> None:
+    if name not in c.desired.services and not any(s.name == name for s in c.statuses()):
+        raise NoSuchService(f"no such service: {name}")
+
+
+def _death_of(c: ControllerLike, name: str, cid: str) -> Dead | None:
+    return next((d for d in c.deaths(name) if d.container.id == cid), None)
+
+
+def _dead_view(d: Dead) -> dict[str, Any]:
+    return {
+        "name": d.container.name,
+        "id": d.container.id,
+        "created": d.container.created,
+        "restarts": d.container.restarts,
+        **_death_view(d),
+    }
+
+
+def _death_view(d: Dead) -> dict[str, Any]:
+    return {
+        "exit_code": d.death.exit_code,
+        "oom_killed": d.death.oom_killed,
+        "finished_at": d.death.finished_at,
+        "error": d.death.error,
+    }
+
+
+def _spec_view(s: ServiceSpec) -> dict[str, Any]:
+    hc = s.healthcheck
+    return {
+        "image": s.image,
+        "replicas": s.replicas,
+        "command": list(s.command) if s.command is not None else None,
+        "entrypoint": list(s.entrypoint) if s.entrypoint is not None else None,
+        "environment": [k for k, _ in s.environment],  # names only, never values
+        "env_files": list(s.env_files),
+        "volumes": [f"{v.source + ':' if v.source else ''}{v.target}" for v in s.volumes],
+        "ports": [
+            f"{p.host_ip + ':' if p.host_ip else ''}{p.host_port or ''}"
+            f"{':' if p.host_port else ''}{p.container_port}/{p.protocol}"
+            for p in s.ports
+        ],
+        "healthcheck": list(hc.test) if hc and not hc.disable else None,
+        "update_order": s.update_order.value,
+        "restart_policy": {
+            "delay": s.restart_policy.delay,
+            "max_delay": s.restart_policy.max_delay,
+            "window": s.restart_policy.window,
+        },
+        "spec_hash": s.spec_hash,
+        "source_file": s.source_file,
+    }
+
+
+__all__ = ["EngineAway", "NoSuchService", "describe_payload", "logs_payload"]
