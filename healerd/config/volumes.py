@@ -15,6 +15,7 @@ from healerd.model import VolumeSpec
 
 # Docker's own rule for volume names (at least two characters).
 _VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+_ANONYMOUS_RE = re.compile(r"[0-9a-f]{64}")
 
 
 def _volume(text: str, at: At) -> VolumeSpec | None:
@@ -37,6 +38,13 @@ def _volume(text: str, at: At) -> VolumeSpec | None:
         at.error("cannot mount over /")
     if source.startswith("/"):
         source = posixpath.normpath(source)
+    elif _ANONYMOUS_RE.fullmatch(source):
+        # Anonymous volumes follow their own service's replicas (issue 14): naming one
+        # would share another service's data, and it would vanish with that service.
+        at.error(
+            f"source {source[:12]}... is an anonymous volume's name (64 hex digits), which "
+            "belongs to another container; give the volume a name of your own"
+        )
     elif source and not _VOLUME_NAME_RE.fullmatch(source):
         at.error(f"source {source!r} must be an absolute path or a volume name (2+ characters)")
     if len(at.errors) > errors:

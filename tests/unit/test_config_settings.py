@@ -177,3 +177,11 @@ def test_replace_and_check_overrides() -> None:
     assert str(check_settings(bad, "cli")[0]).startswith("cli: workers:")
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.workers = 1  # type: ignore[misc]
+
+
+def test_history_limit_is_a_count_from_0_to_10(tmp_path: Path) -> None:
+    assert load(tmp_path, "history_limit: 3\n").history_limit == 3
+    assert load(tmp_path, "history_limit: 0\n").history_limit == 0
+    for bad in ("-1", "11", "two", "true"):
+        ((line, field, message),) = errors_of(tmp_path, f"history_limit: {bad}\n")
+        assert (line, field) == (1, "history_limit") and "0 to 10" in message, message

@@ -172,7 +172,7 @@ SCHEMA_CASES = sorted(name for name, case in CASES.items() if case["schema"] is 
 def test_how_many_corpus_files_the_schema_can_check() -> None:
     unchecked = {name: case["why"] for name, case in CASES.items() if case["schema"] is False}
     assert all(unchecked.values())
-    assert len(SCHEMA_CASES) >= 45 and len(unchecked) <= 19, unchecked
+    assert len(SCHEMA_CASES) >= 45 and len(unchecked) <= 20, unchecked
 
 
 @pytest.mark.parametrize("name", SCHEMA_CASES)
