@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from healerd import __version__
-from healerd.cli import inspect_verbs
+from healerd.cli import export, inspect_verbs
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
 from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
 from healerd.cli.validate import validate
@@ -37,7 +37,8 @@ EXIT_API = 5
 
 EXIT_CODES_HELP = """exit codes:
   0  done (status --check / wait: converged; validate: valid; diff: nothing to do)
-  1  the answer is "no": not converged, wait timed out, config invalid, diff has actions
+  1  the answer is "no": not converged, wait timed out, config invalid, diff has actions,
+     export --strict: a field the target cannot express
   2  bad usage
   3  healerd unreachable (no socket, permission denied, not running, no answer)
   4  refused: changing anything needs root or the admin group (default healerd-admin)
@@ -110,7 +111,7 @@ class Ctl:
                     s["restarts"],
                     s["state"],
                     human_age(s.get("age_seconds")),
-                    "" if s["state"] == "Converged" else one_line(s.get("reason") or ""),
+                    "" if service_converged(s) else one_line(s.get("reason") or ""),
                 ]
                 for s in services
             ]
@@ -468,6 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_looking_verbs(verb)
     _add_steering_verbs(verb)
     inspect_verbs.add_verbs(verb)
+    export.add_verbs(verb)
     return p
 
 
@@ -536,6 +538,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "wait": Ctl.wait,
     "logs": inspect_verbs.logs,
     "describe": inspect_verbs.describe,
+    "export": export.export,
 }
 
 

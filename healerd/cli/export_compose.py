@@ -1,0 +1,80 @@
+"""`healerctl export --to compose`: a plain Compose file, for leaving healerd for
+`docker compose`. What only healerd does is kept under `x-healerd` (Compose ignores it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from healerd.cli.export_common import (
+    Loss,
+    Options,
+    Rendered,
+    changed,
+    compose_base,
+    dump,
+    go_duration,
+    header,
+    named_volumes,
+    networks,
+    port_short,
+    size_text,
+)
+from healerd.model import ServiceSpec
+
+KEPT = (
+    "priority",
+    "unhealthy_grace",
+    *(f"update_config.{k}" for k in asdict(ServiceSpec(name="x", image="x").update_config)),
+    *(f"restart_policy.{k}" for k in ("delay", "max_delay", "window")),
+)
+
+
+def _durations(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: go_duration(v) if isinstance(v, float) else v for k, v in values.items()}
+
+
+def _x_healerd(spec: ServiceSpec) -> dict[str, Any]:
+    update = _durations(asdict(spec.update_config))
+    update["order"] = str(spec.update_order)
+    return {
+        "update_config": update,
+        "restart_policy": _durations(asdict(spec.restart_policy)),
+        "unhealthy_grace": go_duration(spec.unhealthy_grace),
+        "priority": spec.priority,
+    }
+
+
+def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
+    svc = compose_base(spec)
+    if spec.ports:
+        svc["ports"] = [port_short(p) for p in spec.ports]
+    if spec.networks:
+        svc["networks"] = list(spec.networks)
+    if spec.mem_limit is not None:
+        svc["mem_limit"] = size_text(spec.mem_limit)
+    if spec.cpus is not None:
+        svc["cpus"] = spec.cpus
+    svc["pull_policy"] = str(spec.pull_policy)
+    # The engine restarts crashed containers; `docker stop` is not healed any more.
+    svc["restart"] = "always"
+    svc["deploy"] = {"replicas": spec.replicas}
+    svc["x-healerd"] = _x_healerd(spec)
+    for name, value in changed(spec, KEPT):
+        losses.append(
+            Loss(spec.name, name, f"{value}: kept under x-healerd, which docker compose ignores")
+        )
+    return svc
+
+
+def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
+    losses: list[Loss] = []
+    doc: dict[str, Any] = {"services": {s.name: _service(s, losses) for s in specs}}
+    nets = networks(specs)
+    if nets:
+        doc["networks"] = {n: {"external": True} for n in nets}  # healerd never creates them
+    vols = named_volumes(specs)
+    if vols:
+        # `name:` keeps the very volume healerd used (no project prefix): the data stays.
+        doc["volumes"] = {v: {"name": v} for v in vols}
+    return Rendered(header("compose", opts.sources) + dump(doc), losses)

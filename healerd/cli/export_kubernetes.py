@@ -1,0 +1,261 @@
+"""`healerctl export --to kubernetes`: per service a Deployment, a Service when it
+publishes ports (so that its name still resolves), and (only with --include-secrets) a
+Secret with its env file values. One multi-document YAML.
+
+Volumes: an anonymous volume becomes an emptyDir (scratch space that lives as long as
+the pod, as an anonymous volume lives as long as its container line); an absolute host
+path a hostPath (the data stays on whichever node runs the pod); a named volume a
+PersistentVolumeClaim, since a named volume is data that must outlive the containers,
+which in Kubernetes is a claim on storage rather than a directory of one node.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any
+
+from healerd.cli.export_common import (
+    Loss,
+    Options,
+    Rendered,
+    changed,
+    dump,
+    header,
+    whole_seconds,
+)
+from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder
+
+LOST = {
+    "priority": "needs a PriorityClass; set spec.template.spec.priorityClassName yourself",
+    "unhealthy_grace": "the livenessProbe restarts after failureThreshold failures",
+    "update_config.delay": "a Deployment has no pause between batches",
+    "restart_policy.delay": "Kubernetes' CrashLoopBackOff is fixed: 10s doubling to 5m",
+    "restart_policy.max_delay": "Kubernetes' CrashLoopBackOff is fixed: 10s doubling to 5m",
+    "restart_policy.window": "Kubernetes resets the backoff after 10m of running",
+}
+PULL = {PullPolicy.ALWAYS: "Always", PullPolicy.MISSING: "IfNotPresent", PullPolicy.NEVER: "Never"}
+PVC_COMMENT = """\
+# A named volume: data that must outlive the containers, so a PersistentVolumeClaim.
+# ReadWriteOnce binds it to one node at a time: with replicas > 1 spread over nodes, use
+# a storage class that offers ReadWriteMany. 1Gi is a placeholder: size it for your data.
+"""
+_DNS_LABEL_BAD = re.compile(r"[^a-z0-9-]+")
+
+
+def k8s_name(name: str) -> str:
+    """A DNS-1035 label (what a Service name must be): lower case, '-' for the rest."""
+    text = _DNS_LABEL_BAD.sub("-", name.lower()).strip("-")
+    if not text[:1].isalpha():
+        text = f"s-{text}"
+    return text[:63].rstrip("-")
+
+
+def labels(spec: ServiceSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": k8s_name(spec.name), "healerd.io/service": spec.name}
+
+
+def _meta(spec: ServiceSpec, name: str) -> dict[str, Any]:
+    return {"name": name, "labels": labels(spec)}
+
+
+def probe(hc: HealthcheckSpec | None) -> dict[str, Any] | None:
+    """Docker's healthcheck as an exec probe; Docker's defaults where a field is unset."""
+    if hc is None or hc.disable or not hc.test or hc.test[0] == "NONE":
+        return None
+    command = list(hc.test[1:]) if hc.test[0] == "CMD" else ["/bin/sh", "-c", hc.test[1]]
+    return {
+        "exec": {"command": command},
+        "periodSeconds": whole_seconds(hc.interval if hc.interval is not None else 30.0),
+        "timeoutSeconds": whole_seconds(hc.timeout if hc.timeout is not None else 30.0),
+        "failureThreshold": hc.retries if hc.retries is not None else 3,
+        "initialDelaySeconds": whole_seconds(hc.start_period or 0.0),
+    }
+
+
+def strategy(spec: ServiceSpec) -> dict[str, Any]:
+    n = spec.update_config.parallelism
+    if spec.update_order == UpdateOrder.START_FIRST:
+        rolling = {"maxSurge": n, "maxUnavailable": 0}
+    else:
+        rolling = {"maxSurge": 0, "maxUnavailable": n}
+    return {"type": "RollingUpdate", "rollingUpdate": rolling}
+
+
+def _security(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any] | None:
+    if spec.user is None:
+        return None
+    user, _, group = spec.user.partition(":")
+    if not user.isdigit() or (group and not group.isdigit()):
+        losses.append(Loss(spec.name, "user", f"{spec.user}: runAsUser takes numeric ids only"))
+        return None
+    sc: dict[str, Any] = {"runAsUser": int(user)}
+    if group:
+        sc["runAsGroup"] = int(group)
+    return sc
+
+
+def _volumes(spec: ServiceSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for i, v in enumerate(spec.volumes):
+        name = f"vol-{i}"
+        if not v.source:
+            volumes.append({"name": name, "emptyDir": {}})
+        elif v.source.startswith("/"):
+            volumes.append({"name": name, "hostPath": {"path": v.source}})
+        else:
+            claim = {"claimName": k8s_name(v.source)}
+            volumes.append({"name": name, "persistentVolumeClaim": claim})
+        mount: dict[str, Any] = {"name": name, "mountPath": v.target}
+        if v.read_only:
+            mount["readOnly"] = True
+        mounts.append(mount)
+    return volumes, mounts
+
+
+def _ports(spec: ServiceSpec) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in spec.ports:
+        port: dict[str, Any] = {"containerPort": p.container_port, "protocol": p.protocol.upper()}
+        if p.host_port is not None:
+            port["hostPort"] = p.host_port
+            if p.host_ip:
+                port["hostIP"] = p.host_ip
+        out.append(port)
+    return out
+
+
+def _container(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": k8s_name(spec.name), "image": spec.image}
+    c["imagePullPolicy"] = PULL[spec.pull_policy]
+    if spec.entrypoint is not None:
+        c["command"] = list(spec.entrypoint)
+    if spec.command is not None:
+        c["args"] = list(spec.command)
+    if spec.working_dir is not None:
+        c["workingDir"] = spec.working_dir
+    if spec.environment:
+        c["env"] = [{"name": k, "value": v} for k, v in spec.environment]
+    if spec.env_files:
+        # `env` wins over `envFrom`, as `environment` wins over env_file in healerd.
+        c["envFrom"] = [{"secretRef": {"name": f"{k8s_name(spec.name)}-env"}}]
+    if spec.ports:
+        c["ports"] = _ports(spec)
+    limits: dict[str, str] = {}
+    if spec.mem_limit is not None:
+        limits["memory"] = str(spec.mem_limit)
+    if spec.cpus is not None:
+        limits["cpu"] = f"{round(spec.cpus * 1000)}m"
+    if limits:
+        c["resources"] = {"limits": limits}
+    p = probe(spec.healthcheck)
+    if p is not None:
+        c["livenessProbe"] = p
+        c["readinessProbe"] = dict(p)
+    sc = _security(spec, losses)
+    if sc is not None:
+        c["securityContext"] = sc
+    return c
+
+
+def deployment(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
+    name = k8s_name(spec.name)
+    volumes, mounts = _volumes(spec)
+    container = _container(spec, losses)
+    if mounts:
+        container["volumeMounts"] = mounts
+    pod: dict[str, Any] = {
+        "containers": [container],
+        "terminationGracePeriodSeconds": whole_seconds(spec.stop_grace_period),
+    }
+    if volumes:
+        pod["volumes"] = volumes
+    template_meta: dict[str, Any] = {"labels": labels(spec)}
+    if spec.labels:
+        # Label values are restricted in Kubernetes; annotations take any text.
+        template_meta["annotations"] = dict(spec.labels)
+    u = spec.update_config
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(spec, name),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "strategy": strategy(spec),
+            "minReadySeconds": whole_seconds(u.min_ready_seconds),
+            "progressDeadlineSeconds": max(
+                whole_seconds(u.progress_deadline), whole_seconds(u.min_ready_seconds) + 1
+            ),
+            "template": {"metadata": template_meta, "spec": pod},
+        },
+    }
+
+
+def service(spec: ServiceSpec) -> dict[str, Any]:
+    name = k8s_name(spec.name)
+    ports = [
+        {"name": f"{p.protocol}-{p.container_port}", "port": p.container_port,
+         "targetPort": p.container_port, "protocol": p.protocol.upper()}
+        for p in spec.ports
+    ]  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(spec, name),
+        "spec": {"selector": {"app.kubernetes.io/name": name}, "ports": ports},
+    }
+
+
+def secret(spec: ServiceSpec, values: dict[str, str]) -> dict[str, Any]:
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in sorted(values.items())}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(spec, f"{k8s_name(spec.name)}-env"),
+        "type": "Opaque",
+        "data": data,
+    }
+
+
+def claim(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": k8s_name(name), "labels": {"healerd.io/volume": name}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
+    if k8s_name(spec.name) != spec.name:
+        out.notes.append(f"{spec.name}: named {k8s_name(spec.name)} (a DNS label) in Kubernetes")
+    if spec.networks:
+        out.losses.append(Loss(spec.name, "networks", "Kubernetes has one flat pod network; "
+                               "isolate with NetworkPolicy"))  # fmt: skip
+    for field, value in changed(spec, tuple(LOST)):
+        out.losses.append(Loss(spec.name, field, f"{value}: {LOST[field]}"))
+    docs = [dump(deployment(spec, out.losses))]
+    if spec.ports:
+        docs.append(dump(service(spec)))
+    if spec.env_files and spec.name in opts.secrets:
+        docs.append(dump(secret(spec, opts.secrets[spec.name])))
+    elif spec.env_files:
+        out.notes.append(
+            f"{spec.name}: env_file values are not exported; create the Secret "
+            f"{k8s_name(spec.name)}-env: kubectl create secret generic "
+            f"{k8s_name(spec.name)}-env " + " ".join(f"--from-env-file={f}" for f in spec.env_files)
+        )
+    return docs
+
+
+def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
+    out = Rendered("")
+    docs: list[str] = []
+    for spec in specs:
+        docs += _service_docs(spec, opts, out)
+    named = sorted({v.source for s in specs for v in s.volumes if v.source[:1] not in ("", "/")})
+    docs += [PVC_COMMENT + dump(claim(v)) for v in named]
+    out.text = header("kubernetes", opts.sources) + "---\n".join(docs)
+    return out

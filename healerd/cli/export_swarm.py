@@ -1,0 +1,124 @@
+"""`healerctl export --to swarm`: a stack file (Compose v3.8) for `docker stack deploy`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from healerd.cli.export_common import (
+    Loss,
+    Options,
+    Rendered,
+    changed,
+    compose_base,
+    dump,
+    go_duration,
+    header,
+    named_volumes,
+    networks,
+    size_text,
+)
+from healerd.model import PortSpec, ServiceSpec
+
+# Steering fields Swarm has no equivalent for, and why.
+LOST = {
+    "priority": "Swarm has no priorities between services",
+    "unhealthy_grace": "Swarm replaces an unhealthy task at once",
+    "update_config.progress_deadline": "Swarm has no rollout deadline; failure_action "
+    "rollback acts when a task fails within `monitor` instead",
+    "restart_policy.max_delay": "Swarm restarts after a fixed `delay`, with no exponential backoff",
+    "pull_policy": "stack files have no pull_policy; use `docker stack deploy "
+    "--resolve-image always|changed|never`",
+}
+
+
+def _update_config(spec: ServiceSpec) -> dict[str, Any]:
+    u = spec.update_config
+    return {
+        "parallelism": u.parallelism,
+        "delay": go_duration(u.delay),
+        "order": str(spec.update_order),
+        "failure_action": "rollback",
+        "monitor": go_duration(u.min_ready_seconds),
+    }
+
+
+def _deploy(spec: ServiceSpec) -> dict[str, Any]:
+    r = spec.restart_policy
+    deploy: dict[str, Any] = {
+        "replicas": spec.replicas,
+        "update_config": _update_config(spec),
+        "rollback_config": {
+            "parallelism": spec.update_config.parallelism,
+            "order": str(spec.update_order),
+        },
+        # healerd never gives up, so neither does Swarm: no max_attempts.
+        "restart_policy": {
+            "condition": "any",
+            "delay": go_duration(r.delay),
+            "window": go_duration(r.window),
+        },
+    }
+    limits: dict[str, str] = {}
+    if spec.mem_limit is not None:
+        limits["memory"] = size_text(spec.mem_limit)
+    if spec.cpus is not None:
+        limits["cpus"] = f"{spec.cpus:g}"
+    if limits:
+        deploy["resources"] = {"limits": limits}
+    return deploy
+
+
+def _port(spec: ServiceSpec, p: PortSpec, losses: list[Loss], notes: list[str]) -> dict[str, Any]:
+    port: dict[str, Any] = {"target": p.container_port, "protocol": p.protocol, "mode": "ingress"}
+    if p.host_port is None:
+        return port  # Swarm picks a published port (30000+), as the engine picks a host port
+    port["published"] = p.host_port
+    if p.host_ip:
+        losses.append(
+            Loss(
+                spec.name,
+                "ports",
+                f"{p.host_ip}: Swarm publishes on every address of "
+                "every node (ingress), it cannot bind one address",
+            )
+        )
+    notes.append(
+        f"{spec.name}: ports: {p.host_port} is published in ingress mode (the routing mesh, "
+        "on every node, fine with replicas > 1); `mode: host` binds only the node that runs "
+        "the task, as healerd does"
+    )
+    return port
+
+
+def _service(spec: ServiceSpec, losses: list[Loss], notes: list[str]) -> dict[str, Any]:
+    svc = compose_base(spec)
+    if spec.ports:
+        svc["ports"] = [_port(spec, p, losses, notes) for p in spec.ports]
+    if spec.networks:
+        svc["networks"] = list(spec.networks)
+    svc["deploy"] = _deploy(spec)
+    for name, value in changed(spec, tuple(LOST)):
+        losses.append(Loss(spec.name, name, f"{value}: {LOST[name]}"))
+    return svc
+
+
+def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
+    losses: list[Loss] = []
+    notes: list[str] = []
+    doc: dict[str, Any] = {
+        "version": "3.8",
+        "services": {s.name: _service(s, losses, notes) for s in specs},
+    }
+    nets = networks(specs)
+    if nets:
+        # healerd joins existing networks; a stack makes its own overlays, named
+        # <stack>_<name>, so the services of the stack reach each other by name there.
+        doc["networks"] = {n: {"driver": "overlay"} for n in nets}
+        notes.append("networks: " + ", ".join(nets) + ": declared as overlay networks of the stack")
+    vols = named_volumes(specs)
+    if vols:
+        doc["volumes"] = {v: {} for v in vols}
+        notes.append(
+            "volumes: " + ", ".join(vols) + ": named volumes are local to each node in Swarm"
+        )
+    return Rendered(header("swarm", opts.sources) + dump(doc), losses, notes)

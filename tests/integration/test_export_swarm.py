@@ -1,0 +1,158 @@
+"""`healerctl export --to swarm` for real: the private engine becomes a one-node swarm, the
+exported stack is deployed with `docker stack deploy`, and Swarm keeps it running.
+
+On this kernel a service's virtual IP does not route (the private engine runs without
+iptables), so the test switches every exported service to `deploy.endpoint_mode: dnsrr`
+before deploying: names then resolve to the tasks' own addresses. The exporter keeps
+Swarm's default (vip), which is what a real cluster wants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import yaml
+
+from healerd.cli import healerctl
+from tests.integration.conftest import unique
+from tests.support.busybox_image import COMMAND, build
+from tests.support.dockerd import PrivateDockerd
+from tests.support.polling import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "config" / "conf.d" / "example.yaml"
+EXAMPLE_IMAGE = "healerd-example/busybox:1"
+
+TWO = """\
+services:
+  web:
+    image: {image}
+    command: ["httpd", "-f", "-p", "8080", "-h", "/www"]
+    replicas: 2
+    stop_grace_period: 1s
+    restart_policy: {{delay: 1s}}
+  client:
+    image: {image}
+    command: {command}
+    stop_grace_period: 1s
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def docker_cli(dockerd: PrivateDockerd, *args: str) -> str:
+    env = {**os.environ, "DOCKER_HOST": dockerd.url}
+    done = subprocess.run(
+        ["docker", *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, f"docker {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def export_stack(paths: list[Path]) -> dict[str, Any]:
+    out, err = io.StringIO(), io.StringIO()
+    code = healerctl.main(["export", "--to", "swarm", *map(str, paths)], out, err)
+    assert code == 0, err.getvalue()
+    stack: dict[str, Any] = yaml.safe_load(out.getvalue())
+    for svc in stack["services"].values():
+        svc["deploy"]["endpoint_mode"] = "dnsrr"  # see the module docstring
+    return stack
+
+
+def running_tasks(api: docker.APIClient, service: str) -> list[dict[str, Any]]:
+    tasks: list[dict[str, Any]] = api.tasks(filters={"service": service})
+    return [
+        t for t in tasks if t["DesiredState"] == "running" and t["Status"]["State"] == "running"
+    ]
+
+
+def task_containers(api: docker.APIClient, service: str) -> list[str]:
+    return [t["Status"]["ContainerStatus"]["ContainerID"] for t in running_tasks(api, service)]
+
+
+def run_in(api: docker.APIClient, container: str, *cmd: str) -> str:
+    """The command's output, or "" if it failed."""
+    exec_id = api.exec_create(container, list(cmd))["Id"]
+    output = api.exec_start(exec_id).decode(errors="replace")
+    return output if api.exec_inspect(exec_id)["ExitCode"] == 0 else ""
+
+
+def fetch_by_name(api: docker.APIClient, container: str, name: str, port: int) -> str:
+    """Resolve `name` through Swarm's DNS (127.0.0.11) and fetch / from each address.
+
+    Debian's busybox-static wget segfaults in a swarm task, even on an address (static
+    glibc cannot load its NSS modules), so the name is resolved with busybox's own
+    nslookup and the page fetched with nc."""
+    answer = run_in(api, container, "busybox", "nslookup", name)
+    addresses = [line.split()[-1] for line in answer.splitlines() if line.startswith("Address:")]
+    addresses = [a for a in addresses if not a.startswith("127.")]  # the server's own line
+    get = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {{}} {port}"
+    pages = [run_in(api, container, "sh", "-c", get.format(a)) for a in addresses]
+    return "".join(pages) if pages and all(pages) else ""
+
+
+def cleanup(api: docker.APIClient, dockerd: PrivateDockerd, stack: str) -> None:
+    with contextlib.suppress(AssertionError):
+        docker_cli(dockerd, "stack", "rm", stack)
+    label = f"com.docker.stack.namespace={stack}"
+    with contextlib.suppress(AssertionError):
+        wait_for("the stack's containers to go", lambda: not api.containers(
+            all=True, filters={"label": label}), timeout=30, interval=0.5)  # fmt: skip
+    with contextlib.suppress(docker.errors.APIError):
+        api.leave_swarm(force=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if not api.networks(names=["docker_gwbridge"]):
+                break
+            api.remove_network("docker_gwbridge")
+        except docker.errors.APIError:
+            time.sleep(0.5)
+
+
+def test_exported_stack_runs_on_swarm(
+    dockerd: PrivateDockerd, api: docker.APIClient, image: str, tmp_path: Path
+) -> None:
+    build(api, EXAMPLE_IMAGE)
+    two = tmp_path / "two.yaml"
+    two.write_text(TWO.format(image=image, command=COMMAND))
+    stack_file = tmp_path / "stack.yml"
+    stack_file.write_text(yaml.safe_dump(export_stack([EXAMPLE, two]), sort_keys=False))
+    stack = unique("hx")
+    api.init_swarm(advertise_addr="127.0.0.1", listen_addr=f"127.0.0.1:{free_port()}")
+    try:
+        docker_cli(dockerd, "stack", "deploy", "-c", str(stack_file),
+                   "--resolve-image", "never", stack)  # fmt: skip
+        replicas = {"hello": 2, "web": 2, "client": 1}
+        for name, want in replicas.items():
+            wait_for(f"{name}: {want} running task(s)",
+                     lambda n=name, w=want: len(running_tasks(api, f"{stack}_{n}")) == w,
+                     timeout=30, interval=0.5)  # fmt: skip
+        client = task_containers(api, f"{stack}_client")[0]
+        page = wait_for(
+            "client to reach web by name",
+            lambda: fetch_by_name(api, client, "web", 8080),
+            timeout=20,
+            interval=0.5,
+        )
+        assert "hello from healerd" in page
+        victim = task_containers(api, f"{stack}_web")[0]
+        api.kill(victim)
+        wait_for("Swarm to replace the killed task", lambda: (
+            len(ids := task_containers(api, f"{stack}_web")) == 2 and victim not in ids
+        ), timeout=30, interval=0.5)  # fmt: skip
+    finally:
+        cleanup(api, dockerd, stack)
+    assert api.info()["Swarm"]["LocalNodeState"] == "inactive"
