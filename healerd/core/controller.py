@@ -158,13 +158,15 @@ class Controller:
     def logs(
         self, service: str, *, previous: bool, tail: int | None, since: float | None
     ) -> tuple[ObservedContainer | None, bytes]:
-        """A replica's output; with `previous`, that of the last one that failed."""
-        c = pick(self._last_look.get(), service, previous=previous)
+        """A replica's output; with `previous`, that of the last one that failed. A list
+        of its own (on the readers' budget): right after a heal the loop's last list may
+        not show the failed container as history yet."""
+        c = pick(self._reader.list_managed(), service, previous=previous)
         return c, (self._reader.logs(c.id, tail, since) if c is not None else b"")
 
     def deaths(self, service: str) -> list[Dead]:
         """The service's failed containers kept as history, newest first."""
-        return deaths(self._reader, self._last_look.get(), service)
+        return deaths(self._reader, self._reader.list_managed(), service)
 
     def preview(self, service: str | None = None) -> list[Action]:
         """What a pass would do right now, without doing it (on the same list as

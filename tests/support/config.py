@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,3 +57,16 @@ class ConfigDir:
             *(f"    {key}: {value}" for key, value in fields.items()),
         ]
         return self.write(file, "\n".join(lines) + "\n")
+
+
+def trusted_copy(src: Path, into: Path) -> Path:
+    """A copy of a file or directory of the repository under `into` (a test's tmp_path):
+    healerd refuses config whose directories others can write, and a checkout may well
+    live under one (a clone in /tmp). Returns the copy's path."""
+    dest = into / "repo-copy" / src.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dest)
+    else:
+        shutil.copy2(src, dest)
+    return dest

@@ -10,6 +10,7 @@ import pytest
 
 from healerd.config import Settings, SettingsError, check_settings, load_settings
 from healerd.config.yamlload import load_yaml
+from tests.support.config import trusted_copy
 from tests.unit.test_security_config import trusted_tmp_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,8 +53,8 @@ def test_missing_or_empty_file_means_defaults(tmp_path: Path) -> None:
     assert load(tmp_path, "# nothing set\n") == Settings()
 
 
-def test_shipped_example_lists_every_setting_at_its_default() -> None:
-    path = REPO / "config" / "healerd.yaml"
+def test_shipped_example_lists_every_setting_at_its_default(tmp_path: Path) -> None:
+    path = trusted_copy(REPO / "config" / "healerd.yaml", tmp_path)
     assert load_settings(path) == Settings()
     data, _ = load_yaml(path.read_text(), str(path))
     names = {f.name for f in dataclasses.fields(Settings)} - {"config_dir"}

@@ -28,6 +28,7 @@ from healerd.cli.healerctl import (
 from healerd.cli.output import human_age, human_bytes, table
 from healerd.daemon import api as api_module
 from healerd.daemon.api import ApiOptions, ApiServer, Peer
+from tests.support.config import trusted_copy
 from tests.unit.test_api import SECRET, FakeDaemon
 
 REPO = Path(__file__).resolve().parents[2]
@@ -352,11 +353,12 @@ def test_validate_missing_file(tmp_path: Path) -> None:
     assert code == EXIT_NO and out.startswith(f"{tmp_path}/nope.yaml: ")
 
 
-def test_validate_examples_in_config_exit_0() -> None:
-    code, out, _ = run("validate", str(REPO / "config"))
+def test_validate_examples_in_config_exit_0(tmp_path: Path) -> None:
+    config = trusted_copy(REPO / "config", tmp_path)
+    code, out, _ = run("validate", str(config))
     assert code == EXIT_OK and out.startswith("ok: ")
-    assert run("validate", str(REPO / "config" / "conf.d" / "example.yaml"))[0] == EXIT_OK
-    assert run("validate", str(REPO / "config" / "healerd.yaml"))[0] == EXIT_OK
+    assert run("validate", str(config / "conf.d" / "example.yaml"))[0] == EXIT_OK
+    assert run("validate", str(config / "healerd.yaml"))[0] == EXIT_OK
 
 
 def test_validate_is_the_daemons_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
