@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from healerd.core.context import Recall
+from healerd.core.planner import history
 from healerd.model import ContainerState, EngineEvent, ObservedContainer
 
 # Events after which the container should no longer be listed as running.
@@ -84,7 +85,9 @@ def observe(
     if engine_back:
         stopped = {c.id for c in seen if not c.running}
         mem.forgiven |= stopped
-        mem.engine_stopped |= stopped
+        # Not history: a failed container kept for its logs is never started again, even
+        # if its replacement is removed later (then it is replaced, on its volumes).
+        mem.engine_stopped |= stopped - {c.id for c in history(seen)}
     return seen
 
 

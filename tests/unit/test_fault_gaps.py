@@ -6,7 +6,7 @@ import pytest
 
 from healerd.core.controller import Controller, LoopSettings
 from healerd.engine import EngineError
-from healerd.model import EngineEvent, ObservedContainer
+from healerd.model import ContainerState, EngineEvent, ObservedContainer
 from tests.unit.builders import spec
 from tests.unit.test_controller import desired, drive, make
 
@@ -94,3 +94,27 @@ def test_a_successful_pass_ends_the_error_backoff_so_hints_are_not_held_back() -
     assert "web" in ctrl.queue.pending()
     ctrl.on_event(EngineEvent("web", engine.running("web")[0].id, "health_status: healthy"))
     assert ctrl.process_once() == ["web"]
+
+
+def test_history_found_at_start_is_not_started_again_when_its_replacement_goes() -> None:
+    # Found by the chaos soak: a killed container kept as history, healerd restarted, then
+    # the replacement removed (`docker rm -f`): the old container is replaced again (on
+    # its volumes), never started again in place.
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.running("web")
+    engine.kill(old.id)
+    ctrl.on_event(EngineEvent("web", old.id, "die"))
+    drive(ctrl, clock, max_seconds=1)
+    (new,) = engine.running("web")
+    assert new.replaces == old.id
+    fresh = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
+    fresh.set_desired(desired(spec("web", 1)))
+    fresh.process_once()
+    del engine.containers[new.id]  # docker rm -f of the replacement
+    fresh.reconcile_now("web")
+    fresh.process_once()
+    (newer,) = engine.running("web")
+    assert newer.id not in (old.id, new.id) and newer.replaces == old.id
+    assert engine.containers[old.id].state is not ContainerState.RUNNING
