@@ -222,6 +222,9 @@ grep -E '^    (HEALERD_SERVICE|CONTAINER_ID|CONTAINER_NAME|ACTION|REASON|HEALERD
 ok "HEALERD_SERVICE, CONTAINER_ID, ACTION, REASON present"
 
 step "purge: removes what it installed, never a container"
+# Stop healerd first: with its file gone, a running healerd would (rightly) remove the
+# service's containers as undeclared, racing the package's prerm.
+in_ctr systemctl stop healerd
 before_n=$(pdocker ps -aq --filter "label=io.healerd.service=$svc" | wc -l)
 in_ctr rm /etc/healerd/conf.d/systest.yaml
 in_ctr dpkg --purge healerd
