@@ -181,9 +181,14 @@ def raw(path: Path, data: bytes, *, shut: bool = True, timeout: float = 5.0) -> 
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect(str(path))
-    s.sendall(data)
-    if shut:
-        s.shutdown(socket.SHUT_WR)
+    try:
+        s.sendall(data)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+    except (BrokenPipeError, ConnectionResetError):
+        # The server answered (a 431, say) and closed before reading it all: its answer
+        # is still there to read.
+        pass
     chunks = []
     while True:
         try:
