@@ -227,11 +227,7 @@ class _Planning:
         waiting = (n_repl - a_repl) + (n_extra - a_extra)
         made = a_repl + a_extra
         # Failed containers beyond what is missing: a surge create may stand in for them.
-        spare = [c for c in to_replace[n_repl:] if c.spec_hash == spec.spec_hash]
-        for c in to_replace[n_repl:]:
-            if c not in spare:  # of another spec (or forged): nothing stands in for it
-                self.remove(c, f"{_failure(c, ctx)}, not needed")
-        self._heal(to_replace[:a_repl], spare, made)
+        self._heal(to_replace[:a_repl], to_replace[n_repl:], made)
         surplus = len(cur) + len(stale) + len(held) - desired
         step = False
         if surplus > 0 and stale:
