@@ -118,3 +118,30 @@ def test_history_found_at_start_is_not_started_again_when_its_replacement_goes()
     (newer,) = engine.running("web")
     assert newer.id not in (old.id, new.id) and newer.replaces == old.id
     assert engine.containers[old.id].state is not ContainerState.RUNNING
+
+
+def test_a_failed_container_of_another_spec_is_replaced_at_once_with_a_new_streak() -> None:
+    # Found by the chaos soak (seed 655584): a container with the service's labels but
+    # another spec hash, seen before it started, was replaced as a crash, so the current
+    # spec's container began with crash streak 1. A config fix must not wait out the old
+    # spec's backoff either.
+    from dataclasses import replace as dc_replace
+
+    from healerd.core.context import Recall, plan_context
+    from healerd.core.planner import plan
+    from healerd.model import ActionKind
+    from tests.unit.builders import container
+
+    s = spec("edge", 1)
+    old = dc_replace(
+        container(s, ContainerState.EXITED, created=100.0, spec_hash="0" * 16), crash_streak=4
+    )
+    same = dc_replace(container(s, ContainerState.EXITED, created=100.0), crash_streak=4)
+    recall = Recall(dead_since={old.id: 101.0, same.id: 101.0})
+    ctx, _, _ = plan_context(s, [old], 102.0, recall)
+    (create,) = [a for a in plan("edge", s, [old], ctx).actions if a.kind is ActionKind.CREATE]
+    assert create.crash_streak == 0 and create.container == old  # its volumes still go over
+    # The same death of a container of the current spec waits and carries the streak on.
+    ctx, wake, _ = plan_context(s, [same], 102.0, recall)
+    assert not [a for a in plan("edge", s, [same], ctx).actions if a.kind is ActionKind.CREATE]
+    assert wake and min(wake) > 102.0
