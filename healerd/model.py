@@ -25,6 +25,18 @@ LABEL_SOURCE_FILE = "io.healerd.source-file"
 # another container of its service names here is history: kept for its logs and exit
 # code (`healerctl logs --previous`, `describe`), never counted as a replica.
 LABEL_REPLACES = "io.healerd.replaces"
+# An HMAC with the host key over the container's name and its other io.healerd.* labels:
+# what makes a container healerd's (healerd.core.ownership).
+LABEL_SIGNATURE = "io.healerd.signature"
+OWNER_LABEL_PREFIX = "io.healerd."
+SIGNED_LABELS = (
+    LABEL_SERVICE,
+    LABEL_SPEC_HASH,
+    LABEL_RESTARTS,
+    LABEL_CRASH_STREAK,
+    LABEL_SOURCE_FILE,
+    LABEL_REPLACES,
+)
 
 # How many hex digits of the spec hash the label carries, and how many the name shows.
 SPEC_HASH_LEN = 16
@@ -248,6 +260,8 @@ class ObservedContainer:
     replaces: str = ""  # LABEL_REPLACES
     # Anonymous volumes mounted (volume name, mount point): a replacement takes them over.
     anon_volumes: tuple[tuple[str, str], ...] = ()
+    # Every io.healerd.* label as listed, sorted: what its signature is checked against.
+    owner_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def running(self) -> bool:

@@ -138,6 +138,14 @@ class Ctl:
             self.say(f"config: {len(errors)} error(s); broken files are skipped:")
             for e in errors:
                 self.say(f"  {e['message']}")
+        unverified = data.get("unverified") or []
+        if unverified:
+            self.say(
+                f"{len(unverified)} container(s) carry healerd's labels without its "
+                "signature: not counted, never touched:"
+            )
+            for u in unverified:
+                self.say(f"  {u['name']} ({u['id'][:12]}, service {u['service']}): {u['why']}")
         bad_settings = data.get("settings_errors") or []
         if bad_settings:
             self.say("healerd.yaml: not reloaded; the settings in force stay:")

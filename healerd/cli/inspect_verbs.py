@@ -76,7 +76,7 @@ def describe(ctl: CtlLike) -> int:
     say(f": {st['reason']}\n" if st.get("reason") else "\n")
     if spec:
         say(f"Command:      {spec.get('command')}\nFile:         {spec.get('source_file')}\n")
-        say(f"Update order: {spec['update_order']}; spec hash {spec['spec_hash']}\n")
+        say(f"Update order: {spec['update_order']}; revision {spec['revision']}\n")
     now = time.time()
     rows = [[c["name"], c["state"], c.get("health") or "-", c["restarts"],
              human_age(c.get("age_seconds"))] for c in data["containers"]]  # fmt: skip

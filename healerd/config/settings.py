@@ -41,6 +41,8 @@ class Settings:
     config_dir: Path = Path("/etc/healerd")
     docker_host: str | None = None  # None: DOCKER_HOST, else the local socket
     socket_path: Path = Path("/run/healerd/healerd.sock")
+    # The host key that signs healerd's containers lives here (root-only, mode 0700).
+    state_dir: Path = Path("/var/lib/healerd")
     resync_interval: float = 30.0
     workers: int = 4
     # Failed containers kept per replica after their replacement, stopped, for their logs
@@ -85,7 +87,7 @@ def _docker_host(value: object) -> str | None:
     return value
 
 
-def _socket_path(value: object) -> Path:
+def _absolute_path(value: object) -> Path:
     if not isinstance(value, str | Path) or not str(value).startswith("/"):
         raise ValueError(f"must be an absolute path, not {value!r}")
     return Path(value)
@@ -216,7 +218,15 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "absolute path",
         "Where healerd listens for healerctl.",
         "/run/healerd/healerd.sock",
-        _socket_path,
+        _absolute_path,
+    ),
+    _setting(
+        "state_dir",
+        "absolute path",
+        "Where healerd keeps its host key, which signs the containers it makes (made at "
+        "first start, root-only; back it up with the config).",
+        "/var/lib/healerd",
+        _absolute_path,
     ),
     _setting(
         "resync_interval",

@@ -52,9 +52,7 @@ def plan_context(
         if c.running and c.id not in failed_running:
             continue
         if c.spec_hash != spec.spec_hash:
-            # Made from another spec (before a config change, or not by this healerd):
-            # its failures say nothing of the current spec, whose replacement starts at
-            # once with a new streak, as a new Deployment revision's pods do.
+            # Its failures say nothing of the current spec: replaced at once, new streak.
             replacements[c.id] = Replacement(ready=True, crash_streak=0)
             continue
         if not c.running:

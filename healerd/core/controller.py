@@ -20,7 +20,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
-from healerd.core.executor import Executor
+from healerd.core.executor import Executor, plain_tag
 from healerd.core.images import ImagePolicy
 from healerd.core.inspect import Dead, deaths, pick
 from healerd.core.observe import Memory, note_event, observe
@@ -81,6 +81,7 @@ class Controller:
         engine_guard: Callable[[], None] = _nothing,
         on_engine_back: Callable[[], None] = _nothing,
         reader: Engine | None = None,
+        name_tag: Callable[[str], str] = plain_tag,
     ) -> None:
         self._engine = engine
         # What the API reads through (the list, logs, how a container died): the daemon
@@ -92,7 +93,7 @@ class Controller:
         self.queue = WorkQueue(clock, settings.backoff)
         self.events = EventLog(clock)
         self._report = Reporter(self.events, hooks)
-        self._executor = Executor(engine, settings.parallel_actions)
+        self._executor = Executor(engine, settings.parallel_actions, name_tag)
         self._key_pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="healerd-key")
         self._slots = threading.Semaphore(settings.workers)
         self._lock = threading.Lock()

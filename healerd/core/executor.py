@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import secrets
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -35,10 +35,16 @@ _ALPHABET = string.ascii_lowercase + string.digits
 _NAME_ATTEMPTS = 5
 
 
-def container_name(spec: ServiceSpec) -> str:
-    """`<service>-<5 chars of the spec hash>-<5 random chars>`, like a pod name."""
+def plain_tag(spec_hash: str) -> str:
+    return spec_hash[:NAME_HASH_LEN]
+
+
+def container_name(spec: ServiceSpec, tag: Callable[[str], str] = plain_tag) -> str:
+    """`<service>-<5 chars for the spec>-<5 random chars>`, like a pod name. The daemon's
+    `tag` salts the spec hash with the host key (the hash of a spec that holds a secret
+    must not be there for guessing it)."""
     suffix = "".join(secrets.choice(_ALPHABET) for _ in range(5))
-    return f"{spec.name}-{spec.spec_hash[:NAME_HASH_LEN]}-{suffix}"
+    return f"{spec.name}-{tag(spec.spec_hash)}-{suffix}"
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,11 @@ class ActionResult:
 
 
 class Executor:
-    def __init__(self, engine: Engine, parallel: int) -> None:
+    def __init__(
+        self, engine: Engine, parallel: int, name_tag: Callable[[str], str] = plain_tag
+    ) -> None:
         self._engine = engine
+        self._name_tag = name_tag
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
@@ -146,7 +155,7 @@ class Executor:
             except (EnvFileError, OSError) as exc:
                 raise EngineError(f"env_file: {exc}") from None
         for _ in range(_NAME_ATTEMPTS):
-            name = container_name(spec)
+            name = container_name(spec, self._name_tag)
             try:
                 cid = self._engine.create_and_start(spec, name, labels, inherit)
                 return ActionResult(action, container_id=cid, container_name=name)

@@ -7,8 +7,10 @@ own output, as `docker logs` would show it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
+from healerd.core.executor import plain_tag
 from healerd.core.inspect import Dead
 from healerd.core.status import ContainerStatus
 from healerd.daemon.api_views import ControllerLike, container_view, event_view, service_view
@@ -51,7 +53,12 @@ def logs_payload(
     }
 
 
-def describe_payload(c: ControllerLike, name: str) -> dict[str, Any]:
+def describe_payload(
+    c: ControllerLike, name: str, tag: Callable[[str], str] = plain_tag
+) -> dict[str, Any]:
+    """`tag`: the spec's revision as container names show it (salted with the host key:
+    any local reader may ask, and the bare spec hash would let one test guesses of a
+    secret in the spec)."""
     _known(c, name)
     now = time.time()
     try:
@@ -65,7 +72,7 @@ def describe_payload(c: ControllerLike, name: str) -> dict[str, Any]:
     events = [e for e in c.events.since(0) if e.service == name][-DESCRIBE_EVENTS:]
     return {
         "service": service_view(status, now) if status else None,
-        "spec": _spec_view(spec) if spec else None,
+        "spec": _spec_view(spec, tag) if spec else None,
         "containers": [container_view(r, now) for r in rows if r.id not in kept],
         "history": [_dead_view(d) for d in dead],
         "events": [event_view(e) for e in events],
@@ -100,7 +107,7 @@ def _death_view(d: Dead) -> dict[str, Any]:
     }
 
 
-def _spec_view(s: ServiceSpec) -> dict[str, Any]:
+def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
     hc = s.healthcheck
     return {
         "image": s.image,
@@ -122,7 +129,7 @@ def _spec_view(s: ServiceSpec) -> dict[str, Any]:
             "max_delay": s.restart_policy.max_delay,
             "window": s.restart_policy.window,
         },
-        "spec_hash": s.spec_hash,
+        "revision": tag(s.spec_hash),
         "source_file": s.source_file,
     }
 

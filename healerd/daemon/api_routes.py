@@ -130,7 +130,10 @@ class Api:
             self._only(req, "GET", {"service"})
             names = [check_service_name(n) for n in req.query.get("service", [])]
             return 200, status_payload(
-                self.daemon.controller, names, node=self.daemon.node_report()
+                self.daemon.controller,
+                names,
+                node=self.daemon.node_report(),
+                unverified=self.daemon.unverified(),
             )
         if path == "/v1/containers":
             self._only(req, "GET", {"service"})
@@ -250,7 +253,7 @@ class Api:
         try:
             if what == "describe":
                 self._only(req, "GET", set())
-                return 200, describe_payload(c, name)
+                return 200, describe_payload(c, name, self.daemon.name_tag)
             self._only(req, "GET", {"previous", "tail", "since"})
             tail = req.one("tail")
             since = req.one("since")

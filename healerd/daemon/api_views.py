@@ -16,6 +16,7 @@ from healerd import __version__
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.events import Event, EventLog
 from healerd.core.inspect import Dead
+from healerd.core.ownership import Unverified
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
 from healerd.model import Action, ObservedContainer
 
@@ -69,6 +70,10 @@ class DaemonLike(Protocol):
 
     def request_reload(self) -> None: ...
     def node_report(self) -> NodeReport | None: ...
+
+    def unverified(self) -> list[Unverified]: ...
+
+    def name_tag(self, spec_hash: str) -> str: ...
 
 
 # -- services ------------------------------------------------------------------
@@ -170,6 +175,7 @@ def status_payload(
     names: Iterable[str] = (),
     now: float | None = None,
     node: NodeReport | None = None,
+    unverified: Iterable[Unverified] = (),
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     wanted = set(names)
@@ -186,6 +192,12 @@ def status_payload(
         "broken_files": list(desired.broken_files),
         "settings_errors": list(node.settings_errors) if node else [],
         "paused": sorted(controller.paused_services()),
+        # Containers with healerd's labels it cannot prove it made: left alone.
+        "unverified": [
+            {"name": u.name, "id": u.id, "service": u.service, "why": u.why}
+            for u in unverified
+            if not wanted or u.service in wanted
+        ],
         "daemon": {"version": __version__, "pid": os.getpid()},
     }
 

@@ -15,6 +15,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -34,11 +35,14 @@ from healerd.core.admission import Admission
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.executor import plain_tag
+from healerd.core.ownership import HostKey, SignedEngine, Unverified
 from healerd.core.ratelimit import ThrottledEngine, TokenBucket
 from healerd.core.status import NodeReport
 from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
+from healerd.daemon.hostkey import HostKeyError, load_or_create
 from healerd.daemon.journal import make_handler
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notify import Notifier
@@ -77,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--socket", type=Path, help="local API socket (default /run/healerd/healerd.sock)"
     )
+    p.add_argument(
+        "--state-dir", type=Path, help="where the host key lives (default /var/lib/healerd)"
+    )
     p.add_argument("--resync-interval", type=float, help="seconds between full resyncs")
     p.add_argument("--workers", type=int, help="services reconciled at once")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
@@ -110,6 +117,7 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
     for flag, name in (
         ("docker_host", "docker_host"),
         ("socket", "socket_path"),
+        ("state_dir", "state_dir"),
         ("resync_interval", "resync_interval"),
         ("workers", "workers"),
         ("log_level", "log_level"),
@@ -139,6 +147,16 @@ def loop_settings(settings: Settings) -> LoopSettings:
     )
 
 
+def _self_pipe() -> tuple[int, int]:
+    """Signal handlers and other threads only set a flag and write a byte; the main loop
+    sleeps in select() on it. (A handler that touched a threading.Event could deadlock
+    against the main thread's own wait on it.)"""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    return r, w
+
+
 class Daemon:
     def __init__(
         self,
@@ -149,12 +167,16 @@ class Daemon:
         *,
         api_options: ApiOptions | None = None,
         id_lock_dir: Path | None = None,
+        host_key: HostKey | None = None,
     ) -> None:
-        """`api_options`: the local API's options from the command line. `id_lock_dir`:
-        where the engine-ID lock lives; None (tests) checks nothing."""
+        """`api_options`: the API's options from the command line. `id_lock_dir`: where
+        the engine-ID lock lives. `host_key` signs containers (ownership.py). None: tests."""
         self.settings = settings
         self.api_options = api_options or ApiOptions()
         self.clock = clock or SystemClock()
+        self.signed = self._signed(engine, host_key)
+        self.name_tag = name_tag = host_key.name_tag if host_key is not None else plain_tag
+        engine = self.signed or engine
         limits = settings.node_limits
         # Every engine call of healerd's goes through one token bucket.
         self.bucket = TokenBucket(
@@ -175,6 +197,7 @@ class Daemon:
             # When a list call finds the engine back, do not wait out the stream's backoff.
             on_engine_back=lambda: self.watcher.kick(),
             reader=read_engine(engine, self.clock),
+            name_tag=name_tag,
         )
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.watcher = EventWatcher(
@@ -184,12 +207,7 @@ class Daemon:
             log_interval=settings.engine_down_log_interval,
         )
         self._stop = threading.Event()
-        # Self-pipe: signal handlers and other threads only set a flag and write a byte;
-        # the main loop sleeps in select() on it. (A handler that touched a
-        # threading.Event could deadlock against the main thread's own wait on it.)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wake_r, self._wake_w = _self_pipe()
         self._stop_requested = False
         self._reload_requested = False
         self._last_errors: tuple[ConfigError, ...] = ()
@@ -205,6 +223,18 @@ class Daemon:
     def confwatch(self) -> ConfigWatcher:
         """The config watcher; run() starts it, until then no file counts as being written."""
         return ConfigWatcher(self.settings.config_dir, self.request_reload)
+
+    def _signed(self, engine: Engine, key: HostKey | None) -> SignedEngine | None:
+        return SignedEngine(engine, key, self.clock.time, self._unverified) if key else None
+
+    def _unverified(self, u: Unverified) -> None:
+        """A container with healerd's labels it cannot prove it made: told once."""
+        message = f"container {u.name} ({u.id[:12]}) has healerd's labels but {u.why}: left alone"
+        log.warning("%s: %s", u.service, message)
+        self.controller.events.record("Unverified", u.service, message, u.name)
+
+    def unverified(self) -> list[Unverified]:
+        return self.signed.unverified() if self.signed is not None else []
 
     def guard_engine(self) -> None:
         """One healerd per engine, whatever the address it is reached by: lock the
@@ -486,7 +516,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     api_options = ApiOptions(
         admin_group=args.admin_group or None, metrics_listen=args.metrics_listen
     )
-    daemon = Daemon(settings, engine, api_options=api_options, id_lock_dir=instance.LOCK_DIR)
+    try:
+        key = load_or_create(settings.state_dir, time.time(), strict=settings.strict_modes)
+    except HostKeyError as exc:
+        log.error("%s", exc)
+        return EXIT_CONFIG
+    daemon = Daemon(
+        settings, engine, api_options=api_options, id_lock_dir=instance.LOCK_DIR, host_key=key
+    )
     try:
         daemon.guard_engine()
     except EngineError:

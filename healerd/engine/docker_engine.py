@@ -33,6 +33,7 @@ from healerd.model import (
     LABEL_SERVICE,
     LABEL_SOURCE_FILE,
     LABEL_SPEC_HASH,
+    OWNER_LABEL_PREFIX,
     ContainerState,
     EngineEvent,
     Health,
@@ -117,6 +118,9 @@ def _observed(raw: dict[str, Any]) -> ObservedContainer:
         source_file=str(labels.get(LABEL_SOURCE_FILE, "")),
         replaces=str(labels.get(LABEL_REPLACES, "")),
         anon_volumes=_anonymous_volumes(raw.get("Mounts") or []),
+        owner_labels=tuple(
+            sorted((str(k), str(v)) for k, v in labels.items() if k.startswith(OWNER_LABEL_PREFIX))
+        ),
     )
 
 

@@ -263,11 +263,13 @@ class Soak:
         self, running_only: bool = False, *, history: bool = False
     ) -> list[dict[str, Any]]:
         """healerd's containers; without `history`, not the replaced failed ones it keeps,
-        stopped, for their logs (tests/support/cluster.live)."""
+        stopped, for their logs (tests/support/cluster.live). Never the forged ones the
+        soak made: healerd leaves them alone (issue 15), and they are checked as unowned."""
         filters: dict[str, Any] = {"label": LABEL_SERVICE}
         if running_only:
             filters["status"] = "running"
         cs = self.call(lambda a: a.containers(all=not running_only, filters=filters))
+        cs = [c for c in cs if FORGED not in c["Labels"]]
         cs = cs if history else live(cs)
         return sorted(cs, key=lambda c: (c["Labels"][LABEL_SERVICE], c["Created"], c["Names"][0]))
 
@@ -405,9 +407,17 @@ class Soak:
 
     # -- unowned and forged containers -----------------------------------------------------
 
-    def make_unowned(self, like: str, *, start: bool = True, exits: bool = False) -> None:
-        name = f"{like}-unowned-{self.rng.randrange(16**6):06x}"
-        labels = {UNOWNED: "1", "com.example.app": like}
+    def make_unowned(
+        self,
+        like: str,
+        *,
+        start: bool = True,
+        exits: bool = False,
+        labels: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        name = name or f"{like}-unowned-{self.rng.randrange(16**6):06x}"
+        labels = labels or {UNOWNED: "1", "com.example.app": like}
         policy = {"Name": "unless-stopped"} if start and not exits else {"Name": "no"}
         cmd = ["sh", "-c", "exit 3"] if exits else COMMAND
         cid = self.call(
@@ -896,23 +906,29 @@ class Soak:
         return True
 
     def forged_create(self, burst: Burst) -> bool:
+        """A container with healerd's labels that healerd did not make: made up (a random
+        spec hash, no signature) or copied from one of healerd's (signature and all, as
+        `docker commit` would carry them). Issue 15: it must be left alone like any
+        unowned container, and never counted as a replica."""
+        self.retire_unowned()
         declared = sorted(n for n, s in self.services.items() if s.file not in self.deleted_files)
         ghost = self.rng.random() < 0.25 or not declared
         svc = f"ghost{self.rng.randrange(100)}" if ghost else self.rng.choice(declared)
-        spec_hash = f"{self.rng.randrange(16**16):016x}"
         name = f"{svc}-forged-{self.rng.randrange(16**6):06x}"
-        labels = {LABEL_SERVICE: svc, LABEL_SPEC_HASH: spec_hash, FORGED: "1"}
-        cid = self.call(
-            lambda a: a.create_container(IMAGE, COMMAND, name=name, labels=labels, stop_timeout=1)
-        )["Id"]
-        try:
-            self.call(lambda a: a.start(cid))
-        except docker.errors.APIError as exc:
-            self.log(f"  forged {name}: start failed ({exc.status_code}): healerd was quick")
-        if not ghost:
-            self.allow("forged-create (replaced)", 1)
-            burst.rolling.add(svc)
-        self.log(f"  forged container {name} (labels of {'undeclared ' if ghost else ''}{svc})")
+        originals = [
+            c
+            for c in self.managed(running_only=True)
+            if c["Labels"][LABEL_SERVICE] == svc and FORGED not in c["Labels"]
+        ]
+        if originals and self.rng.random() < 0.5:
+            labels = {**originals[0]["Labels"], FORGED: "1"}
+            how = f"labels copied from {originals[0]['Names'][0].lstrip('/')}"
+        else:
+            spec_hash = f"{self.rng.randrange(16**16):016x}"
+            labels = {LABEL_SERVICE: svc, LABEL_SPEC_HASH: spec_hash, FORGED: "1"}
+            how = f"made-up labels of {'undeclared ' if ghost else ''}{svc}"
+        self.make_unowned(svc, labels=labels, name=name)
+        self.log(f"  forged container {name} ({how})")
         return True
 
     def apply(self, kind: str, burst: Burst) -> bool:

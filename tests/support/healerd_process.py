@@ -42,6 +42,8 @@ class Healerd:
         self.docker_host = docker_host
         self.log_path = log_path
         self.socket = config_dir / "healerd.sock"
+        # The host key (issue 15): kept across restarts, like /var/lib/healerd.
+        self.state_dir = config_dir / "state"
         self.log_level = log_level
         self.ready_timeout = ready_timeout
         self.pidfile = pidfile
@@ -70,6 +72,8 @@ class Healerd:
                     self.docker_host,
                     "--socket",
                     str(self.socket),
+                    "--state-dir",
+                    str(self.state_dir),
                     *level,
                     *extra,
                 ],

@@ -160,6 +160,7 @@ class FakeEngine:
                 source_file=labels.get("io.healerd.source-file", ""),
                 replaces=labels.get("io.healerd.replaces", ""),
                 anon_volumes=tuple(inherit) or self.new_volumes(cid),
+                owner_labels=tuple(sorted(labels.items())),
             )
             return cid
 

@@ -20,6 +20,7 @@ from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
 from healerd.core.inspect import Dead
+from healerd.core.ownership import Unverified
 from healerd.core.pressure import assess
 from healerd.core.readmodel import complete
 from healerd.core.state import ServiceState
@@ -147,6 +148,13 @@ class FakeDaemon:
         self.settings = Settings(socket_path=socket_path)
         self.reloads = 0
         self.settings_errors: tuple[str, ...] = ()
+        self.unverified_containers: list[Unverified] = []
+
+    def name_tag(self, spec_hash: str) -> str:
+        return spec_hash[:5]
+
+    def unverified(self) -> list[Unverified]:
+        return list(self.unverified_containers)
 
     def node_report(self) -> NodeReport:
         probe, limits = PsutilProbe(), NodeLimits()

@@ -1,0 +1,190 @@
+"""Ownership that cannot be borrowed: healerd's containers carry a signature.
+
+Labels alone are no proof: `docker commit` of a healerd container copies its labels into
+an image, and anyone with the engine's socket can write them by hand. A container that
+healerd would count as a replica, remove or replace must carry `io.healerd.signature`:
+an HMAC, with the host key (a secret made at first start, root-only), over the
+container's own name and all its `io.healerd.*` labels. Copied labels do not verify (the
+name differs; a name is unique on an engine) and made-up ones cannot be signed.
+
+A container that does not verify is left alone: never stopped, removed or counted. It is
+reported in `healerctl status` and the events instead. Containers created before the
+host key existed are trusted as they are (trust on first use): that is how the
+containers of a healerd without signatures, or of a lost key, are recognised once, with
+no churn; a later container must verify. The birth time lives in the key file, so it
+needs no database.
+
+The name digits of a container show the spec hash salted with the key too: its unsalted
+digits (or label) could be matched against guesses of a secret in the spec.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from healerd.engine import Death, Engine
+from healerd.model import (
+    LABEL_SERVICE,
+    LABEL_SIGNATURE,
+    LABEL_SPEC_HASH,
+    NAME_HASH_LEN,
+    SIGNED_LABELS,
+    EngineEvent,
+    ObservedContainer,
+    ServiceSpec,
+)
+
+
+@dataclass(frozen=True)
+class HostKey:
+    secret: bytes = b""
+    born: float = 0.0  # wall-clock time the key was made
+
+    def __repr__(self) -> str:  # never the secret in a log or a traceback
+        return f"HostKey(born={self.born})"
+
+    def _mac(self, purpose: bytes, message: bytes) -> str:
+        return hmac.new(self.secret, purpose + b"\0" + message, hashlib.sha256).hexdigest()
+
+    def sign(self, name: str, labels: Mapping[str, str]) -> str:
+        """The signature of a container named `name` carrying `labels`. It covers the
+        labels healerd acts on, each of them, so that none can be added or changed; other
+        io.healerd.* labels (an image's, say) mean nothing to healerd and are not covered."""
+        values = [labels.get(k, "") for k in SIGNED_LABELS]
+        message = json.dumps([name, values], separators=(",", ":")).encode()
+        return self._mac(b"owner-v1", message)
+
+    def verifies(self, c: ObservedContainer) -> bool:
+        labels = dict(c.owner_labels)
+        given = labels.get(LABEL_SIGNATURE, "")
+        return bool(given) and hmac.compare_digest(given, self.sign(c.name, labels))
+
+    def trusts(self, c: ObservedContainer) -> bool:
+        """Signed with this key, or created before it existed (the engine reports
+        creation in whole seconds: a container of the key's own second must verify)."""
+        return self.verifies(c) or c.created < int(self.born)
+
+    def name_tag(self, spec_hash: str) -> str:
+        return self._mac(b"name-v1", spec_hash.encode())[:NAME_HASH_LEN]
+
+
+@dataclass(frozen=True)
+class Unverified:
+    """A container with healerd's labels that healerd did not make (as far as it can
+    tell): reported, never touched."""
+
+    id: str
+    name: str
+    service: str
+    first_seen: float
+    why: str
+
+
+def _why(c: ObservedContainer) -> str:
+    if not dict(c.owner_labels).get(LABEL_SIGNATURE):
+        return "no signature, created after the host key"
+    return "signature does not verify (labels copied, made up, or the container renamed)"
+
+
+class SignedEngine:
+    """Engine wrapper: lists only the containers healerd can prove are its own and signs
+    each container it creates. The other calls pass through."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        key: HostKey,
+        clock: Callable[[], float],
+        on_unverified: Callable[[Unverified], None] = lambda u: None,
+    ) -> None:
+        self._engine = engine
+        self.key = key
+        self._clock = clock
+        self._on_unverified = on_unverified
+        self._lock = threading.Lock()
+        self._unverified: dict[str, Unverified] = {}
+
+    def unverified(self) -> list[Unverified]:
+        """Those the last list found (by service, then name)."""
+        with self._lock:
+            return sorted(self._unverified.values(), key=lambda u: (u.service, u.name))
+
+    def list_managed(self) -> list[ObservedContainer]:
+        listed = self._engine.list_managed()
+        mine = [c for c in listed if self.key.trusts(c)]
+        others = [c for c in listed if not self.key.trusts(c)]
+        new: list[Unverified] = []
+        with self._lock:
+            before = self._unverified
+            self._unverified = {}
+            for c in others:
+                u = before.get(c.id)
+                if u is None:
+                    u = Unverified(c.id, c.name, c.service, self._clock(), _why(c))
+                    new.append(u)
+                self._unverified[c.id] = u
+        for u in new:
+            self._on_unverified(u)
+        return mine
+
+    def create_and_start(
+        self,
+        spec: ServiceSpec,
+        name: str,
+        labels: Mapping[str, str],
+        inherit: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        # The adapter adds service and spec hash unless given; the caller's labels win.
+        # Every signed label is set, so that an image's labels cannot stand in for one.
+        owned = {k: "" for k in SIGNED_LABELS}
+        owned |= {LABEL_SERVICE: spec.name, LABEL_SPEC_HASH: spec.spec_hash, **labels}
+        signed = {**owned, LABEL_SIGNATURE: self.key.sign(name, owned)}
+        return self._engine.create_and_start(spec, name, signed, inherit)
+
+    # -- the rest passes through ------------------------------------------------------------
+
+    def version(self) -> str:
+        return self._engine.version()
+
+    def identity(self) -> str:
+        return self._engine.identity()
+
+    def data_root(self) -> str | None:
+        return self._engine.data_root()
+
+    def start(self, container: ObservedContainer) -> None:
+        self._engine.start(container)
+
+    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        self._engine.stop(container, stop_timeout)
+
+    def image_present(self, image: str) -> bool:
+        return self._engine.image_present(image)
+
+    def image_size_hint(self, image: str) -> int | None:
+        return self._engine.image_size_hint(image)
+
+    def pull(self, image: str) -> None:
+        self._engine.pull(image)
+
+    def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        self._engine.remove(container, stop_timeout)
+
+    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
+        return self._engine.logs(container_id, tail, since)
+
+    def death(self, container_id: str) -> Death:
+        return self._engine.death(container_id)
+
+    def watch(
+        self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
+    ) -> None:
+        self._engine.watch(on_event, on_connected)
+
+    def stop_watch(self) -> None:
+        self._engine.stop_watch()

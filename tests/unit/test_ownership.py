@@ -1,0 +1,182 @@
+"""Ownership that cannot be borrowed (issue 15, findings 7 and 8): the signature, the
+trust on first use of older containers, and the loop over a SignedEngine."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from healerd.core.backoff import Backoff
+from healerd.core.clock import FakeClock
+from healerd.core.controller import Controller, LoopSettings
+from healerd.core.ownership import HostKey, SignedEngine, Unverified
+from healerd.daemon.hostkey import KEY_FILE, HostKeyError, load_or_create
+from healerd.model import (
+    LABEL_RESTARTS,
+    LABEL_SERVICE,
+    LABEL_SIGNATURE,
+    LABEL_SPEC_HASH,
+    ContainerState,
+    EngineEvent,
+    ObservedContainer,
+)
+from tests.unit.builders import container, spec
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.test_controller import desired, drive
+
+KEY = HostKey(b"k" * 32, born=1_700_000_500.0)
+
+
+def signed(c: ObservedContainer, key: HostKey = KEY, **labels: str) -> ObservedContainer:
+    own = {LABEL_SERVICE: c.service, LABEL_SPEC_HASH: c.spec_hash, **labels}
+    return dataclasses.replace(
+        c, owner_labels=tuple(sorted({**own, LABEL_SIGNATURE: key.sign(c.name, own)}.items()))
+    )
+
+
+def test_a_signed_container_verifies_and_its_copies_do_not() -> None:
+    s = spec("web")
+    c = signed(container(s, created=2e9))
+    assert KEY.trusts(c)
+    # docker commit + run, or labels copied by hand: same labels, another name.
+    assert not KEY.trusts(dataclasses.replace(c, name="web-copy"))
+    # A label changed (a crash streak reset by hand, another service): no longer its own.
+    labels = dict(c.owner_labels) | {LABEL_RESTARTS: "0"}
+    assert not KEY.trusts(dataclasses.replace(c, owner_labels=tuple(sorted(labels.items()))))
+    # Another host's key (or none at all).
+    assert not HostKey(b"x" * 32, KEY.born).trusts(c)
+    assert not KEY.trusts(dataclasses.replace(c, owner_labels=()))
+    # An io.healerd.* label healerd does not act on (an image's) changes nothing.
+    labels = dict(c.owner_labels) | {"io.healerd.note": "from an image"}
+    assert KEY.trusts(dataclasses.replace(c, owner_labels=tuple(sorted(labels.items()))))
+
+
+def test_containers_older_than_the_key_are_trusted_as_they_are() -> None:
+    """An upgrade from a healerd without signatures (or a lost key): what existed before
+    the key is recognised once, with no churn; an unsigned one made after it is not."""
+    s = spec("web")
+    assert KEY.trusts(container(s, created=KEY.born - 10))
+    assert not KEY.trusts(container(s, created=KEY.born + 10))
+    # The engine gives whole seconds: one made in the key's own second must verify.
+    assert not KEY.trusts(container(s, created=float(int(KEY.born))))
+
+
+def test_the_name_shows_the_spec_hash_only_salted_with_the_key() -> None:
+    s = spec("web")
+    tag = KEY.name_tag(s.spec_hash)
+    assert len(tag) == 5 and tag != s.spec_hash[:5]
+    assert tag == KEY.name_tag(s.spec_hash) != HostKey(b"x" * 32).name_tag(s.spec_hash)
+    assert "k" * 8 not in repr(KEY)
+
+
+def make(clock: FakeClock) -> tuple[Controller, FakeEngine, SignedEngine, list[Unverified]]:
+    engine = FakeEngine(clock, allow=LOOP_CALLS)
+    told: list[Unverified] = []
+    key = HostKey(b"s" * 32, born=clock.time())
+    signed_engine = SignedEngine(engine, key, clock.time, told.append)
+    settings = LoopSettings(workers=1, parallel_actions=2, backoff=Backoff(0.5, 8.0))
+    ctrl = Controller(signed_engine, clock, settings, name_tag=key.name_tag)
+    return ctrl, engine, signed_engine, told
+
+
+def forge(engine: FakeEngine, like: ObservedContainer, name: str, **changes: object) -> str:
+    """A container with `like`'s labels, signature and all, under another name."""
+    cid = f"forged-{name}"
+    engine.containers[cid] = dataclasses.replace(like, id=cid, name=name, **changes)  # type: ignore[arg-type]
+    return cid
+
+
+def test_the_loop_signs_what_it_makes_and_leaves_forged_containers_alone() -> None:
+    clock = FakeClock()
+    clock.now += 10  # the key's second is over
+    ctrl, engine, signed_engine, told = make(clock)
+    web = spec("web", 2)
+    ctrl.set_desired(desired(web))
+    drive(ctrl, clock)
+    real = engine.running("web")
+    assert len(real) == 2 and all(signed_engine.key.verifies(c) for c in real)
+    assert all(c.name.split("-")[1] == signed_engine.key.name_tag(web.spec_hash) for c in real)
+    # Copies of a real one (docker commit), running, and a made-up one of an undeclared
+    # service: none counts, none is touched.
+    copy = forge(engine, real[0], "web-copy")
+    ghost = forge(engine, real[0], "ghost-1", service="ghost", owner_labels=())
+    engine.kill(real[0].id, exit_code=137)
+    ctrl.on_event(EngineEvent("web", real[0].id, "die"))
+    engine.calls.clear()
+    drive(ctrl, clock)
+    assert engine.calls.count("create") == 1, "a forged copy is no replica: the heal creates"
+    assert engine.containers[copy].state is ContainerState.RUNNING
+    assert engine.containers[ghost].state is ContainerState.RUNNING
+    assert len([c for c in engine.running("web") if signed_engine.key.verifies(c)]) == 2
+    # Told once each, however many passes saw them; and listed for healerctl status.
+    assert sorted(u.name for u in told) == ["ghost-1", "web-copy"]
+    assert {u.name: u.why.split(",")[0] for u in signed_engine.unverified()} == {
+        "ghost-1": "no signature",
+        "web-copy": "signature does not verify (labels copied",
+    }
+    engine.containers.pop(copy)
+    ctrl.reconcile_now("web")
+    drive(ctrl, clock)
+    assert [u.name for u in signed_engine.unverified()] == ["ghost-1"]
+
+
+def test_an_upgrade_adopts_the_old_containers_without_churn() -> None:
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=LOOP_CALLS)
+    web = spec("web", 2)
+    # Made by a healerd without signatures, a while ago.
+    old = [container(web, created=clock.time() - 3600) for _ in range(2)]
+    engine.containers.update((c.id, c) for c in old)
+    clock.now += 60
+    key = HostKey(b"s" * 32, born=clock.time())
+    ctrl = Controller(
+        SignedEngine(engine, key, clock.time),
+        clock,
+        LoopSettings(workers=1, parallel_actions=2),
+        name_tag=key.name_tag,
+    )
+    ctrl.set_desired(desired(web))
+    drive(ctrl, clock)
+    assert "create" not in engine.calls and "remove" not in engine.calls
+    assert sorted(c.id for c in engine.running("web")) == sorted(c.id for c in old)
+
+
+# -- the key file ------------------------------------------------------------------------------
+
+
+def test_the_key_is_made_once_root_only_and_kept(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    key = load_or_create(state, 1234.5)
+    assert key.born == 1234.5 and len(key.secret) == 32
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / KEY_FILE).stat().st_mode) == 0o600
+    assert load_or_create(state, 9999.0) == key, "a restart keeps the key and its birth"
+    assert [p.name for p in state.iterdir()] == [KEY_FILE]
+
+
+def test_a_key_others_may_read_or_write_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    load_or_create(state, 1.0)
+    os.chmod(state / KEY_FILE, 0o644)
+    with pytest.raises(HostKeyError, match="may be read by others"):
+        load_or_create(state, 2.0)
+    os.chmod(state / KEY_FILE, 0o622)
+    with pytest.raises(HostKeyError, match="refused"):
+        load_or_create(state, 2.0)
+    os.chmod(state / KEY_FILE, 0o600)
+    os.chown(state / KEY_FILE, 65534, 65534)
+    with pytest.raises(HostKeyError, match="refused"):
+        load_or_create(state, 2.0)
+
+
+def test_a_broken_key_file_is_kept_aside_and_a_new_key_made(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    old = load_or_create(state, 1.0)
+    (state / KEY_FILE).write_text('{"key": "abc"')  # torn
+    new = load_or_create(state, 5.0)
+    assert new.born == 5.0 and new.secret != old.secret
+    assert (state / f"{KEY_FILE}.broken").read_text() == '{"key": "abc"'
