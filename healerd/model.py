@@ -101,6 +101,21 @@ class HealthcheckSpec:
 
 
 @dataclass(frozen=True)
+class LoggingSpec:
+    """Compose's `logging`: the engine's log driver for the container and its options."""
+
+    driver: str = ""
+    options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Ulimit:
+    name: str
+    soft: int
+    hard: int
+
+
+@dataclass(frozen=True)
 class UpdateConfig:
     """How a spec change rolls out. start-first keeps `replicas` available throughout;
     stop-first (forced by a fixed host port) lets `parallelism` of them be down."""
@@ -161,11 +176,53 @@ class ServiceSpec:
     cpus: float | None = None
     stop_grace_period: float = 10.0
     healthcheck: HealthcheckSpec | None = None
+    # Compose's container settings, passed to the engine as `docker compose` passes them
+    # (healerd.config.hostopts); each default is "not set", so none changes the hash of a
+    # service that does not use it.
+    hostname: str | None = None
+    domainname: str | None = None
+    privileged: bool = False
+    read_only: bool = False
+    init: bool | None = None
+    tty: bool = False
+    stdin_open: bool = False
+    cap_add: tuple[str, ...] = ()
+    cap_drop: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ()
+    dns: tuple[str, ...] = ()
+    dns_search: tuple[str, ...] = ()
+    dns_opt: tuple[str, ...] = ()
+    extra_hosts: tuple[str, ...] = ()  # host:ip
+    group_add: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()  # host[:container[:permissions]]
+    device_cgroup_rules: tuple[str, ...] = ()
+    tmpfs: tuple[str, ...] = ()  # /path[:options]
+    sysctls: tuple[tuple[str, str], ...] = ()
+    ulimits: tuple[Ulimit, ...] = ()
+    shm_size: int | None = None
+    stop_signal: str | None = None
+    logging: LoggingSpec | None = None
+    pids_limit: int | None = None
+    mem_reservation: int | None = None
+    memswap_limit: int | None = None
+    cpu_shares: int | None = None
+    cpuset: str | None = None
+    oom_score_adj: int | None = None
+    ipc: str | None = None
+    pid: str | None = None
+    userns_mode: str | None = None
+    runtime: str | None = None
+    platform: str | None = None
+    network_mode: str | None = None
+    expose: tuple[str, ...] = ()  # port[/protocol]
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: PullPolicy = field(default=PullPolicy.MISSING, metadata=STEERING)
     unhealthy_grace: float = steering(0.0)
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)
+    # Compose's `restart`; only always and unless-stopped are accepted for now, which is
+    # what healerd does anyway: Docker's own restart policy stays "no".
+    restart: str | None = steering(None)
     update_config: UpdateConfig = field(default_factory=UpdateConfig, metadata=STEERING)
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy, metadata=STEERING)
     source_file: str = field(default="", compare=False, metadata=STEERING)

@@ -20,6 +20,7 @@ from healerd.cli.export_common import (
     port_short,
     size_text,
 )
+from healerd.cli.export_host import compose_fields
 from healerd.model import ServiceSpec
 
 KEPT = (
@@ -55,6 +56,7 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
         svc["mem_limit"] = size_text(spec.mem_limit)
     if spec.cpus is not None:
         svc["cpus"] = spec.cpus
+    svc |= compose_fields(spec)
     svc["pull_policy"] = str(spec.pull_policy)
     # The engine restarts crashed containers; `docker stop` is not healed any more.
     svc["restart"] = "always"

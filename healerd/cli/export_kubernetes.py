@@ -24,6 +24,7 @@ from healerd.cli.export_common import (
     header,
     whole_seconds,
 )
+from healerd.cli.export_host import kubernetes_fields
 from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder
 
 LOST = {
@@ -153,8 +154,10 @@ def _container(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     if p is not None:
         c["livenessProbe"] = p
         c["readinessProbe"] = dict(p)
-    sc = _security(spec, losses)
-    if sc is not None:
+    extra, security = kubernetes_fields(spec, losses)
+    c |= extra
+    sc = {**(_security(spec, losses) or {}), **security}
+    if sc:
         c["securityContext"] = sc
     return c
 

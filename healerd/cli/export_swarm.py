@@ -17,6 +17,7 @@ from healerd.cli.export_common import (
     networks,
     size_text,
 )
+from healerd.cli.export_host import swarm_fields
 from healerd.model import PortSpec, ServiceSpec
 
 # Steering fields Swarm has no equivalent for, and why.
@@ -96,6 +97,7 @@ def _service(spec: ServiceSpec, losses: list[Loss], notes: list[str]) -> dict[st
         svc["ports"] = [_port(spec, p, losses, notes) for p in spec.ports]
     if spec.networks:
         svc["networks"] = list(spec.networks)
+    svc |= swarm_fields(spec, losses)
     svc["deploy"] = _deploy(spec)
     for name, value in changed(spec, tuple(LOST)):
         losses.append(Loss(spec.name, name, f"{value}: {LOST[name]}"))

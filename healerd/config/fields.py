@@ -12,6 +12,7 @@ from typing import Any
 
 from healerd.config.envfile import MAX_ENV_FILES, env_files
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS, healthcheck
+from healerd.config.hostopts import HOST_FIELDS
 from healerd.config.imageref import IMAGE_REFERENCE_PATTERN
 from healerd.config.keys import MAX_ENTRIES, Key
 from healerd.config.pairs import RESERVED_LABEL_PREFIX, environment, labels, pairs_schema
@@ -345,4 +346,5 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
 )
 
+SERVICE_FIELDS += HOST_FIELDS
 SERVICE_KEYS = frozenset(key.name for key in SERVICE_FIELDS)

@@ -17,8 +17,6 @@ from healerd.model import ServiceSpec
 
 # Compose keys whose job healerd does itself, with what to write instead.
 _REPLACED_KEYS = {
-    "restart": "healerd restarts containers itself and never gives up; restart_policy "
-    "sets its backoff",
     "deploy": "write replicas, update_config and restart_policy directly in the service",
     "container_name": "healerd names containers <service>-<hash>-<random> itself",
 }
@@ -47,6 +45,8 @@ def _across_keys(spec: ServiceSpec, body: LineDict, at: At) -> None:
     """What no single key's check can see."""
     if spec.replicas > 1 and spec.has_fixed_host_port:
         at.key(body, "ports").error("a fixed host port allows only one replica")
+    if spec.network_mode is not None and spec.networks:
+        at.key(body, "network_mode").error("cannot be combined with networks")
     update = body.get("update_config")
     if (
         spec.has_fixed_host_port

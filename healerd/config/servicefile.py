@@ -6,12 +6,14 @@ error in the file is collected and the operator can fix them in one go.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from healerd.config.errors import ConfigError, describe, sort_errors
+from healerd.config.interpolate import interpolate, project_env
 from healerd.config.keys import At, Context, unknown_keys
 from healerd.config.ports import HostPorts, describe_port
 from healerd.config.service import check_service
@@ -114,8 +116,15 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
     return _services(services, services_at)
 
 
-def _result(data: object, errors: list[ConfigError], file: str, context: Context) -> FileResult:
+def _result(
+    data: object,
+    errors: list[ConfigError],
+    file: str,
+    context: Context,
+    env: Mapping[str, str],
+) -> FileResult:
     found = list(errors)
+    interpolate(data, env, At(found, file, "", None, None, context))
     specs, positions = _document(data, At(found, file, "", None, None, context))
     lines = {name: line for name, (line, _) in positions.items()}
     columns = {name: col for name, (_, col) in positions.items() if col is not None}
@@ -133,15 +142,22 @@ def _capped(errors: tuple[ConfigError, ...], file: str) -> tuple[ConfigError, ..
 
 
 def parse_service_text(
-    text: str, file: str, *, base_dir: Path | None = None, strict_modes: bool = False
+    text: str,
+    file: str,
+    *,
+    base_dir: Path | None = None,
+    strict_modes: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> FileResult:
     """Checks YAML text as if it were the file `file`; never raises.
 
-    Relative env_file paths start at `base_dir`, by default the directory of `file`.
+    Relative env_file paths start at `base_dir`, by default the directory of `file`;
+    `${VAR}` takes its values from `env` (default: the environment).
     """
     data, errors = load_yaml(text, file)
     base = Path(file).parent if base_dir is None else base_dir
-    return _result(data, errors, file, Context(base, strict_modes))
+    variables = dict(os.environ) if env is None else env
+    return _result(data, errors, file, Context(base, strict_modes), variables)
 
 
 def load_service_file(
@@ -170,4 +186,5 @@ def load_service_file(
         )
         return FileResult(file, None, (ConfigError(file, None, "file", reason),))
     data, errors = load_yaml_bytes(raw, file)
-    return _result(data, errors, file, Context(path.parent, strict_modes))
+    env, env_errors = project_env(path, strict_modes=strict_modes)
+    return _result(data, errors + env_errors, file, Context(path.parent, strict_modes), env)

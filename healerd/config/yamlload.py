@@ -51,6 +51,7 @@ class LineDict(dict[Any, Any]):
         self.raw: dict[Any, str] = {}
         self.key_text: dict[Any, str] = {}
         self.duplicates: list[tuple[Any, int, int, int]] = []  # (key, line, column, first line)
+        self.quoted: set[Any] = set()  # keys whose scalar value was quoted (or a block)
 
     def line_of(self, key: Any) -> int | None:
         return self.key_lines.get(key, self.line)
@@ -191,6 +192,8 @@ def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
             data.key_text[key] = key_node.value
         if isinstance(value_node, ScalarNode):
             data.raw[key] = value_node.value
+            if value_node.style:
+                data.quoted.add(key)
         else:
             data.raw.pop(key, None)
 

@@ -25,6 +25,7 @@ from healerd.engine import (
     ImageMissing,
     ImagePullFailed,
     NameConflict,
+    request,
 )
 from healerd.model import (
     LABEL_CRASH_STREAK,
@@ -264,9 +265,10 @@ class DockerEngine:
                 port_bindings=port_bindings or None,
                 mem_limit=spec.mem_limit,
                 nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-                network_mode=networks[0] if networks else None,
+                network_mode=request.network_mode(spec),
+                **request.host_options(spec),
             )
-            created = self._api.create_container(
+            config = self._api.create_container_config(
                 image=spec.image,
                 command=list(spec.command) if spec.command is not None else None,
                 entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
@@ -275,16 +277,15 @@ class DockerEngine:
                 user=spec.user,
                 working_dir=spec.working_dir,
                 volumes=anonymous or None,
-                ports=[
-                    (p.container_port, p.protocol) if p.protocol != "tcp" else p.container_port
-                    for p in spec.ports
-                ]
-                or None,
+                ports=request.exposed(spec) or None,
                 host_config=host_config,
                 healthcheck=_healthcheck(spec),
-                name=name,
                 stop_timeout=int(spec.stop_grace_period),
+                **request.container_options(spec),
             )
+            # The SDK ties StdinOnce to stdin_open; Compose (and `docker run -i`) do not.
+            config["StdinOnce"] = False
+            created = self._api.create_container_from_config(config, name, spec.platform)
         container_id = str(created["Id"])
         try:
             with _translated(f"start {name}"):

@@ -8,6 +8,8 @@ need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# The differential oracle for Compose semantics (tests/integration/test_compose_diff.py).
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then
   echo "engine.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

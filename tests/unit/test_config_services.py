@@ -324,7 +324,6 @@ def test_unknown_service_key_without_suggestion() -> None:
 @pytest.mark.parametrize(
     ("key", "hint"),
     [
-        ("restart: always", "never gives up; restart_policy sets its backoff"),
         ("deploy: {replicas: 2}", "write replicas, update_config and restart_policy directly"),
         ("container_name: x", "names containers"),
     ],

@@ -296,3 +296,41 @@ def test_output_file(multi: Path, tmp_path: Path) -> None:
     code, out, _ = run("--to", "swarm", "-o", str(target), str(multi))
     assert code == 0 and out == ""
     assert set(yaml.safe_load(target.read_text())["services"]) == {"web", "worker"}
+
+
+# -- Compose's container settings (issue 16) ---------------------------------------------------
+
+
+def test_container_settings_are_exported_or_reported_lost(tmp_path: Path) -> None:
+    from tests.unit.test_compose_fields import EVERYTHING
+
+    path = tmp_path / "gw.yaml"
+    path.write_text(EVERYTHING.replace("    network_mode: host\n", ""))
+    (spec,) = specs_of(path).values()
+    # Compose: every one, in a form healerd reads back to the same container.
+    code, out, err = run("--to", "compose", str(path))
+    assert code == 0, err
+    back = tmp_path / "back.yaml"
+    svc = yaml.safe_load(out)["services"]["gw"]
+    svc.pop("x-healerd"), svc.pop("deploy")
+    back.write_text(yaml.safe_dump({"services": {"gw": svc}}))
+    (again,) = specs_of(back).values()
+    assert again.spec_hash == spec.spec_hash
+    # Swarm: what a stack cannot do is a loss, the rest is in the stack file.
+    code, out, err = run("--to", "swarm", str(path))
+    assert code == 0, err
+    stack = yaml.safe_load(out)["services"]["gw"]
+    assert stack["cap_add"] == ["NET_ADMIN", "SYS_TIME"] and stack["sysctls"]
+    assert "privileged" not in stack and "gw: privileged: True: Swarm services cannot" in err
+    # Kubernetes: securityContext and tty/stdin; the rest are losses, none dropped silently.
+    code, out, err = run("--to", "kubernetes", str(path))
+    assert code == 0, err
+    (deployment,) = [d for d in docs(out) if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["securityContext"] == {
+        "privileged": True,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"add": ["NET_ADMIN", "SYS_TIME"], "drop": ["ALL"]},
+    }
+    assert container["tty"] and container["stdin"]
+    assert "gw: sysctls:" in err and "gw: devices:" in err

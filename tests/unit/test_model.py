@@ -6,7 +6,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from healerd.model import HealthcheckSpec, PortSpec, PullPolicy, ServiceSpec, VolumeSpec
+from healerd.model import (
+    HealthcheckSpec,
+    LoggingSpec,
+    PortSpec,
+    PullPolicy,
+    ServiceSpec,
+    Ulimit,
+    VolumeSpec,
+)
 
 # Fields that steer healerd and must never replace containers when changed.
 STEERING_ONLY = {
@@ -18,6 +26,46 @@ STEERING_ONLY = {
     "update_config",
     "restart_policy",
     "source_file",
+    "restart",
+}
+# Compose's container settings (issue 16), each with a non-default value.
+HOST_CHANGED: dict[str, Any] = {
+    "hostname": "h",
+    "domainname": "d",
+    "privileged": True,
+    "read_only": True,
+    "init": True,
+    "tty": True,
+    "stdin_open": True,
+    "cap_add": ("NET_ADMIN",),
+    "cap_drop": ("ALL",),
+    "security_opt": ("no-new-privileges:true",),
+    "dns": ("1.1.1.1",),
+    "dns_search": ("lan",),
+    "dns_opt": ("use-vc",),
+    "extra_hosts": ("a:1.2.3.4",),
+    "group_add": ("dialout",),
+    "devices": ("/dev/null",),
+    "device_cgroup_rules": ("c 1:3 rmw",),
+    "tmpfs": ("/run",),
+    "sysctls": (("net.core.somaxconn", "1024"),),
+    "ulimits": (Ulimit("nofile", 1, 2),),
+    "shm_size": 1 << 26,
+    "stop_signal": "SIGINT",
+    "logging": LoggingSpec("local"),
+    "pids_limit": 100,
+    "mem_reservation": 1 << 26,
+    "memswap_limit": -1,
+    "cpu_shares": 512,
+    "cpuset": "0",
+    "oom_score_adj": 100,
+    "ipc": "host",
+    "pid": "host",
+    "userns_mode": "host",
+    "runtime": "runc",
+    "platform": "linux/amd64",
+    "network_mode": "host",
+    "expose": ("80",),
 }
 # Fields that shape the container: a change rolls the service.
 SHAPES_CONTAINER = {
@@ -37,6 +85,7 @@ SHAPES_CONTAINER = {
     "cpus",
     "stop_grace_period",
     "healthcheck",
+    *HOST_CHANGED,
 }
 # A non-default value for each container field.
 CHANGED: dict[str, Any] = {
@@ -56,6 +105,7 @@ CHANGED: dict[str, Any] = {
     "cpus": 0.5,
     "stop_grace_period": 3.0,
     "healthcheck": HealthcheckSpec(test=("CMD", "true")),
+    **HOST_CHANGED,
 }
 
 

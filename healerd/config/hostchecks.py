@@ -1,0 +1,307 @@
+"""Checks for Compose's container settings (healerd.config.hostopts holds their rows).
+
+Each normalises a value the way `docker compose` reads it, so that the engine gets the
+same create request from healerd as from Compose; sets (capabilities, DNS servers) are
+kept in the order written, as Compose passes them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from healerd.config.errors import describe
+from healerd.config.keys import At
+from healerd.config.pairs import labels
+from healerd.config.units import parse_size
+from healerd.config.values import boolean, whole
+from healerd.config.yamlload import LineDict, LineList
+from healerd.model import LoggingSpec, Ulimit
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOSTNAME_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+CAPABILITY_RE = re.compile(r"(?:CAP_)?[A-Z][A-Z_]*|ALL", re.IGNORECASE)
+SIGNAL_RE = re.compile(r"(?:SIG)?[A-Z][A-Z0-9+-]*|[1-9][0-9]?", re.IGNORECASE)
+EXPOSE_RE = re.compile(r"[0-9]{1,5}(?:-[0-9]{1,5})?(?:/(?:tcp|udp|sctp))?")
+_DEVICE_PERMS = re.compile(r"[rwm]{1,3}")
+_ULIMIT_NAMES = (
+    "core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile",
+    "nproc", "rss", "rtprio", "rttime", "sigpending", "stack",
+)  # fmt: skip
+NAMESPACE_MODES = ("host", "private", "shareable", "none", "")
+
+
+def text(value: object, at: At) -> str | None:
+    """A non-empty string; numbers are taken as their text, as YAML authors expect."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        at.error(f"must be a string, not {describe(value)}")
+        return None
+    if not str(value).strip():
+        at.error("must not be empty")
+        return None
+    return str(value)
+
+
+def items(value: object, at: At, *, single: bool = True) -> list[tuple[str, At]]:
+    """The non-empty strings of a list (or one string, where Compose allows it), each
+    with where it sits."""
+    if single and isinstance(value, str | int) and not isinstance(value, bool):
+        one = text(value, at)
+        return [(one, at)] if one else []
+    if not isinstance(value, LineList):
+        what = "a string or a list of strings" if single else "a list of strings"
+        at.error(f"must be {what}, not {describe(value)}")
+        return []
+    out = []
+    for index, item in enumerate(value):
+        item_at = at.item(value, index)
+        got = text(item, item_at)
+        if got is not None:
+            out.append((got, item_at))
+    return out
+
+
+def strings(value: object, at: At, *, single: bool = True) -> tuple[str, ...]:
+    return tuple(entry for entry, _ in items(value, at, single=single))
+
+
+def flag(value: object, at: At) -> bool:
+    return boolean(value, at)
+
+
+def optional_flag(value: object, at: At) -> bool | None:
+    return boolean(value, at)
+
+
+def hostname(value: object, at: At) -> str | None:
+    name = text(value, at)
+    if name is not None and (len(name) > 253 or not HOSTNAME_RE.fullmatch(name)):
+        at.error(f"{name!r} is not a valid host name (letters, digits, '-' and dots)")
+        return None
+    return name
+
+
+def capabilities(value: object, at: At) -> tuple[str, ...]:
+    caps = items(value, at, single=False)
+    for cap, cap_at in caps:
+        if not CAPABILITY_RE.fullmatch(cap):
+            cap_at.error(f"{cap!r} is not a capability (such as NET_ADMIN or ALL)")
+    return tuple(cap for cap, _ in caps)
+
+
+def dns_servers(value: object, at: At) -> tuple[str, ...]:
+    servers = items(value, at)
+    for server, server_at in servers:
+        try:
+            ipaddress.ip_address(server)
+        except ValueError:
+            server_at.error(f"{server!r} is not an IP address")
+    return tuple(server for server, _ in servers)
+
+
+def extra_hosts(value: object, at: At) -> tuple[str, ...]:
+    """`host:ip` (or Compose's `host=ip`) entries, or a mapping of host to ip; the engine
+    takes `host:ip`."""
+    entries: list[tuple[str, str, At]] = []
+    if isinstance(value, LineDict):
+        for host, ip in value.items():
+            entries.append((str(host), str(ip), at.key(value, host)))
+    elif isinstance(value, LineList):
+        for index, item in enumerate(value):
+            item_at = at.item(value, index)
+            entry = text(item, item_at)
+            if entry is None:
+                continue
+            sep = "=" if "=" in entry else ":"
+            host, found, ip = entry.partition(sep)
+            if not found:
+                item_at.error(f"{entry!r} is not host:ip")
+                continue
+            entries.append((host, ip, item_at))
+    else:
+        at.error(f"must be a list of host:ip or a mapping of host to ip, not {describe(value)}")
+    out = []
+    for host, ip, entry_at in entries:
+        address = ip.strip("[]")
+        try:
+            if address != "host-gateway":
+                ipaddress.ip_address(address)
+        except ValueError:
+            entry_at.error(f"{ip!r} is not an IP address (or host-gateway)")
+            continue
+        out.append(f"{host}:{address}")
+    return tuple(out)
+
+
+def string_list(value: object, at: At) -> tuple[str, ...]:
+    return strings(value, at, single=False)
+
+
+def _device_ok(entry: str) -> bool:
+    parts = entry.split(":")
+    if len(parts) > 3 or not parts[0].startswith("/"):
+        return False
+    if len(parts) == 2:
+        return parts[1].startswith("/") or bool(_DEVICE_PERMS.fullmatch(parts[1]))
+    if len(parts) == 3:
+        return parts[1].startswith("/") and bool(_DEVICE_PERMS.fullmatch(parts[2]))
+    return True
+
+
+def devices(value: object, at: At) -> tuple[str, ...]:
+    """Short syntax: HOST[:CONTAINER[:PERMISSIONS]], HOST an absolute path."""
+    out = items(value, at, single=False)
+    for entry, entry_at in out:
+        if not _device_ok(entry):
+            entry_at.error(f"{entry!r} is not HOST[:CONTAINER[:PERMISSIONS]] (absolute paths; rwm)")
+    return tuple(entry for entry, _ in out)
+
+
+def tmpfs(value: object, at: At) -> tuple[str, ...]:
+    out = items(value, at)
+    for entry, entry_at in out:
+        if not entry.startswith("/"):
+            entry_at.error(f"{entry!r} is not an absolute path in the container")
+    return tuple(entry for entry, _ in out)
+
+
+def sysctls(value: object, at: At) -> tuple[tuple[str, str], ...]:
+    return labels(value, at)
+
+
+def _ulimit(name: object, value: object, at: At) -> Ulimit | None:
+    if not isinstance(name, str) or name not in _ULIMIT_NAMES:
+        at.error(f"{name!r} is not a ulimit ({', '.join(_ULIMIT_NAMES)})")
+        return None
+    if isinstance(value, LineDict):
+        unknown = sorted(str(k) for k in value if k not in ("soft", "hard"))
+        if unknown or "soft" not in value or "hard" not in value:
+            at.error("must be a number, or a mapping with soft and hard")
+            return None
+        soft = whole(value["soft"], at.key(value, "soft"), minimum=-1, default=0)
+        hard = whole(value["hard"], at.key(value, "hard"), minimum=-1, default=0)
+        if hard != -1 and soft > hard:
+            at.error(f"soft {soft} is above hard {hard}")
+        return Ulimit(name, soft, hard)
+    limit = whole(value, at, minimum=-1, default=0)
+    return Ulimit(name, limit, limit)
+
+
+def ulimits(value: object, at: At) -> tuple[Ulimit, ...]:
+    if not isinstance(value, LineDict):
+        at.error(f"must map ulimit names to a number or to soft and hard, not {describe(value)}")
+        return ()
+    out = [_ulimit(name, v, at.key(value, name)) for name, v in value.items()]
+    return tuple(sorted((u for u in out if u is not None), key=lambda u: u.name))
+
+
+def size(value: object, at: At) -> int | None:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        at.error(str(exc))
+        return None
+
+
+def swap_size(value: object, at: At) -> int | None:
+    """memswap_limit: a size, or -1 for unlimited swap."""
+    if value == -1 or value == "-1":
+        return -1
+    return size(value, at)
+
+
+def stop_signal(value: object, at: At) -> str | None:
+    sig = text(value, at)
+    if sig is not None and not SIGNAL_RE.fullmatch(sig):
+        at.error(f"{sig!r} is not a signal (such as SIGINT, QUIT or 9)")
+        return None
+    return sig
+
+
+def logging(value: object, at: At) -> LoggingSpec | None:
+    if not isinstance(value, LineDict):
+        at.error(f"must be a mapping with driver and options, not {describe(value)}")
+        return None
+    for key in value:
+        if key not in ("driver", "options"):
+            at.key(value, key).error(f"unknown key {key!r}: logging takes driver and options")
+    driver = value.get("driver")
+    name = text(driver, at.key(value, "driver")) if driver is not None else ""
+    options = value.get("options")
+    pairs = labels(options, at.key(value, "options")) if options is not None else ()
+    return LoggingSpec(name or "", pairs)
+
+
+def pids_limit(value: object, at: At) -> int | None:
+    return whole(value, at, minimum=-1, default=0)
+
+
+def cpu_shares(value: object, at: At) -> int | None:
+    return whole(value, at, minimum=2, maximum=262144, default=1024)
+
+
+def cpuset(value: object, at: At) -> str | None:
+    got = text(value, at)
+    if got is not None and not re.fullmatch(r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*", got):
+        at.error(f"{got!r} is not a CPU list such as 0-3 or 0,2")
+        return None
+    return got
+
+
+def oom_score_adj(value: object, at: At) -> int | None:
+    return whole(value, at, minimum=-1000, maximum=1000, default=0)
+
+
+def namespace(value: object, at: At) -> str | None:
+    """ipc / pid / userns_mode: host, private, ..., or container:NAME. Compose's
+    service:NAME needs the other service's container: not yet."""
+    mode = text(value, at)
+    if mode is None:
+        return None
+    if mode.startswith("service:"):
+        at.error(f"{mode!r}: sharing a namespace with another service is not supported yet")
+        return None
+    if mode not in NAMESPACE_MODES and not mode.startswith("container:"):
+        at.error(f"{mode!r} is not host, private, shareable, none or container:NAME")
+        return None
+    return mode
+
+
+def network_mode(value: object, at: At) -> str | None:
+    mode = text(value, at)
+    if mode is None:
+        return None
+    if mode.startswith(("service:", "container:")):
+        at.error(
+            f"{mode!r}: sharing another container's network is not supported yet (the "
+            "container it names is replaced on every heal); use a network both join"
+        )
+        return None
+    if mode not in ("host", "none", "bridge", "default"):
+        at.error(f"{mode!r} is not host, none, bridge or default")
+        return None
+    return mode
+
+
+def expose(value: object, at: At) -> tuple[str, ...]:
+    out = items(value, at, single=False)
+    for entry, entry_at in out:
+        if not EXPOSE_RE.fullmatch(entry):
+            entry_at.error(f"{entry!r} is not PORT[/PROTOCOL] (tcp, udp or sctp)")
+    return tuple(entry for entry, _ in out)
+
+
+RESTARTS = ("always", "unless-stopped")
+
+
+def restart(value: object, at: At) -> str | None:
+    mode = text(value, at)
+    if mode in RESTARTS:
+        return mode
+    if mode is not None:
+        at.error(
+            f"{mode!r} is not supported yet: healerd restarts every container it runs "
+            '(always or unless-stopped); run-once services ("no", on-failure) are not '
+            "supported yet"
+        )
+    return None

@@ -1,0 +1,185 @@
+"""Compose's interpolation of `${VAR}` in a service file (issue 16), before any check.
+
+As the Compose specification says: `$VAR` and `${VAR}`; `${VAR:-default}` (unset or
+empty) and `${VAR-default}` (unset); `${VAR:?error}` and `${VAR?error}` (an error naming
+file, line and field); `${VAR:+alt}` and `${VAR+alt}`; `$$` is a literal `$`; defaults
+may hold further substitutions. A variable that is not set and has no default is an
+empty string and a warning (Compose's behaviour). Values come from healerd's own
+environment, then from the file's env file: `<name>.env` beside `<name>.yaml` (what
+Compose reads from the project's `.env`), read through the trusted open; the environment
+wins, as in Compose. Only values are interpolated, never keys. A value that was a plain
+(unquoted) scalar and becomes a number or a boolean is read as one, so `replicas: ${N}`
+works.
+
+No error or warning shows a variable's value: only its name.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from healerd.config.envfile import EnvFileError, read_env_file
+from healerd.config.errors import ConfigError
+from healerd.config.keys import At
+from healerd.config.yamlload import LineDict, LineList
+
+log = logging.getLogger("healerd.config")
+
+_NAME = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
+_OPERATORS = (":-", ":?", ":+", "-", "?", "+")
+# Warnings already given (file, line, variable): a reload every resync must not repeat them.
+_WARNED: set[tuple[str, int | None, str]] = set()
+
+
+class _Failed(Exception):
+    pass
+
+
+def project_env(path: Path, *, strict_modes: bool) -> tuple[dict[str, str], list[ConfigError]]:
+    """The variables a service file is interpolated with: its `<name>.env`, then the
+    environment over it."""
+    env_path = path.with_suffix(".env")
+    values: dict[str, str] = {}
+    errors: list[ConfigError] = []
+    if env_path.exists():
+        try:
+            values.update(read_env_file(env_path, strict_modes=strict_modes))
+        except EnvFileError as exc:
+            errors.append(exc.error)
+    values.update(os.environ)
+    return values, errors
+
+
+class _Interpolator:
+    def __init__(self, env: Mapping[str, str], at: At) -> None:
+        self.env, self.at = env, at
+
+    def text(self, s: str) -> str:
+        out: list[str] = []
+        i = 0
+        while i < len(s):
+            j = s.find("$", i)
+            if j < 0 or j == len(s) - 1:
+                out.append(s[i:])
+                break
+            out.append(s[i:j])
+            nxt = s[j + 1]
+            if nxt == "$":
+                out.append("$")
+                i = j + 2
+            elif nxt == "{":
+                end = _closing(s, j + 2)
+                if end < 0:
+                    self._fail("a '${' is not closed by '}'")
+                out.append(self._braced(s[j + 2 : end]))
+                i = end + 1
+            elif m := _NAME.match(s, j + 1):
+                out.append(self._lookup(m.group(0)))
+                i = m.end()
+            else:
+                out.append("$")
+                i = j + 1
+        return "".join(out)
+
+    def _braced(self, inner: str) -> str:
+        m = _NAME.match(inner)
+        if m is None:
+            self._fail(_invalid(inner))
+        name, rest = m.group(0), inner[m.end() :]
+        if not rest:
+            return self._lookup(name)
+        op = next((o for o in _OPERATORS if rest.startswith(o)), None)
+        if op is None:
+            self._fail(_invalid(inner))
+        arg = rest[len(op) :]
+        value = self.env.get(name)
+        present = value is not None and (value != "" or ":" not in op)
+        if op.endswith("-"):
+            return value if present and value is not None else self.text(arg)
+        if op.endswith("+"):
+            return self.text(arg) if present else ""
+        if not present:  # ? and :?
+            state = "empty" if value == "" else "not set"
+            self._fail(f"required variable {name} is {state}: {self.text(arg)}")
+        return value or ""
+
+    def _lookup(self, name: str) -> str:
+        value = self.env.get(name)
+        if value is None:
+            key = (self.at.file, self.at.line, name)
+            if key not in _WARNED:
+                _WARNED.add(key)
+                log.warning(
+                    "%s:%s: %s: variable %s is not set; an empty string is used",
+                    self.at.file, self.at.line, self.at.field, name,
+                )  # fmt: skip
+            return ""
+        return value
+
+    def _fail(self, reason: str) -> NoReturn:
+        self.at.error(reason)
+        raise _Failed
+
+
+def _invalid(inner: str) -> str:
+    return f"'${{{inner[:40]}}}' is not a valid interpolation (${{NAME}}, ${{NAME:-default}}, ...)"
+
+
+def _closing(s: str, start: int) -> int:
+    """The index of the '}' that closes a '${' opened before `start`, nested ones skipped."""
+    depth, i = 1, start
+    while i < len(s):
+        if s.startswith("${", i):
+            depth, i = depth + 1, i + 2
+            continue
+        if s[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _retyped(quoted: bool, before: str, after: str) -> Any:
+    """A plain scalar that was substituted is read again as YAML would read its new text
+    (3 -> int, true -> bool); quoted ones and the rest stay strings."""
+    if before == after or quoted:
+        return after
+    try:
+        value = yaml.safe_load(after)
+    except yaml.YAMLError:
+        return after
+    return value if isinstance(value, int | float | bool) else after
+
+
+def interpolate(data: object, env: Mapping[str, str], at: At) -> None:
+    """Substitute in place every string value below `data` (keys stay as written)."""
+    if isinstance(data, LineDict):
+        for key, value in list(data.items()):
+            key_at = at.key(data, key)
+            if isinstance(value, str) and "$" in value:
+                try:
+                    new = _Interpolator(env, key_at).text(value)
+                except _Failed:
+                    data[key] = None  # reported; its own check need not complain too
+                    continue
+                data[key] = _retyped(key in data.quoted, value, new)
+            else:
+                interpolate(value, env, key_at)
+    elif isinstance(data, LineList):
+        for index, value in enumerate(data):
+            item_at = at.item(data, index)
+            if isinstance(value, str) and "$" in value:
+                try:
+                    data[index] = _Interpolator(env, item_at).text(value)
+                except _Failed:
+                    continue
+            else:
+                interpolate(value, env, item_at)

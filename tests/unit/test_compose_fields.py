@@ -1,0 +1,185 @@
+"""Compose's container settings (issue 16): each is read as Compose reads it, refused with
+file, line and field when wrong, and becomes the engine request Compose would send."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from healerd.config import parse_service_text
+from healerd.engine.request import container_options, exposed, host_options, network_mode
+from healerd.model import LoggingSpec, ServiceSpec, Ulimit
+
+EVERYTHING = """\
+services:
+  gw:
+    image: busybox:1.36
+    restart: unless-stopped
+    hostname: gateway
+    domainname: example.lan
+    privileged: true
+    read_only: true
+    init: true
+    tty: true
+    stdin_open: true
+    cap_add: [NET_ADMIN, SYS_TIME]
+    cap_drop: [ALL]
+    security_opt: ["no-new-privileges:true", "apparmor:unconfined"]
+    dns: 192.168.1.1
+    dns_search: [lan, example.org]
+    dns_opt: [use-vc]
+    extra_hosts: ["broker:10.0.0.5", "gw=host-gateway"]
+    group_add: [dialout, 20]
+    devices: ["/dev/null:/dev/xnull:rw", /dev/zero]
+    device_cgroup_rules: ["c 188:* rmw"]
+    tmpfs: [/run, "/tmp:size=64m"]
+    sysctls: {net.core.somaxconn: 1024}
+    ulimits: {nofile: {soft: 20000, hard: 40000}, nproc: 65535}
+    shm_size: 64m
+    stop_signal: SIGINT
+    logging: {driver: json-file, options: {max-size: 10m, max-file: 3}}
+    pids_limit: 200
+    mem_reservation: 32m
+    memswap_limit: -1
+    cpu_shares: 512
+    cpuset: "0-1"
+    oom_score_adj: -500
+    ipc: shareable
+    pid: host
+    userns_mode: host
+    runtime: runc
+    platform: linux/amd64
+    network_mode: host
+    expose: [1883, "5683-5684/udp"]
+"""
+
+
+def load(text: str) -> ServiceSpec:
+    result = parse_service_text(textwrap.dedent(text), "stack.yaml")
+    assert result.errors == (), [str(e) for e in result.errors]
+    assert result.services is not None
+    (spec,) = result.services.values()
+    return spec
+
+
+def errors(text: str) -> list[str]:
+    return [str(e) for e in parse_service_text(textwrap.dedent(text), "stack.yaml").errors]
+
+
+def test_every_setting_is_read_as_compose_reads_it() -> None:
+    s = load(EVERYTHING)
+    assert (s.hostname, s.domainname, s.restart) == ("gateway", "example.lan", "unless-stopped")
+    assert s.privileged and s.read_only and s.init and s.tty and s.stdin_open
+    assert s.cap_add == ("NET_ADMIN", "SYS_TIME") and s.cap_drop == ("ALL",)
+    assert s.dns == ("192.168.1.1",) and s.dns_search == ("lan", "example.org")
+    assert s.extra_hosts == ("broker:10.0.0.5", "gw:host-gateway")
+    assert s.group_add == ("dialout", "20")
+    assert s.devices == ("/dev/null:/dev/xnull:rw", "/dev/zero")
+    assert s.tmpfs == ("/run", "/tmp:size=64m")
+    assert s.sysctls == (("net.core.somaxconn", "1024"),)
+    assert s.ulimits == (Ulimit("nofile", 20000, 40000), Ulimit("nproc", 65535, 65535))
+    assert s.shm_size == 64 * 2**20 and s.mem_reservation == 32 * 2**20
+    assert s.memswap_limit == -1
+    assert s.logging == LoggingSpec("json-file", (("max-file", "3"), ("max-size", "10m")))
+    assert s.expose == ("1883", "5683-5684/udp")
+    assert s.network_mode == "host"
+
+
+def test_the_engine_request_carries_every_setting() -> None:
+    s = load(EVERYTHING)
+    host = host_options(s)
+    assert host == {
+        "privileged": True,
+        "read_only": True,
+        "cap_add": ["NET_ADMIN", "SYS_TIME"],
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true", "apparmor:unconfined"],
+        "dns": ["192.168.1.1"],
+        "dns_search": ["lan", "example.org"],
+        "dns_opt": ["use-vc"],
+        "extra_hosts": ["broker:10.0.0.5", "gw:host-gateway"],
+        "group_add": ["dialout", "20"],
+        "devices": ["/dev/null:/dev/xnull:rw", "/dev/zero"],
+        "device_cgroup_rules": ["c 188:* rmw"],
+        "tmpfs": ["/run", "/tmp:size=64m"],
+        "sysctls": {"net.core.somaxconn": "1024"},
+        "shm_size": 64 * 2**20,
+        "pids_limit": 200,
+        "mem_reservation": 32 * 2**20,
+        "memswap_limit": -1,
+        "cpu_shares": 512,
+        "cpuset_cpus": "0-1",
+        "oom_score_adj": -500,
+        "ipc_mode": "shareable",
+        "pid_mode": "host",
+        "userns_mode": "host",
+        "runtime": "runc",
+        "init": True,
+        "ulimits": [
+            {"name": "nofile", "soft": 20000, "hard": 40000},
+            {"name": "nproc", "soft": 65535, "hard": 65535},
+        ],
+        "log_config": {"type": "json-file", "config": {"max-file": "3", "max-size": "10m"}},
+    }
+    assert container_options(s) == {
+        "hostname": "gateway",
+        "domainname": "example.lan",
+        "stop_signal": "SIGINT",
+        "tty": True,
+        "stdin_open": True,
+    }
+    assert exposed(s) == [1883, (5683, "udp"), (5684, "udp")]
+    assert network_mode(s) == "host"
+
+
+def test_a_service_without_them_sends_what_it_sent_before() -> None:
+    s = load("services:\n  a:\n    image: busybox:1.36\n")
+    assert host_options(s) == {} and container_options(s) == {}
+    assert s.spec_hash == ServiceSpec(name="a", image="busybox:1.36").spec_hash
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("restart: on-failure", "services.x.restart: 'on-failure' is not supported yet"),
+        ('restart: "no"', "services.x.restart: 'no' is not supported yet"),
+        ("hostname: -bad-", "services.x.hostname: '-bad-' is not a valid host name"),
+        ("privileged: yes please", "services.x.privileged: must be true or false"),
+        ("cap_add: [NET ADMIN]", "services.x.cap_add[0]: 'NET ADMIN' is not a capability"),
+        ("cap_add: NET_ADMIN", "services.x.cap_add: must be a list of strings"),
+        ("dns: [1.2.3]", "services.x.dns[0]: '1.2.3' is not an IP address"),
+        ("extra_hosts: [broker]", "services.x.extra_hosts[0]: 'broker' is not host:ip"),
+        ("extra_hosts: {a: nope}", "services.x.extra_hosts.a: 'nope' is not an IP address"),
+        ("devices: [dev/null]", "services.x.devices[0]: 'dev/null' is not HOST[:CONTAINER"),
+        ("devices: ['/dev/a:/dev/b:rwx']", "services.x.devices[0]: '/dev/a:/dev/b:rwx' is not"),
+        ("tmpfs: [run]", "services.x.tmpfs[0]: 'run' is not an absolute path"),
+        ("ulimits: {nofiles: 1}", "services.x.ulimits.nofiles: 'nofiles' is not a ulimit"),
+        ("ulimits: {nofile: {soft: 9, hard: 1}}", "services.x.ulimits.nofile: soft 9 is above"),
+        ("ulimits: {nofile: {soft: 9}}", "must be a number, or a mapping with soft and hard"),
+        ("shm_size: lots", "services.x.shm_size: "),
+        ("stop_signal: [INT]", "services.x.stop_signal: must be a string"),
+        ("logging: {driver: local, opts: {}}", "services.x.logging.opts: unknown key 'opts'"),
+        ("pids_limit: -2", "services.x.pids_limit: must be at least -1"),
+        ("cpu_shares: 1", "services.x.cpu_shares: must be at least 2"),
+        ("cpuset: all", "services.x.cpuset: 'all' is not a CPU list"),
+        ("oom_score_adj: 2000", "services.x.oom_score_adj: must be at most 1000"),
+        ("ipc: service:db", "services.x.ipc: 'service:db': sharing a namespace"),
+        ("pid: everything", "services.x.pid: 'everything' is not host, private"),
+        ("network_mode: service:vpn", "services.x.network_mode: 'service:vpn': sharing"),
+        ("network_mode: bridged", "services.x.network_mode: 'bridged' is not host, none"),
+        ("expose: [http]", "services.x.expose[0]: 'http' is not PORT[/PROTOCOL]"),
+        ("read_onyl: true", "unknown key 'read_onyl' (did you mean 'read_only'?)"),
+        ("network_mod: host", "unknown key 'network_mod' (did you mean 'network_mode'?)"),
+    ],
+)
+def test_a_wrong_value_is_refused_with_file_line_and_field(line: str, message: str) -> None:
+    found = errors(f"services:\n  x:\n    image: busybox:1.36\n    {line}\n")
+    assert any(e.startswith("stack.yaml:4:") and message in e for e in found), found
+
+
+def test_network_mode_cannot_be_combined_with_networks() -> None:
+    found = errors(
+        "services:\n  x:\n    image: busybox:1.36\n    network_mode: host\n    networks: [a]\n"
+    )
+    assert found == ["stack.yaml:4:5: services.x.network_mode: cannot be combined with networks"]

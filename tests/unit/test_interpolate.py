@@ -1,0 +1,106 @@
+"""Compose's interpolation in service files (issue 16): the forms of the specification,
+values from `<name>.env` beside the file and from the environment (which wins), errors
+that name file, line and field but never a value."""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from healerd.config import load_service_file, parse_service_text
+
+ENV = {"TAG": "1.36", "PORT": "8080", "EMPTY": "", "N": "3", "SECRET": "s3cret-pin-123456"}
+
+
+def spec_of(body: str, env: dict[str, str] = ENV) -> object:
+    text = "services:\n  web:\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    result = parse_service_text(text, "web.yaml", env=env)
+    assert result.errors == (), [str(e) for e in result.errors]
+    assert result.services is not None
+    return result.services["web"]
+
+
+def errors_of(body: str, env: dict[str, str] = ENV) -> list[str]:
+    text = "services:\n  web:\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    return [str(e) for e in parse_service_text(text, "web.yaml", env=env).errors]
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("busybox:${TAG}", "busybox:1.36"),
+        ("busybox:$TAG", "busybox:1.36"),
+        ("busybox:${NOPE:-1.35}", "busybox:1.35"),
+        ("busybox:${EMPTY:-1.34}", "busybox:1.34"),
+        ("busybox:1${EMPTY-.33}", "busybox:1"),
+        ("busybox:${NOPE-${TAG}}", "busybox:1.36"),
+        ("busybox:${TAG:+1.0}", "busybox:1.0"),
+        ("busybox:1${NOPE:+.0}", "busybox:1"),
+    ],
+)
+def test_the_forms_of_the_specification(written: str, read: str) -> None:
+    assert spec_of(f"image: {written}\n").image == read  # type: ignore[attr-defined]
+
+
+def test_dollar_dollar_is_a_literal_dollar_and_numbers_become_numbers() -> None:
+    s = spec_of(
+        """\
+        image: busybox:1.36
+        command: ["sh", "-c", "echo $$HOME"]
+        replicas: ${N}
+        ports: ["${PORT}"]
+        """
+    )
+    assert s.command == ("sh", "-c", "echo $HOME")  # type: ignore[attr-defined]
+    assert s.replicas == 3  # type: ignore[attr-defined]
+    assert s.ports[0].container_port == 8080  # type: ignore[attr-defined]
+
+
+def test_a_quoted_substitution_stays_a_string() -> None:
+    assert errors_of('image: busybox\nreplicas: "${N}"\n') == [
+        "web.yaml:4:5: services.web.replicas: must be a whole number, not a string"
+    ]
+
+
+def test_required_variables_fail_with_file_line_and_field_never_a_value() -> None:
+    found = errors_of("image: busybox\nuser: ${NOPE:?set the user}\nhostname: ${EMPTY:?}\n")
+    assert found == [
+        "web.yaml:4:5: services.web.user: required variable NOPE is not set: set the user",
+        "web.yaml:5:5: services.web.hostname: required variable EMPTY is empty: ",
+    ]
+    bad = errors_of("image: busybox\nhostname: ${SECRET\n")
+    assert bad == ["web.yaml:4:5: services.web.hostname: a '${' is not closed by '}'"]
+    assert all("s3cret" not in e for e in bad + found)
+
+
+def test_an_unset_variable_is_empty_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "healerd.config")
+    for _ in range(2):  # a reload does not repeat it
+        assert spec_of("image: busybox\nhostname: gw${UNSET_ONE}\n").hostname == "gw"  # type: ignore[attr-defined]
+    assert [r.getMessage() for r in caplog.records] == [
+        "web.yaml:4: services.web.hostname: variable UNSET_ONE is not set; an empty string is used"
+    ]
+
+
+def test_keys_are_never_interpolated() -> None:
+    labels = spec_of("image: busybox\nlabels:\n  ${TAG}: x\n").labels  # type: ignore[attr-defined]
+    assert labels == (("${TAG}", "x"),)
+
+
+def test_the_files_env_file_gives_values_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "stack.yaml").write_text(
+        "services:\n  web:\n    image: busybox:${TAG}\n    hostname: ${HOST}\n"
+    )
+    (tmp_path / "stack.env").write_text("TAG=1.35\nHOST=from-file\n")
+    monkeypatch.setenv("HOST", "from-env")
+    monkeypatch.delenv("TAG", raising=False)
+    result = load_service_file(tmp_path / "stack.yaml")
+    assert result.errors == ()
+    assert result.services is not None
+    web = result.services["web"]
+    assert (web.image, web.hostname) == ("busybox:1.35", "from-env")
