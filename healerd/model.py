@@ -101,6 +101,34 @@ class HealthcheckSpec:
 
 
 @dataclass(frozen=True)
+class NetworkDecl:
+    """A network of a Compose project that healerd creates when it is missing (never an
+    external one): `name` is the engine's name (`<project>_<key>` unless given)."""
+
+    name: str
+    project: str
+    key: str
+    driver: str = "bridge"
+    internal: bool = False
+    attachable: bool = False
+    labels: tuple[tuple[str, str], ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class VolumeDecl:
+    """A named volume of a Compose project that healerd creates when it is missing, and
+    never removes."""
+
+    name: str
+    project: str
+    key: str
+    driver: str = "local"
+    labels: tuple[tuple[str, str], ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class LoggingSpec:
     """Compose's `logging`: the engine's log driver for the container and its options."""
 
@@ -171,7 +199,10 @@ class ServiceSpec:
     working_dir: str | None = None
     volumes: tuple[VolumeSpec, ...] = ()
     ports: tuple[PortSpec, ...] = ()
-    networks: tuple[str, ...] = ()
+    networks: tuple[str, ...] = ()  # the engine's names, the first the primary one
+    # Aliases declared per network (engine name -> aliases); the service name is always
+    # an alias on every user-defined network, as in Compose.
+    network_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
     mem_limit: int | None = None
     cpus: float | None = None
     stop_grace_period: float = 10.0
@@ -223,6 +254,11 @@ class ServiceSpec:
     # Compose's `restart`; only always and unless-stopped are accepted for now, which is
     # what healerd does anyway: Docker's own restart policy stays "no".
     restart: str | None = steering(None)
+    # The Compose project (the file) and what it declares that this service uses: made
+    # when missing, before the container (their names are in the fields above already).
+    project: str = steering("")
+    networks_to_create: tuple[NetworkDecl, ...] = steering(())
+    volumes_to_create: tuple[VolumeDecl, ...] = steering(())
     update_config: UpdateConfig = field(default_factory=UpdateConfig, metadata=STEERING)
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy, metadata=STEERING)
     source_file: str = field(default="", compare=False, metadata=STEERING)

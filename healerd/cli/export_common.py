@@ -158,5 +158,13 @@ def named_volumes(specs: list[ServiceSpec]) -> list[str]:
     return sorted(names)
 
 
+def user_networks(spec: ServiceSpec) -> list[str]:
+    """The networks a service names: not its project's default network, which every
+    target gives it anyway (Compose and Swarm a default network, Kubernetes its flat
+    pod network with service DNS)."""
+    default = {n.name for n in spec.networks_to_create if n.key == "default"}
+    return [n for n in spec.networks if n not in default]
+
+
 def networks(specs: list[ServiceSpec]) -> list[str]:
-    return sorted({n for s in specs for n in s.networks})
+    return sorted({n for s in specs for n in user_networks(s)})

@@ -19,6 +19,7 @@ from healerd.cli.export_common import (
     networks,
     port_short,
     size_text,
+    user_networks,
 )
 from healerd.cli.export_host import compose_fields
 from healerd.model import ServiceSpec
@@ -50,8 +51,8 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     svc = compose_base(spec)
     if spec.ports:
         svc["ports"] = [port_short(p) for p in spec.ports]
-    if spec.networks:
-        svc["networks"] = list(spec.networks)
+    if user_networks(spec):
+        svc["networks"] = user_networks(spec)
     if spec.mem_limit is not None:
         svc["mem_limit"] = size_text(spec.mem_limit)
     if spec.cpus is not None:
@@ -71,10 +72,15 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
 
 def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
     losses: list[Loss] = []
-    doc: dict[str, Any] = {"services": {s.name: _service(s, losses) for s in specs}}
+    doc: dict[str, Any] = {}
+    projects = {s.project for s in specs}
+    if len(projects) == 1 and "" not in projects:
+        doc["name"] = projects.pop()  # the same `<project>_default` network
+    doc["services"] = {s.name: _service(s, losses) for s in specs}
     nets = networks(specs)
     if nets:
-        doc["networks"] = {n: {"external": True} for n in nets}  # healerd never creates them
+        # By the names they have on this engine, where they exist already.
+        doc["networks"] = {n: {"external": True} for n in nets}
     vols = named_volumes(specs)
     if vols:
         # `name:` keeps the very volume healerd used (no project prefix): the data stays.

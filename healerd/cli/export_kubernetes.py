@@ -22,6 +22,7 @@ from healerd.cli.export_common import (
     changed,
     dump,
     header,
+    user_networks,
     whole_seconds,
 )
 from healerd.cli.export_host import kubernetes_fields
@@ -234,7 +235,7 @@ def claim(name: str) -> dict[str, Any]:
 def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
     if k8s_name(spec.name) != spec.name:
         out.notes.append(f"{spec.name}: named {k8s_name(spec.name)} (a DNS label) in Kubernetes")
-    if spec.networks:
+    if user_networks(spec):
         out.losses.append(Loss(spec.name, "networks", "Kubernetes has one flat pod network; "
                                "isolate with NetworkPolicy"))  # fmt: skip
     for field, value in changed(spec, tuple(LOST)):

@@ -16,6 +16,7 @@ from healerd.cli.export_common import (
     named_volumes,
     networks,
     size_text,
+    user_networks,
 )
 from healerd.cli.export_host import swarm_fields
 from healerd.model import PortSpec, ServiceSpec
@@ -95,8 +96,8 @@ def _service(spec: ServiceSpec, losses: list[Loss], notes: list[str]) -> dict[st
     svc = compose_base(spec)
     if spec.ports:
         svc["ports"] = [_port(spec, p, losses, notes) for p in spec.ports]
-    if spec.networks:
-        svc["networks"] = list(spec.networks)
+    if user_networks(spec):
+        svc["networks"] = user_networks(spec)
     svc |= swarm_fields(spec, losses)
     svc["deploy"] = _deploy(spec)
     for name, value in changed(spec, tuple(LOST)):

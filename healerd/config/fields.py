@@ -201,8 +201,10 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "networks",
-        "list of names, or mapping of names to null",
-        "Existing networks to connect the containers to (healerd does not create them).",
+        "list of names, or mapping of names to null or {aliases}",
+        "Networks the containers join, with the service name (and `aliases`) as aliases: one "
+        "declared under the file's top-level networks is the project's (`<project>_<key>`, "
+        "made by healerd), another name an existing network. Absent: `<project>_default`.",
         "[backend]",
         schema={
             "anyOf": [
@@ -215,7 +217,11 @@ SERVICE_FIELDS: tuple[Key, ...] = (
                 {
                     "type": "object",
                     "propertyNames": _NETWORK_NAME,
-                    "additionalProperties": {"type": ["object", "null"], "maxProperties": 0},
+                    "additionalProperties": {
+                        "type": ["object", "null"],
+                        "properties": {"aliases": {"type": "array", "items": {"type": "string"}}},
+                        "additionalProperties": False,
+                    },
                     "maxProperties": MAX_ENTRIES,
                 },
             ]

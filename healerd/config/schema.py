@@ -26,6 +26,7 @@ from typing import Any
 from healerd.config.envfile import MAX_ENV_FILE_SIZE, MAX_ENV_FILES
 from healerd.config.fields import SERVICE_FIELDS
 from healerd.config.keys import MAX_ENTRIES, Key
+from healerd.config.project import PROJECT_NAME_RE
 from healerd.config.servicefile import (
     MAX_ERRORS_PER_FILE,
     MAX_SERVICES_PER_FILE,
@@ -107,11 +108,40 @@ def service_schema() -> dict[str, Any]:
                         "maxProperties": MAX_SERVICES_PER_FILE,
                     },
                 ],
-            }
+            },
+            "name": {
+                "description": "The Compose project name (default: the file's name).",
+                "type": "string",
+                "pattern": f"^{PROJECT_NAME_RE.pattern}$",
+            },
+            "version": {"description": "Accepted and ignored, as Compose does."},
+            "networks": _declarations(
+                "Networks of the project: `<project>_<key>` unless `name:` or `external`.",
+                ("name", "external", "driver", "internal", "attachable", "labels", "driver_opts"),
+            ),
+            "volumes": _declarations(
+                "Named volumes of the project: `<project>_<key>` unless `name:` or `external`.",
+                ("name", "external", "driver", "labels", "driver_opts"),
+            ),
         },
         "patternProperties": _EXTENSION,
         "additionalProperties": False,
         "definitions": {"service": service},
+    }
+
+
+def _declarations(description: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    types = {"external": "boolean", "internal": "boolean", "attachable": "boolean"}
+    props: dict[str, Any] = {k: {"type": types.get(k, "string")} for k in keys}
+    props["labels"] = props["driver_opts"] = {"type": ["object", "array"]}
+    return {
+        "description": description,
+        "type": ["object", "null"],
+        "additionalProperties": {
+            "type": ["object", "null"],
+            "properties": props,
+            "additionalProperties": False,
+        },
     }
 
 

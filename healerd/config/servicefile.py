@@ -16,6 +16,7 @@ from healerd.config.errors import ConfigError, describe, sort_errors
 from healerd.config.interpolate import interpolate, project_env
 from healerd.config.keys import At, Context, unknown_keys
 from healerd.config.ports import HostPorts, describe_port
+from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
 from healerd.config.service import check_service
 from healerd.config.yamlload import (
     LineDict,
@@ -63,7 +64,9 @@ def _valid_name(name: object, at: At) -> bool:
     return True
 
 
-def _services(services: LineDict, at: At) -> tuple[dict[str, ServiceSpec], _Positions]:
+def _services(
+    services: LineDict, at: At, project: Project
+) -> tuple[dict[str, ServiceSpec], _Positions]:
     specs: dict[str, ServiceSpec] = {}
     lines: _Positions = {}
     if len(services) > MAX_SERVICES_PER_FILE:
@@ -81,6 +84,7 @@ def _services(services: LineDict, at: At) -> tuple[dict[str, ServiceSpec], _Posi
         spec = check_service(name, body, name_at)
         if spec is None:
             continue
+        spec = resolve(spec, body, project, name_at)
         if (clash := claimed.clash(spec)) is not None:
             other, port = order[clash[0]], clash[1]
             name_at.key(body, "ports").error(
@@ -105,7 +109,8 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
             f"must be a mapping with a 'services' key, not {describe(data)}"
         )
         return {}, {}
-    unknown_keys(data, at, ("services",))
+    unknown_keys(data, at, TOP_LEVEL_KEYS)
+    project = read_project(data, at)
     services = data.get("services")
     services_at = at.key(data, "services")
     if services is None:
@@ -113,7 +118,7 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
     if not isinstance(services, LineDict):
         services_at.error(f"must map service names to services, not {describe(services)}")
         return {}, {}
-    return _services(services, services_at)
+    return _services(services, services_at, project)
 
 
 def _result(

@@ -135,8 +135,14 @@ def networks(value: object, at: At) -> tuple[str, ...]:
     elif isinstance(value, LineDict):
         for name, options in value.items():
             entries.append((name, at.key(value, name)))
-            if options is not None and options != {}:
-                entries[-1][1].error("per-network options are not supported; leave it empty")
+            if isinstance(options, LineDict):
+                for key in options:
+                    if key != "aliases":
+                        entries[-1][1].key(options, key).error(
+                            f"{key!r} is not supported yet (only aliases)"
+                        )
+            elif options is not None:
+                entries[-1][1].error(f"must be a mapping with aliases, not {describe(options)}")
     else:
         at.error(f"must be a list of network names, not {describe(value)}")
     names: set[str] = set()

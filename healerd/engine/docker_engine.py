@@ -187,6 +187,7 @@ class DockerEngine:
             base_url=base_url, version=API_VERSION, timeout=int(timeout), max_pool_size=pool_size
         )
         self._watch_lock = threading.Lock()
+        self._ensure_lock = threading.Lock()  # two workers must not make one network twice
         self._watch_stream: Any = None
         self._watch_stopped = False
 
@@ -259,6 +260,7 @@ class DockerEngine:
         binds, anonymous = self._mounts(spec, inherit)
         port_bindings = _port_bindings(spec)
         networks = list(spec.networks)
+        self._ensure(spec)
         with _translated(f"create {name}"):
             host_config = self._api.create_host_config(
                 binds=binds or None,
@@ -281,6 +283,7 @@ class DockerEngine:
                 host_config=host_config,
                 healthcheck=_healthcheck(spec),
                 stop_timeout=int(spec.stop_grace_period),
+                networking_config=self._endpoints(spec, networks[:1]),
                 **request.container_options(spec),
             )
             # The SDK ties StdinOnce to stdin_open; Compose (and `docker run -i`) do not.
@@ -290,13 +293,51 @@ class DockerEngine:
         try:
             with _translated(f"start {name}"):
                 for net in networks[1:]:
-                    self._api.connect_container_to_network(container_id, net)
+                    aliases = request.aliases(spec, net)
+                    self._api.connect_container_to_network(container_id, net, aliases=aliases)
                 self._api.start(container_id)
         except EngineError:
             # Leave nothing half-made behind; the next pass creates a fresh one.
             self._remove_quietly(container_id)
             raise
         return container_id
+
+    def _endpoints(self, spec: ServiceSpec, networks: list[str]) -> Any:
+        """The primary network's endpoint with the service's aliases (None: the engine's
+        default, or a network without aliases such as host)."""
+        with_aliases = {net: request.aliases(spec, net) for net in networks}
+        if not any(with_aliases.values()):
+            return None
+        return self._api.create_networking_config(
+            {net: self._api.create_endpoint_config(aliases=a) for net, a in with_aliases.items()}
+        )
+
+    def _ensure(self, spec: ServiceSpec) -> None:
+        """The project's networks and volumes this service uses, made when missing (with
+        healerd's labels); one that exists is used as it is, whoever made it."""
+        with self._ensure_lock:
+            for n in spec.networks_to_create:
+                with _translated(f"network {n.name}"):
+                    if not self._api.networks(names=[n.name]):
+                        self._api.create_network(
+                            n.name,
+                            driver=n.driver,
+                            options=dict(n.options) or None,
+                            internal=n.internal,
+                            attachable=n.attachable,
+                            labels={**dict(n.labels), **request.owner_labels(n)},
+                        )
+            for v in spec.volumes_to_create:
+                with _translated(f"volume {v.name}"):
+                    try:
+                        self._api.inspect_volume(v.name)
+                    except docker.errors.NotFound:
+                        self._api.create_volume(
+                            v.name,
+                            driver=v.driver,
+                            driver_opts=dict(v.options) or None,
+                            labels={**dict(v.labels), **request.owner_labels(v)},
+                        )
 
     def _mounts(
         self, spec: ServiceSpec, inherit: Sequence[tuple[str, str]]

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from healerd.model import ServiceSpec
+from healerd.model import NetworkDecl, ServiceSpec, VolumeDecl
+
+# Networks on which the engine takes no aliases.
+_NO_ALIASES = ("bridge", "host", "none", "default")
+LABEL_PROJECT = "io.healerd.project"
 
 
 def _set(out: dict[str, Any], key: str, value: object) -> None:
@@ -98,3 +102,16 @@ def network_mode(spec: ServiceSpec) -> str | None:
     if spec.network_mode is not None:
         return spec.network_mode
     return spec.networks[0] if spec.networks else None
+
+
+def aliases(spec: ServiceSpec, network: str) -> list[str]:
+    """The service name, then the aliases it declares for `network`, as Compose sets them:
+    how the other services of the project find its replicas by name."""
+    if network in _NO_ALIASES or network.startswith("container:"):
+        return []
+    return [spec.name, *dict(spec.network_aliases).get(network, ())]
+
+
+def owner_labels(decl: NetworkDecl | VolumeDecl) -> dict[str, str]:
+    kind = "io.healerd.network" if isinstance(decl, NetworkDecl) else "io.healerd.volume"
+    return {LABEL_PROJECT: decl.project, kind: decl.key}

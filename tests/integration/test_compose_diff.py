@@ -8,10 +8,11 @@ tests/unit/test_compose_fields.py.
 
 Compared: HostConfig (capabilities, devices, DNS, hosts, limits, namespaces, tmpfs,
 sysctls, ulimits, log config, network mode of the host-network service...) and Config
-(command, env, user, hostname, stop signal, exposed ports, tty...). Left out, as the
+(command, env, user, hostname, stop signal, exposed ports, tty...), and the networks
+each container joins with its aliases (both on `cdiff_default`: healerd names the
+project after its file, cdiff.yaml, and uses the network Compose made). Left out, as the
 README explains: labels (each tool adds its own), the restart policy (healerd is the one
-healer: Docker's stays "no"), the container name, and the network of a bridged service
-(Compose puts it on `<project>_default`, which healerd does not create yet).
+healer: Docker's stays "no") and the container name.
 """
 
 from __future__ import annotations
@@ -105,8 +106,13 @@ def normalised(info: dict[str, Any], service: str) -> dict[str, Any]:
     out |= {f"Config.{k}": config.get(k) for k in CONFIG_KEYS}
     out = {k: v if v else None for k, v in out.items()}  # [] and {} are "not set" too
     out["Config.Env"] = sorted(config.get("Env") or [])
-    if service == "hostnet":
-        out["HostConfig.NetworkMode"] = host.get("NetworkMode")
+    out["HostConfig.NetworkMode"] = host.get("NetworkMode")
+    # The networks joined and each one's aliases (the engine adds the short id: not ours).
+    networks = info["NetworkSettings"]["Networks"] or {}
+    out["Networks"] = {
+        net: sorted(set(ep.get("Aliases") or []) - {info["Id"][:12]})
+        for net, ep in networks.items()
+    }
     return out
 
 

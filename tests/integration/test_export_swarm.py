@@ -25,6 +25,7 @@ from healerd.cli import healerctl
 from tests.integration.conftest import unique
 from tests.support.busybox_image import COMMAND, build
 from tests.support.dockerd import PrivateDockerd
+from tests.support.netprobe import fetch_by_name
 from tests.support.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,27 +81,6 @@ def running_tasks(api: docker.APIClient, service: str) -> list[dict[str, Any]]:
 
 def task_containers(api: docker.APIClient, service: str) -> list[str]:
     return [t["Status"]["ContainerStatus"]["ContainerID"] for t in running_tasks(api, service)]
-
-
-def run_in(api: docker.APIClient, container: str, *cmd: str) -> str:
-    """The command's output, or "" if it failed."""
-    exec_id = api.exec_create(container, list(cmd))["Id"]
-    output = api.exec_start(exec_id).decode(errors="replace")
-    return output if api.exec_inspect(exec_id)["ExitCode"] == 0 else ""
-
-
-def fetch_by_name(api: docker.APIClient, container: str, name: str, port: int) -> str:
-    """Resolve `name` through Swarm's DNS (127.0.0.11) and fetch / from each address.
-
-    Debian's busybox-static wget segfaults in a swarm task, even on an address (static
-    glibc cannot load its NSS modules), so the name is resolved with busybox's own
-    nslookup and the page fetched with nc."""
-    answer = run_in(api, container, "busybox", "nslookup", name)
-    addresses = [line.split()[-1] for line in answer.splitlines() if line.startswith("Address:")]
-    addresses = [a for a in addresses if not a.startswith("127.")]  # the server's own line
-    get = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {{}} {port}"
-    pages = [run_in(api, container, "sh", "-c", get.format(a)) for a in addresses]
-    return "".join(pages) if pages and all(pages) else ""
 
 
 def cleanup(api: docker.APIClient, dockerd: PrivateDockerd, stack: str) -> None:

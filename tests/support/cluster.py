@@ -60,6 +60,12 @@ class Cluster:
             if m.get("Type") == "volume" and len(m.get("Name", "")) == 64:
                 with contextlib.suppress(docker.errors.APIError):
                     self.api.remove_volume(m["Name"])
+        if label == LABEL_SERVICE:
+            # The project networks and volumes healerd made (it never removes them itself).
+            with contextlib.suppress(docker.errors.APIError):
+                self.api.prune_networks(filters={"label": "io.healerd.project"})
+            with contextlib.suppress(docker.errors.APIError):
+                self.api.prune_volumes(filters={"label": "io.healerd.project"})
 
 
 def live(cs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from healerd.config import ConfigError, FileResult, load_service_file, parse_service_text
 from healerd.config.units import parse_duration, parse_size
-from healerd.model import PortSpec, ServiceSpec, VolumeSpec
+from healerd.model import NetworkDecl, PortSpec, ServiceSpec, VolumeSpec
 
 F = "conf.d/test.yaml"
 REPO = Path(__file__).resolve().parents[2]
@@ -57,7 +58,11 @@ def where(errors: list[ConfigError]) -> list[tuple[int | None, str]]:
 
 def test_minimal_service_gets_defaults() -> None:
     spec = web()
-    assert spec == ServiceSpec(name="web", image="busybox:1")
+    # The Compose project (the file) gives it its default network (issue 16).
+    assert spec.networks == ("test_default",) and spec.project == "test"
+    assert spec.networks_to_create == (NetworkDecl("test_default", "test", "default"),)
+    bare = dataclasses.replace(spec, networks=(), project="", networks_to_create=())
+    assert bare == ServiceSpec(name="web", image="busybox:1")
     assert spec.replicas == 1
     assert spec.stop_grace_period == 10.0
     assert spec.command is None and spec.entrypoint is None
@@ -103,6 +108,7 @@ services:
         mem_limit=256 * 1024**2,
         cpus=0.5,
         stop_grace_period=10.0,
+        project="test",
     )
 
 
@@ -141,9 +147,8 @@ def test_unknown_top_level_key_suggests_services() -> None:
     assert errors[0].reason == "unknown key 'service' (did you mean 'services'?)"
 
 
-def test_version_key_is_not_allowed() -> None:
-    errors = bad('version: "3"\nservices: {}\n')
-    assert where(errors) == [(1, "version")]
+def test_version_key_is_accepted_and_ignored_as_compose_does() -> None:
+    assert ok('version: "3"\nservices: {}\n') == {}
 
 
 @pytest.mark.parametrize(("text", "line"), [("- a\n- b\n", 1), ("just text\n", 1), ("42\n", 1)])
@@ -580,7 +585,7 @@ def test_fixed_host_port_allows_one_replica() -> None:
 def test_network_forms() -> None:
     assert web("networks: [front, backend]").networks == ("backend", "front")
     assert web("networks:\n  front:\n  backend: {}").networks == ("backend", "front")
-    assert web("networks: []").networks == ()
+    assert web("networks: []").networks == ("test_default",)
 
 
 def test_network_rejections() -> None:
@@ -590,8 +595,8 @@ def test_network_rejections() -> None:
         (7, "services.web.networks[2]"),
         (8, "services.web.networks[3]"),
     ]
-    error = one_error("networks:\n  front: {aliases: [a]}")
-    assert (error.line, error.field) == (5, "services.web.networks.front")
+    error = one_error("networks:\n  front: {ipv4_address: 10.0.0.2}")
+    assert (error.line, error.field) == (5, "services.web.networks.front.ipv4_address")
     assert where(bad(service("networks: front"))) == [(4, "services.web.networks")]
 
 
@@ -705,10 +710,14 @@ def test_spec_hash_changes_with_image_but_not_replicas_or_file() -> None:
     assert web("replicas: 7").spec_hash == base.spec_hash
     other_image = ok(service(image="busybox:2"))["web"]
     assert other_image.spec_hash != base.spec_hash
+    # Another file is another Compose project: another default network, so it rolls...
     moved = parse_service_text(service(), "elsewhere.yaml").services
     assert moved is not None
-    assert moved["web"] == base
-    assert moved["web"].spec_hash == base.spec_hash
+    assert moved["web"].spec_hash != base.spec_hash
+    # ... unless both name the same project.
+    named = parse_service_text("name: test\n" + service(), "elsewhere.yaml").services
+    assert named is not None
+    assert named["web"] == base and named["web"].spec_hash == base.spec_hash
     assert web("stop_grace_period: 10").spec_hash == web("stop_grace_period: 10s").spec_hash
 
 

@@ -299,13 +299,14 @@ def test_the_preference_for_what_runs_holds_for_the_first_merge_only() -> None:
 
 def test_declarations_with_the_same_hash_are_told_apart_by_the_source_file_label() -> None:
     # Same container spec, other replicas: one hash. The file that was applied wins.
+    # (One project name in both: another project would be another default network.)
     z = parse_service_text(
-        "services:\n  web:\n    image: busybox:1\n    replicas: 2\n  other:\n"
+        "name: p\nservices:\n  web:\n    image: busybox:1\n    replicas: 2\n  other:\n"
         "    image: busybox:1\n",
         "z.yaml",
     )
     a = parse_service_text(
-        "services:\n  web:\n    image: busybox:1\n    replicas: 5\n  extra:\n"
+        "name: p\nservices:\n  web:\n    image: busybox:1\n    replicas: 5\n  extra:\n"
         "    image: busybox:1\n",
         "a.yaml",
     )

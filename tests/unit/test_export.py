@@ -311,9 +311,11 @@ def test_container_settings_are_exported_or_reported_lost(tmp_path: Path) -> Non
     code, out, err = run("--to", "compose", str(path))
     assert code == 0, err
     back = tmp_path / "back.yaml"
-    svc = yaml.safe_load(out)["services"]["gw"]
+    exported = yaml.safe_load(out)
+    svc = exported["services"]["gw"]
     svc.pop("x-healerd"), svc.pop("deploy")
-    back.write_text(yaml.safe_dump({"services": {"gw": svc}}))
+    assert exported["name"] == "gw", "the same project, so the same default network"
+    back.write_text(yaml.safe_dump({"name": exported["name"], "services": {"gw": svc}}))
     (again,) = specs_of(back).values()
     assert again.spec_hash == spec.spec_hash
     # Swarm: what a stack cannot do is a loss, the rest is in the stack file.

@@ -27,6 +27,9 @@ STEERING_ONLY = {
     "restart_policy",
     "source_file",
     "restart",
+    "project",
+    "networks_to_create",
+    "volumes_to_create",
 }
 # Compose's container settings (issue 16), each with a non-default value.
 HOST_CHANGED: dict[str, Any] = {
@@ -66,6 +69,7 @@ HOST_CHANGED: dict[str, Any] = {
     "platform": "linux/amd64",
     "network_mode": "host",
     "expose": ("80",),
+    "network_aliases": (("n", ("a",)),),
 }
 # Fields that shape the container: a change rolls the service.
 SHAPES_CONTAINER = {

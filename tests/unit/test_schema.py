@@ -66,7 +66,9 @@ def test_shipped_reference_is_current() -> None:
 
 def test_the_table_covers_the_model() -> None:
     attrs = {key.attr or key.name for key in SERVICE_FIELDS}
-    derived = {"name", "source_file", "env_digest"}  # set by healerd, never written
+    # Set by healerd, never written (the project's from the file's top level).
+    derived = {"name", "source_file", "env_digest", "project", "network_aliases"}
+    derived |= {"networks_to_create", "volumes_to_create"}
     assert attrs == {f.name for f in dataclasses.fields(ServiceSpec)} - derived
     assert all(key.check is not None for key in SERVICE_FIELDS)
     nested = {key.name: key.children for key in SERVICE_FIELDS if key.children}

@@ -1,0 +1,198 @@
+"""A service file is a Compose project (issue 16): its name, its networks and volumes.
+
+- The project name is the top-level `name:`, else the file's name without `.yaml`,
+  lowered to what Compose allows (a-z, 0-9, `_`, `-`).
+- Every service that names no network (and has no network_mode) joins
+  `<project>_default`, as in Compose; a network declared under top-level `networks:` is
+  `<project>_<key>` (or its `name:`; `external: true` means it exists and is never
+  created). Every replica joins each of its networks with the service name as an alias
+  (and the `aliases` it declares): services reach each other by name.
+- A named volume declared under top-level `volumes:` is `<project>_<key>` (or its
+  `name:`, or external). healerd creates declared networks and volumes when missing,
+  before the containers, and never removes a volume.
+- A network or volume a service names that the file does not declare is used by that
+  exact name, as healerd did before it read Compose projects (Compose would refuse it).
+
+`version:` is accepted and ignored, as Compose does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from healerd.config.errors import describe
+from healerd.config.keys import At
+from healerd.config.pairs import labels
+from healerd.config.values import boolean
+from healerd.config.yamlload import LineDict, LineList
+from healerd.model import NetworkDecl, ServiceSpec, VolumeDecl, VolumeSpec
+
+PROJECT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+TOP_LEVEL_KEYS = ("services", "name", "version", "networks", "volumes")
+_NETWORK_KEYS = ("name", "external", "driver", "internal", "attachable", "labels", "driver_opts")
+_VOLUME_KEYS = ("name", "external", "driver", "labels", "driver_opts")
+_NO_ALIAS_NETWORKS = ("bridge", "host", "none")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What one declared network or volume is on the engine."""
+
+    name: str
+    external: bool
+    network: NetworkDecl | None = None
+    volume: VolumeDecl | None = None
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    networks: Mapping[str, Declared]
+    volumes: Mapping[str, Declared]
+
+
+def default_name(file: str) -> str:
+    """Compose's normalisation of a directory name, applied to the file's stem."""
+    stem = PurePath(file).name.rsplit(".", 1)[0].lower()
+    cleaned = re.sub(r"[^a-z0-9_-]", "", stem).lstrip("_-")
+    return cleaned or "default"
+
+
+def _name(data: LineDict, at: At) -> str:
+    value = data.get("name")
+    if value is None:
+        return default_name(at.file)
+    if not isinstance(value, str) or not PROJECT_NAME_RE.fullmatch(value):
+        at.key(data, "name").error(
+            f"{value!r} is not a project name: lower-case letters, digits, '_' and '-', "
+            "starting with a letter or digit"
+        )
+        return default_name(at.file)
+    return value
+
+
+def _options(body: LineDict, known: tuple[str, ...], at: At) -> None:
+    for key in body:
+        if key not in known:
+            at.key(body, key).error(f"{key!r} is not supported yet (supported: {', '.join(known)})")
+
+
+def _declared(key: str, body: object, project: str, at: At, *, network: bool) -> Declared:
+    engine_name = f"{project}_{key}"
+    if body is None:
+        body = LineDict()
+    if not isinstance(body, LineDict):
+        at.error(f"must be a mapping (or empty), not {describe(body)}")
+        return Declared(engine_name, False)
+    _options(body, _NETWORK_KEYS if network else _VOLUME_KEYS, at)
+    external = boolean(body["external"], at.key(body, "external")) if "external" in body else False
+    given = body.get("name")
+    if given is not None and not (isinstance(given, str) and given):
+        at.key(body, "name").error(f"must be a name, not {describe(given)}")
+        given = None
+    name = given or (key if external else engine_name)
+    pairs = {
+        field: labels(body[field], at.key(body, field)) if body.get(field) is not None else ()
+        for field in ("labels", "driver_opts")
+    }
+    driver = body.get("driver")
+    if driver is not None and not isinstance(driver, str):
+        at.key(body, "driver").error(f"must be a string, not {describe(driver)}")
+        driver = None
+    if external:
+        return Declared(name, True)
+    if network:
+        flags = {
+            f: boolean(body[f], at.key(body, f)) if f in body else False
+            for f in ("internal", "attachable")
+        }
+        decl = NetworkDecl(
+            name, project, key, driver or "bridge", flags["internal"], flags["attachable"],
+            pairs["labels"], pairs["driver_opts"],
+        )  # fmt: skip
+        return Declared(name, False, network=decl)
+    vol = VolumeDecl(name, project, key, driver or "local", pairs["labels"], pairs["driver_opts"])
+    return Declared(name, False, volume=vol)
+
+
+def _section(data: LineDict, key: str, project: str, at: At) -> dict[str, Declared]:
+    section = data.get(key)
+    if section is None:
+        return {}
+    section_at = at.key(data, key)
+    if not isinstance(section, LineDict):
+        section_at.error(f"must map names to their settings, not {describe(section)}")
+        return {}
+    return {
+        str(k): _declared(str(k), v, project, section_at.key(section, k), network=key == "networks")
+        for k, v in section.items()
+    }
+
+
+def read_project(data: LineDict, at: At) -> Project:
+    """The project a file's top level declares (its errors reported through `at`)."""
+    name = _name(data, at)
+    networks = _section(data, "networks", name, at)
+    networks.setdefault(
+        "default",
+        Declared(f"{name}_default", False, network=NetworkDecl(f"{name}_default", name, "default")),
+    )
+    return Project(name, networks, _section(data, "volumes", name, at))
+
+
+def _aliases(body: LineDict, key: str, at: At) -> tuple[str, ...]:
+    nets = body.get("networks")
+    if not isinstance(nets, LineDict) or not isinstance(nets.get(key), LineDict):
+        return ()
+    raw = nets[key].get("aliases")
+    if raw is None:
+        return ()
+    alias_at = at.key(body, "networks").key(nets, key).key(nets[key], "aliases")
+    if not isinstance(raw, LineList) or not all(isinstance(a, str) and a for a in raw):
+        alias_at.error(f"must be a list of names, not {describe(raw)}")
+        return ()
+    return tuple(raw)
+
+
+def resolve(spec: ServiceSpec, body: LineDict, project: Project, at: At) -> ServiceSpec:
+    """`spec` with the engine's names of its networks and volumes, and what to create."""
+    keys = spec.networks
+    if not keys and spec.network_mode is None:
+        keys = ("default",)
+    nets: list[str] = []
+    aliases: list[tuple[str, tuple[str, ...]]] = []
+    create_nets: list[NetworkDecl] = []
+    for key in keys:
+        declared = project.networks.get(key)
+        name = declared.name if declared is not None else key
+        nets.append(name)
+        extra = _aliases(body, key, at)
+        if extra and name not in _NO_ALIAS_NETWORKS:
+            aliases.append((name, extra))
+        if declared is not None and declared.network is not None:
+            create_nets.append(declared.network)
+    vols: list[VolumeSpec] = []
+    create_vols: list[VolumeDecl] = []
+    for v in spec.volumes:
+        declared = (
+            project.volumes.get(v.source) if v.source and not v.source.startswith("/") else None
+        )
+        if declared is None:
+            vols.append(v)
+            continue
+        vols.append(dataclasses.replace(v, source=declared.name))
+        if declared.volume is not None:
+            create_vols.append(declared.volume)
+    return dataclasses.replace(
+        spec,
+        networks=tuple(sorted(set(nets))),
+        network_aliases=tuple(sorted(aliases)),
+        volumes=tuple(vols),
+        project=project.name,
+        networks_to_create=tuple(create_nets),
+        volumes_to_create=tuple(create_vols),
+    )

@@ -1,0 +1,108 @@
+"""A service file is a Compose project (issue 16): its default network, service-name DNS
+across a heal, declared networks with aliases, and named volumes as Compose names them."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from collections.abc import Callable, Iterator
+
+import docker
+import pytest
+
+from tests.integration.conftest import IMAGE
+from tests.support.busybox_image import COMMAND
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import Healerd
+from tests.support.netprobe import fetch_by_name
+from tests.support.polling import wait_for
+
+STACK = f"""\
+version: "3.8"
+services:
+  web:
+    image: {IMAGE}
+    command: ["httpd", "-f", "-p", "8080", "-h", "/www"]
+    stop_grace_period: 1s
+    volumes: ["site:/srv"]
+    update_config: {{min_ready_seconds: 0s}}
+  client:
+    image: {IMAGE}
+    command: {list(COMMAND)}
+    stop_grace_period: 1s
+    networks:
+      default:
+      back: {{aliases: [probe]}}
+    update_config: {{min_ready_seconds: 0s}}
+networks:
+  back:
+    labels: {{purpose: test}}
+volumes:
+  site:
+"""
+
+
+@pytest.fixture
+def forwarding() -> Iterator[Callable[[docker.APIClient, str], None]]:
+    """Let traffic cross a network's bridge on this host: the host's own dockerd set the
+    FORWARD policy to DROP with bridge netfilter on, and the private test engine runs
+    without iptables (on a host whose engine manages iptables, Docker does this)."""
+    rules: list[list[str]] = []
+
+    def allow(api: docker.APIClient, network: str) -> None:
+        bridge = f"br-{api.inspect_network(network)['Id'][:12]}"
+        rule = ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+        subprocess.run(["iptables", "-I", *rule], check=True)
+        rules.append(rule)
+
+    yield allow
+    for rule in rules:
+        subprocess.run(["iptables", "-D", *rule], check=False)
+
+
+def test_services_reach_each_other_by_name_across_a_heal(
+    forwarding: Callable[[docker.APIClient, str], None],
+    healerd: Healerd,
+    cluster: Cluster,
+    config: ConfigDir,
+    api: docker.APIClient,
+) -> None:
+    config.write("shop.yaml", textwrap.dedent(STACK))
+    healerd.start()
+    wait_for(
+        "both running",
+        lambda: cluster.converged("web", 1) and cluster.converged("client", 1),
+        timeout=30,
+    )
+    (client,) = cluster.running("client")
+    forwarding(api, "shop_default")
+    wait_for(
+        "client reaches web by its service name",
+        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080),
+        timeout=10,
+    )
+    # The network and the volume, as Compose names them, made by healerd with its labels.
+    net = api.inspect_network("shop_default")
+    assert net["Labels"]["io.healerd.project"] == "shop"
+    assert api.inspect_network("shop_back")["Labels"]["purpose"] == "test"
+    assert api.inspect_volume("shop_site")["Labels"]["io.healerd.volume"] == "site"
+    (web,) = cluster.running("web")
+    info = api.inspect_container(web["Id"])
+    assert info["HostConfig"]["NetworkMode"] == "shop_default"
+    assert "web" in info["NetworkSettings"]["Networks"]["shop_default"]["Aliases"]
+    assert any(m["Name"] == "shop_site" for m in info["Mounts"])
+    aliases = api.inspect_container(client["Id"])["NetworkSettings"]["Networks"]["shop_back"]
+    assert {"client", "probe"} <= set(aliases["Aliases"])
+    # Heal the server: the name leads to its replacement.
+    api.kill(web["Id"])
+    wait_for(
+        "web replaced",
+        lambda: cluster.converged("web", 1) and cluster.running("web")[0]["Id"] != web["Id"],
+        timeout=15,
+    )
+    wait_for(
+        "client reaches the new web by name",
+        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080),
+        timeout=10,
+    )
