@@ -129,6 +129,16 @@ class VolumeDecl:
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """Compose's depends_on entry: `service` must meet `condition` before this service's
+    containers are created (service_started or service_healthy)."""
+
+    service: str
+    condition: str = "service_started"
+    required: bool = True
+
+
+@dataclass(frozen=True)
 class LoggingSpec:
     """Compose's `logging`: the engine's log driver for the container and its options."""
 
@@ -256,6 +266,7 @@ class ServiceSpec:
     restart: str | None = steering(None)
     # The Compose project (the file) and what it declares that this service uses: made
     # when missing, before the container (their names are in the fields above already).
+    depends_on: tuple[Dependency, ...] = steering(())
     project: str = steering("")
     networks_to_create: tuple[NetworkDecl, ...] = steering(())
     volumes_to_create: tuple[VolumeDecl, ...] = steering(())

@@ -21,7 +21,7 @@ from healerd.cli.export_common import (
     size_text,
     user_networks,
 )
-from healerd.cli.export_host import compose_fields
+from healerd.cli.export_host import compose_fields, depends_on
 from healerd.model import ServiceSpec
 
 KEPT = (
@@ -58,6 +58,8 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     if spec.cpus is not None:
         svc["cpus"] = spec.cpus
     svc |= compose_fields(spec)
+    if spec.depends_on:
+        svc["depends_on"] = depends_on(spec)
     svc["pull_policy"] = str(spec.pull_policy)
     # The engine restarts crashed containers; `docker stop` is not healed any more.
     svc["restart"] = "always"

@@ -11,7 +11,7 @@ from healerd.cli.export_common import DEFAULT_SPEC, Loss, size_text
 from healerd.config.hostopts import HOST_FIELDS
 from healerd.model import ServiceSpec
 
-NAMES = tuple(k.name for k in HOST_FIELDS if k.name != "restart")
+NAMES = tuple(k.name for k in HOST_FIELDS if k.name not in ("restart", "depends_on"))
 _SIZES = ("shm_size", "mem_reservation", "memswap_limit")
 
 # What `docker stack deploy` ignores or services cannot do, and why.
@@ -105,3 +105,19 @@ def kubernetes_fields(
     if caps:
         security["capabilities"] = caps
     return container, security
+
+
+def depends_on(spec: ServiceSpec) -> dict[str, Any]:
+    """Compose's long syntax."""
+    return {
+        d.service: {"condition": d.condition, **({} if d.required else {"required": False})}
+        for d in spec.depends_on
+    }
+
+
+def order_lost(spec: ServiceSpec, losses: list[Loss], target: str) -> None:
+    if spec.depends_on:
+        names = ", ".join(d.service for d in spec.depends_on)
+        losses.append(
+            Loss(spec.name, "depends_on", f"{names}: {target} starts services in no order")
+        )

@@ -25,7 +25,7 @@ from healerd.cli.export_common import (
     user_networks,
     whole_seconds,
 )
-from healerd.cli.export_host import kubernetes_fields
+from healerd.cli.export_host import kubernetes_fields, order_lost
 from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder
 
 LOST = {
@@ -240,6 +240,7 @@ def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
                                "isolate with NetworkPolicy"))  # fmt: skip
     for field, value in changed(spec, tuple(LOST)):
         out.losses.append(Loss(spec.name, field, f"{value}: {LOST[field]}"))
+    order_lost(spec, out.losses, "Kubernetes")
     docs = [dump(deployment(spec, out.losses))]
     if spec.ports:
         docs.append(dump(service(spec)))

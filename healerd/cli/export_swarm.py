@@ -18,7 +18,7 @@ from healerd.cli.export_common import (
     size_text,
     user_networks,
 )
-from healerd.cli.export_host import swarm_fields
+from healerd.cli.export_host import order_lost, swarm_fields
 from healerd.model import PortSpec, ServiceSpec
 
 # Steering fields Swarm has no equivalent for, and why.
@@ -99,6 +99,7 @@ def _service(spec: ServiceSpec, losses: list[Loss], notes: list[str]) -> dict[st
     if user_networks(spec):
         svc["networks"] = user_networks(spec)
     svc |= swarm_fields(spec, losses)
+    order_lost(spec, losses, "docker stack deploy")
     svc["deploy"] = _deploy(spec)
     for name, value in changed(spec, tuple(LOST)):
         losses.append(Loss(spec.name, name, f"{value}: {LOST[name]}"))

@@ -16,7 +16,7 @@ from healerd.config.pairs import labels
 from healerd.config.units import parse_size
 from healerd.config.values import boolean, whole
 from healerd.config.yamlload import LineDict, LineList
-from healerd.model import LoggingSpec, Ulimit
+from healerd.model import Dependency, LoggingSpec, Ulimit
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOSTNAME_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
@@ -305,3 +305,47 @@ def restart(value: object, at: At) -> str | None:
             "supported yet"
         )
     return None
+
+
+CONDITIONS = ("service_started", "service_healthy")
+
+
+def _dependency(name: object, body: object, at: At) -> Dependency | None:
+    if not isinstance(name, str) or not name:
+        at.error(f"must name a service, not {describe(name)}")
+        return None
+    if body is None:
+        return Dependency(name)
+    if not isinstance(body, LineDict):
+        at.error(f"must be a mapping with condition and required, not {describe(body)}")
+        return None
+    for key in body:
+        if key not in ("condition", "required", "restart"):
+            at.key(body, key).error(f"unknown key {key!r}: depends_on takes condition, required")
+    condition = body.get("condition", "service_started")
+    if condition == "service_completed_successfully":
+        at.key(body, "condition").error(
+            "service_completed_successfully is not supported yet (run-once services)"
+        )
+    elif condition not in CONDITIONS:
+        at.key(body, "condition").error(
+            f"must be one of {', '.join(CONDITIONS)}, not {condition!r}"
+        )
+    if body.get("restart"):
+        at.key(body, "restart").error(
+            "restart: true is not supported yet (dependents are not restarted with it)"
+        )
+    required = boolean(body["required"], at.key(body, "required")) if "required" in body else True
+    return Dependency(name, str(condition), required)
+
+
+def depends_on(value: object, at: At) -> tuple[Dependency, ...]:
+    """Short syntax (a list of services) or long (service: {condition, required})."""
+    if isinstance(value, LineList):
+        out = [_dependency(name, None, at.item(value, i)) for i, name in enumerate(value)]
+    elif isinstance(value, LineDict):
+        out = [_dependency(name, body, at.key(value, name)) for name, body in value.items()]
+    else:
+        at.error(f"must be a list of services or a mapping, not {describe(value)}")
+        return ()
+    return tuple(sorted((d for d in out if d is not None), key=lambda d: d.service))

@@ -122,6 +122,12 @@ HOST_FIELDS: tuple[Key, ...] = (
     _key("expose", "list of PORT[/PROTOCOL]", "Ports the container listens on, without "
          "publishing them.", '["1883", "8883/tcp"]', hc.expose,
          {"type": "array", "items": {"type": ["string", "integer"]}}, ()),
+    _key("depends_on", "list of services, or mapping", "Services whose containers must be "
+         "running (service_started) or healthy (service_healthy) before this service's are "
+         "created; required: false lets a missing one pass. Until then the service is "
+         "Waiting, with the reason; others go on.",
+         "{db: {condition: service_healthy, required: false}}",
+         hc.depends_on, {"type": ["array", "object"]}, ()),
     _key("restart", "always | unless-stopped", "Compose's restart: healerd restarts every "
          "container it runs, so both mean what it does anyway (Docker's own restart policy "
          "stays no: healerd is the one healer). no and on-failure (run-once services) are "

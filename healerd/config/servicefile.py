@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
 from healerd.config.interpolate import interpolate, project_env
 from healerd.config.keys import At, Context, unknown_keys
@@ -76,6 +77,7 @@ def _services(
         )
         return specs, lines
     claimed = HostPorts()  # owners are indexes in `order`
+    bodies: dict[str, tuple[LineDict, At]] = {}
     order: list[ServiceSpec] = []
     for name, body in services.items():
         name_at = at.key(services, name)
@@ -96,6 +98,8 @@ def _services(
         order.append(spec)
         specs[name] = spec
         lines[name] = (name_at.line or 1, name_at.column)
+        bodies[name] = (body, name_at)
+    check_dependencies(specs, bodies)
     return specs, lines
 
 

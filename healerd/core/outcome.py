@@ -17,6 +17,7 @@ from healerd.core.state import ServiceState
 SUSPECT_RECHECK = 0.02
 # How often a service waiting for room on the host looks again (pressure has no events).
 RESOURCE_RECHECK = 2.0
+DEPENDENCY_RECHECK = 1.0  # a dependency's readiness is looked at again this often
 
 
 class Requeue(StrEnum):
@@ -67,6 +68,7 @@ class Facts:
     first_action: str = ""  # the first action's reason
     error: str = ""  # the first failed action's error
     wait_reason: str = ""  # why some creates wait for room
+    dependency_wait: str = ""  # why creates wait for a dependency (depends_on)
     wake_in: float | None = None  # the earliest timer the plan asked for
     suspect: bool = False  # an event the list does not confirm yet
     held: bool = False  # a failed container waits out its crash-loop backoff
@@ -89,10 +91,14 @@ def decide(f: Facts) -> Outcome:
     if f.error:
         return Outcome(ServiceState.DEGRADED, f.error, Requeue.RATE_LIMITED, after)
     if f.actions:
-        reason = f.first_action + (f"; {f.wait_reason}" if f.wait_reason else "")
+        waits = "; ".join(w for w in (f.dependency_wait, f.wait_reason) if w)
+        reason = f.first_action + (f"; {waits}" if waits else "")
         return Outcome(ServiceState.PROGRESSING, reason, Requeue.AGAIN, after)
     if f.wake_in is not None:
         after += (max(0.0, f.wake_in),)
+    if f.dependency_wait:
+        after += (DEPENDENCY_RECHECK,)
+        return Outcome(ServiceState.WAITING, f.dependency_wait, after=after)
     if f.wait_reason:
         after += (RESOURCE_RECHECK,)
         return Outcome(ServiceState.WAITING_FOR_RESOURCES, f.wait_reason, after=after)

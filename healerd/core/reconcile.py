@@ -17,6 +17,7 @@ from healerd.core import rollouts
 from healerd.core.admission import Admission
 from healerd.core.clock import Clock
 from healerd.core.context import Recall, plan_context
+from healerd.core.dependencies import unmet
 from healerd.core.executor import Executor
 from healerd.core.images import ImagePolicy
 from healerd.core.observe import Memory, as_dead, still_suspect
@@ -83,6 +84,7 @@ class Reconciler:
             return _with(decide(Facts(paused=True)), tally(spec, mine))
         self._track_rollout(key, spec, mine, now, mono)
         planned = self._plan(key, spec, mine, now, desired)
+        planned, waits_for = _ordered(key, spec, obs, mine, planned)
         p = planned.plan
         if spec is not None and (p.creates or p.rollout_step):
             problem = self._images.ensure(key, spec)
@@ -102,6 +104,7 @@ class Reconciler:
             first_action=p.actions[0].reason if p.actions else "",
             error=errors[0] if errors else "",
             wait_reason=wait_reason,
+            dependency_wait=waits_for,
             wake_in=None if planned.wake_at is None else planned.wake_at - now,
             suspect=suspect,
             held=p.held > 0,
@@ -229,6 +232,24 @@ class Reconciler:
     def _done_with_room(self, key: str) -> None:
         if self._admission is not None:
             self._admission.done(key)
+
+
+def _ordered(
+    key: str,
+    spec: ServiceSpec | None,
+    obs: Observation,
+    mine: Sequence[ObservedContainer],
+    planned: _Planned,
+) -> tuple[_Planned, str]:
+    """No create, start or rollout step while a dependency is not ready: the plan
+    without them, and why ("" when nothing waits)."""
+    if spec is None or not spec.depends_on or not planned.plan.actions:
+        return planned, ""
+    reason = unmet(spec, obs.containers, obs.desired.services)
+    if not reason:
+        return planned, ""
+    held = replace(planned.ctx, max_replacements=0, max_extras=0, rollout_allowed=False)
+    return replace(planned, plan=plan(key, spec, mine, held), ctx=held), reason
 
 
 def _with(outcome: Outcome, t: Tally | None) -> Outcome:

@@ -18,6 +18,7 @@ class ServiceState(StrEnum):
     IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
     ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
     WAITING_FOR_RESOURCES = "WaitingForResources"
+    WAITING = "Waiting"  # for a dependency (depends_on) to be running or healthy
     ROLLOUT_HALTED = "RolloutHalted"
     ENGINE_UNREACHABLE = "EngineUnreachable"
     HELD = "Held"  # orphans kept while a broken file may still declare them
@@ -50,11 +51,13 @@ _NOT_CLAIMING = frozenset(
         ServiceState.HELD,
         ServiceState.ROLLOUT_HALTED,
         ServiceState.DEGRADED,
+        ServiceState.WAITING,
     }
 )
 _EVENTS = {
     ServiceState.CRASH_LOOP_BACK_OFF: "backoff",
     ServiceState.WAITING_FOR_RESOURCES: "waitingforresources",
+    ServiceState.WAITING: "waiting",
     ServiceState.ROLLOUT_HALTED: "rollouthalted",
     ServiceState.DEGRADED: "degraded",
     ServiceState.IMAGE_PULL_BACK_OFF: "imagepullbackoff",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 
 import docker
@@ -106,3 +107,54 @@ def test_services_reach_each_other_by_name_across_a_heal(
         lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080),
         timeout=10,
     )
+
+
+def test_depends_on_service_healthy_orders_the_creates(
+    healerd: Healerd, cluster: Cluster, config: ConfigDir, api: docker.APIClient
+) -> None:
+    """Order observed from the engine's events: app is created only after db reported
+    healthy; until then healerctl status says what app waits for."""
+    config.write(
+        "order.yaml",
+        textwrap.dedent(
+            f"""\
+            services:
+              db:
+                image: {IMAGE}
+                command: ["sh", "-c", "sleep 2; touch /tmp/up; {COMMAND[2]}"]
+                stop_grace_period: 1s
+                healthcheck: {{test: [CMD, test, -e, /tmp/up], interval: 1s, retries: 30}}
+              app:
+                image: {IMAGE}
+                command: {list(COMMAND)}
+                stop_grace_period: 1s
+                depends_on: {{db: {{condition: service_healthy}}}}
+            """
+        ),
+    )
+    t0 = time.time()
+    healerd.start()
+    wait_for(
+        "app waiting for db",
+        lambda: "waiting for db to be healthy" in healerd.ctl("status")[1],
+        timeout=10,
+    )
+    wait_for("app running", lambda: cluster.converged("app", 1), timeout=30)
+    events = list(
+        api.events(
+            since=int(t0) - 1,
+            until=int(time.time()) + 1,
+            decode=True,
+            filters={"type": "container", "label": "io.healerd.service"},
+        )
+    )
+
+    def first(service: str, action: str) -> float:
+        return min(
+            float(e["timeNano"])
+            for e in events
+            if e["Actor"]["Attributes"].get("io.healerd.service") == service
+            and e["Action"] == action
+        )
+
+    assert first("db", "health_status: healthy") < first("app", "create")

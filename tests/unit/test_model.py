@@ -27,6 +27,7 @@ STEERING_ONLY = {
     "restart_policy",
     "source_file",
     "restart",
+    "depends_on",
     "project",
     "networks_to_create",
     "volumes_to_create",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from healerd.core.outcome import (
+    DEPENDENCY_RECHECK,
     RESOURCE_RECHECK,
     SUSPECT_RECHECK,
     Facts,
@@ -42,6 +43,11 @@ TABLE: list[tuple[str, Facts, Outcome]] = [
      Outcome(S.PROGRESSING, "3 wanted; memory", AGAIN)),
     ("acted with a timer: the timer is not needed", Facts(actions=1, first_action="a", wake_in=5),
      Outcome(S.PROGRESSING, "a", AGAIN)),
+    ("waiting for a dependency", Facts(dependency_wait="waiting for db", wait_reason="memory"),
+     Outcome(S.WAITING, "waiting for db", FORGET, (DEPENDENCY_RECHECK,))),
+    ("acted, a dependency holds the rest",
+     Facts(actions=1, first_action="a", dependency_wait="waiting for db"),
+     Outcome(S.PROGRESSING, "a; waiting for db", AGAIN)),
     ("waiting for room", Facts(wait_reason="memory", wake_in=7.0),
      Outcome(S.WAITING_FOR_RESOURCES, "memory", FORGET, (7.0, RESOURCE_RECHECK))),
     ("crash-loop backoff holds a replacement", Facts(held=True, backoff_note="b", wake_in=20.0),

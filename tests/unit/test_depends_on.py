@@ -1,0 +1,112 @@
+"""depends_on (issue 16): read as Compose reads it, checked across the file, and kept by
+the loop: a service's containers are not created before its dependencies are running
+(service_started) or healthy (service_healthy); meanwhile it is Waiting, with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+import pytest
+
+from healerd.config import parse_service_text
+from healerd.core.dependencies import unmet
+from healerd.core.state import ServiceState
+from healerd.model import ContainerState, Dependency, Health, HealthcheckSpec
+from tests.unit.builders import container, spec
+from tests.unit.test_controller import desired, drive, make
+
+
+def parsed(text: str) -> tuple[dict[str, object], list[str]]:
+    result = parse_service_text(textwrap.dedent(text), "p.yaml", env={})
+    return dict(result.services or {}), [str(e) for e in result.errors]
+
+
+def test_short_and_long_syntax() -> None:
+    services, errors = parsed(
+        """\
+        services:
+          db: {image: postgres:16}
+          cache: {image: redis:7}
+          app:
+            image: busybox
+            depends_on: [db, cache]
+          worker:
+            image: busybox
+            depends_on:
+              db: {condition: service_healthy}
+              metrics: {condition: service_started, required: false}
+        """
+    )
+    assert errors == []
+    assert services["app"].depends_on == (Dependency("cache"), Dependency("db"))  # type: ignore[attr-defined]
+    assert services["worker"].depends_on == (  # type: ignore[attr-defined]
+        Dependency("db", "service_healthy"),
+        Dependency("metrics", "service_started", required=False),
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("depends_on: [nope]", "depends on 'nope', which this file does not declare"),
+        ("depends_on: [a]", "service 'a' depends on itself"),
+        (
+            "depends_on: {b: {condition: service_completed_successfully}}",
+            "service_completed_successfully is not supported yet",
+        ),
+        ("depends_on: {b: {condition: started}}", "must be one of service_started"),
+        ("depends_on: {b: {restart: true}}", "restart: true is not supported yet"),
+        ("depends_on: b", "must be a list of services or a mapping"),
+    ],
+)
+def test_bad_dependencies_are_refused_with_file_line_and_field(body: str, message: str) -> None:
+    text = f"services:\n  a:\n    image: busybox\n    {body}\n  b: {{image: busybox}}\n"
+    _, errors = parsed(text)
+    assert any(e.startswith("p.yaml:4:") and message in e for e in errors), errors
+
+
+def test_a_cycle_is_refused_naming_it() -> None:
+    _, errors = parsed(
+        "services:\n  a: {image: x, depends_on: [b]}\n  b: {image: x, depends_on: [c]}\n"
+        "  c: {image: x, depends_on: [a]}\n"
+    )
+    assert len(errors) == 1 and "depends_on makes a cycle: a -> b -> c -> a" in errors[0]
+
+
+def test_readiness_from_one_observation() -> None:
+    db = spec("db", 1, healthcheck=HealthcheckSpec(test=("CMD", "true")))
+    app = spec("app", 1, depends_on=(Dependency("db", "service_healthy"),))
+    starting = dataclasses.replace(container(db), health=Health.STARTING)
+    services = {"db": db, "app": app}
+    assert unmet(app, [], services) == "waiting for db to be healthy (depends_on)"
+    assert unmet(app, [starting], services) == "waiting for db to be healthy (depends_on)"
+    assert unmet(app, [dataclasses.replace(starting, health=Health.HEALTHY)], services) == ""
+    started = dataclasses.replace(app, depends_on=(Dependency("db"),))
+    assert unmet(started, [starting], services) == ""
+    assert unmet(started, [container(db, ContainerState.EXITED)], services) != ""
+    # Scaled to 0, or optional and not declared: nothing to wait for.
+    assert unmet(started, [], {"db": dataclasses.replace(db, replicas=0)}) == ""
+    optional = dataclasses.replace(app, depends_on=(Dependency("db", required=False),))
+    assert unmet(optional, [], {}) == ""
+
+
+def test_the_loop_waits_for_the_dependency_then_creates() -> None:
+    ctrl, engine, clock = make()
+    db = spec("db", 1, healthcheck=HealthcheckSpec(test=("CMD", "true")))
+    app = spec("app", 2, depends_on=(Dependency("db", "service_healthy"),))
+    ctrl.set_desired(desired(db, app))
+    drive(ctrl, clock, max_seconds=5)
+    (db_c,) = engine.running("db")
+    assert engine.running("app") == [], "db is not healthy yet"
+    status = {s.name: s for s in ctrl.statuses()}["app"]
+    assert status.state == ServiceState.WAITING
+    assert status.reason == "waiting for db to be healthy (depends_on)"
+    engine.set(db_c.id, health=Health.HEALTHY)
+    drive(ctrl, clock, max_seconds=5)
+    assert len(engine.running("app")) == 2
+    # Once running, the dependents are not touched when the dependency goes down.
+    engine.kill(db_c.id)
+    ctrl.reconcile_now("app")
+    drive(ctrl, clock, max_seconds=1)
+    assert len(engine.running("app")) == 2
