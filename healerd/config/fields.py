@@ -167,8 +167,10 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     Key(
         "volumes",
         "list of SOURCE:TARGET[:ro|rw]",
-        "Mounts, short syntax only: SOURCE is an absolute host path or a volume name, TARGET "
-        "an absolute path in the container; a bare /path is an anonymous volume.",
+        "Mounts, short syntax only: SOURCE is a host path (absolute, or ./ ../ ~ relative "
+        "to the file's directory, as Compose takes it) or a volume name (the project's "
+        "`<project>_<name>` when declared at the top level), TARGET an absolute path in "
+        "the container; a bare /path is an anonymous volume.",
         '["data:/var/lib/app", "/srv/conf:/etc/app:ro"]',
         schema={
             "type": "array",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Mapping
 
 from healerd.config.envfile import EnvFileError, env_digest
@@ -15,6 +16,9 @@ from healerd.config.keys import MAX_ENTRIES, At, check_keys
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import ServiceSpec
 
+log = logging.getLogger("healerd.config")
+_BUILD_WARNED: set[tuple[str, str]] = set()  # (file, service): told once, not every reload
+
 # Compose keys whose job healerd does itself, with what to write instead.
 _REPLACED_KEYS = {
     "deploy": "write replicas, update_config and restart_policy directly in the service",
@@ -22,8 +26,28 @@ _REPLACED_KEYS = {
 }
 
 
+def _build(body: LineDict, at: At) -> None:
+    """`build` beside an image is ignored (healerd runs images; they are built
+    elsewhere), with one warning; a service with only `build` cannot run."""
+    if "build" not in body:
+        return
+    if body.get("image") is None:
+        at.key(body, "build").error(
+            "healerd runs images and builds none: build and tag the image first "
+            "(docker build -t NAME .), then name it in image"
+        )
+        return
+    key = (at.file, at.field)
+    if key not in _BUILD_WARNED:
+        _BUILD_WARNED.add(key)
+        log.warning("%s:%s: %s.build: ignored; healerd runs the image", at.file, at.line, at.field)
+
+
 def _unknown_keys(body: LineDict, at: At) -> None:
+    _build(body, at)
     for key in body:
+        if key == "build":
+            continue
         if key in _REPLACED_KEYS:
             at.key(body, key).error(f"unknown key {key!r}: {_REPLACED_KEYS[key]}")
         elif not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
@@ -69,7 +93,7 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
         at.error(f"must be a mapping with at least an 'image', not {describe(body)}")
         return None
     _unknown_keys(body, at)
-    if body.get("image") is None:
+    if body.get("image") is None and "build" not in body:
         at.here("image").error("is required")
     values, _ = check_keys(_bounded(body, at), SERVICE_FIELDS, lambda key: at.key(body, key))
     spec = ServiceSpec(name=name, source_file=at.file, **values)

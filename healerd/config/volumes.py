@@ -1,6 +1,8 @@
 """`volumes`: Compose's short syntax, SOURCE:TARGET[:ro|rw] or an anonymous /path.
 
-The long syntax (a mapping per mount) is not supported.
+A relative SOURCE (`./data`, `../shared`, `~/x`) is a host path from the service file's
+directory, as Compose takes it from the project directory. The long syntax (a mapping
+per mount) is not supported yet.
 """
 
 from __future__ import annotations
@@ -16,6 +18,17 @@ from healerd.model import VolumeSpec
 # Docker's own rule for volume names (at least two characters).
 _VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
 _ANONYMOUS_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def _absolute(source: str, at: At) -> str:
+    """Compose's relative paths: from the project directory (the file's directory), and
+    ~ as the home directory of the user healerd runs as. Anything else as it is."""
+    if not (source.startswith(("./", "../", "~")) or source in (".", "..")):
+        return source
+    if source.startswith("~"):
+        return posixpath.expanduser(source)
+    base = at.context.base_dir
+    return posixpath.join(str(base.absolute() if base else "/"), source)
 
 
 def _volume(text: str, at: At) -> VolumeSpec | None:
@@ -36,6 +49,7 @@ def _volume(text: str, at: At) -> VolumeSpec | None:
         at.error(f"target {target!r} must be an absolute path")
     elif posixpath.normpath(target) == "/":
         at.error("cannot mount over /")
+    source = _absolute(source, at)
     if source.startswith("/"):
         source = posixpath.normpath(source)
     elif _ANONYMOUS_RE.fullmatch(source):
@@ -72,5 +86,6 @@ def volumes(value: object, at: At) -> tuple[VolumeSpec, ...]:
 
 _VOLUME_TARGET = r"/(?=[^:]*[^:/.])[^:]*"  # absolute, and not / itself
 VOLUME_TEXT = (
-    rf"^(?:(?:/[^:]*|{_VOLUME_NAME_RE.pattern}):{_VOLUME_TARGET}(?::(?:ro|rw))?|{_VOLUME_TARGET})$"
+    rf"^(?:(?:/[^:]*|\.\.?(?:/[^:]*)?|~[^:]*|{_VOLUME_NAME_RE.pattern}):{_VOLUME_TARGET}"
+    rf"(?::(?:ro|rw))?|{_VOLUME_TARGET})$"
 )

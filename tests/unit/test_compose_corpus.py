@@ -12,7 +12,7 @@ from healerd.config import parse_service_text
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "compose"
 # Raise it as Compose features land (README: "Compose's container settings").
-ACCEPTED_AT_LEAST = 6
+ACCEPTED_AT_LEAST = 9
 _SERVICE_FIELD = re.compile(r"services\.[^.\[]+\.([a-z_]+)")
 
 

@@ -93,3 +93,13 @@ def test_declared_networks_and_volumes_get_project_names_and_are_made() -> None:
 def test_wrong_declarations_are_refused_with_file_line_and_field(text: str, message: str) -> None:
     found = errors(text)
     assert any(message in e for e in found), found
+
+
+def test_build_beside_an_image_is_ignored_and_build_alone_is_refused() -> None:
+    s = specs("services:\n  app:\n    image: busybox\n    build: {context: .}\n")
+    assert s["app"].image == "busybox"
+    found = errors("services:\n  app:\n    build: .\n")
+    assert found == [
+        "p.yaml:3:5: services.app.build: healerd runs images and builds none: build and tag "
+        "the image first (docker build -t NAME .), then name it in image"
+    ]

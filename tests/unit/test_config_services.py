@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import textwrap
 from pathlib import Path
 
@@ -471,6 +472,18 @@ def test_working_dir() -> None:
 # --- volumes ---------------------------------------------------------------------------
 
 
+def test_relative_volume_sources_start_at_the_files_directory_as_in_compose() -> None:
+    result = parse_service_text(
+        service('volumes: ["./data:/d", "../shared:/s:ro", "~/x:/x"]'), "/etc/healerd/conf.d/t.yaml"
+    )
+    assert result.errors == () and result.services is not None
+    assert result.services["web"].volumes == (
+        VolumeSpec("/etc/healerd/conf.d/data", "/d"),
+        VolumeSpec("/etc/healerd/shared", "/s", True),
+        VolumeSpec(posixpath.expanduser("~/x"), "/x"),
+    )
+
+
 def test_volume_forms() -> None:
     spec = web('volumes: ["data:/var/lib/data", "/srv/cfg/:/etc/cfg:ro", "/anon", "v2:/x:rw"]')
     assert spec.volumes == (
@@ -485,8 +498,6 @@ def test_volume_forms() -> None:
     ("item", "text"),
     [
         ('"data:rel"', "absolute"),
-        ('"./rel:/x"', "volume name"),
-        ('"~/x:/x"', "volume name"),
         ('"dd:/x:z"', "ro or rw"),
         ('"d:/x"', "2+ characters"),
         ('"a:b:c:d"', "SOURCE:TARGET"),
