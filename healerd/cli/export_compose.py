@@ -21,7 +21,7 @@ from healerd.cli.export_common import (
     size_text,
     user_networks,
 )
-from healerd.cli.export_host import compose_fields, depends_on
+from healerd.cli.export_host import compose_fields, depends_on, networks_with_aliases
 from healerd.model import ServiceSpec
 
 KEPT = (
@@ -51,8 +51,9 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     svc = compose_base(spec)
     if spec.ports:
         svc["ports"] = [port_short(p) for p in spec.ports]
-    if user_networks(spec):
-        svc["networks"] = user_networks(spec)
+    nets = networks_with_aliases(spec, user_networks(spec))
+    if nets:
+        svc["networks"] = nets
     if spec.mem_limit is not None:
         svc["mem_limit"] = size_text(spec.mem_limit)
     if spec.cpus is not None:

@@ -121,3 +121,15 @@ def order_lost(spec: ServiceSpec, losses: list[Loss], target: str) -> None:
         losses.append(
             Loss(spec.name, "depends_on", f"{names}: {target} starts services in no order")
         )
+
+
+def networks_with_aliases(spec: ServiceSpec, names: list[str]) -> Any:
+    """A service's networks in Compose's form: a list, or a mapping when some have
+    aliases (the service name is one anyway in Compose and Swarm)."""
+    aliases = dict(spec.network_aliases)
+    default = [n.name for n in spec.networks_to_create if n.key == "default" and n.name in aliases]
+    if not any(n in aliases for n in names) and not default:
+        return names
+    out: dict[str, Any] = {"default": {"aliases": list(aliases[default[0]])}} if default else {}
+    out |= {n: {"aliases": list(aliases[n])} if n in aliases else None for n in names}
+    return out

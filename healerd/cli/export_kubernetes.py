@@ -241,6 +241,9 @@ def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
     for field, value in changed(spec, tuple(LOST)):
         out.losses.append(Loss(spec.name, field, f"{value}: {LOST[field]}"))
     order_lost(spec, out.losses, "Kubernetes")
+    for net, names in spec.network_aliases:
+        reason = f"{', '.join(names)} on {net}: a Service gives only its own name"
+        out.losses.append(Loss(spec.name, "networks.aliases", reason))
     docs = [dump(deployment(spec, out.losses))]
     if spec.ports:
         docs.append(dump(service(spec)))

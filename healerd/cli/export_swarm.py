@@ -18,7 +18,7 @@ from healerd.cli.export_common import (
     size_text,
     user_networks,
 )
-from healerd.cli.export_host import order_lost, swarm_fields
+from healerd.cli.export_host import networks_with_aliases, order_lost, swarm_fields
 from healerd.model import PortSpec, ServiceSpec
 
 # Steering fields Swarm has no equivalent for, and why.
@@ -96,8 +96,9 @@ def _service(spec: ServiceSpec, losses: list[Loss], notes: list[str]) -> dict[st
     svc = compose_base(spec)
     if spec.ports:
         svc["ports"] = [_port(spec, p, losses, notes) for p in spec.ports]
-    if user_networks(spec):
-        svc["networks"] = user_networks(spec)
+    nets = networks_with_aliases(spec, user_networks(spec))
+    if nets:
+        svc["networks"] = nets
     svc |= swarm_fields(spec, losses)
     order_lost(spec, losses, "docker stack deploy")
     svc["deploy"] = _deploy(spec)

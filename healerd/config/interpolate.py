@@ -4,7 +4,9 @@ As the Compose specification says: `$VAR` and `${VAR}`; `${VAR:-default}` (unset
 empty) and `${VAR-default}` (unset); `${VAR:?error}` and `${VAR?error}` (an error naming
 file, line and field); `${VAR:+alt}` and `${VAR+alt}`; `$$` is a literal `$`; defaults
 may hold further substitutions. A variable that is not set and has no default is an
-empty string and a warning (Compose's behaviour). Values come from healerd's own
+error naming it (Compose warns and uses an empty string: healerd will not let a `$`
+written for the container, in a password or a shell command, silently change a running
+container). Values come from healerd's own
 environment, then from the file's env file: `<name>.env` beside `<name>.yaml` (what
 Compose reads from the project's `.env`), read through the trusted open; the environment
 wins, as in Compose. Only values are interpolated, never keys. A value that was a plain
@@ -23,8 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
-
 from healerd.config.envfile import EnvFileError, read_env_file
 from healerd.config.errors import ConfigError
 from healerd.config.keys import At
@@ -34,8 +34,6 @@ log = logging.getLogger("healerd.config")
 
 _NAME = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
 _OPERATORS = (":-", ":?", ":+", "-", "?", "+")
-# Warnings already given (file, line, variable): a reload every resync must not repeat them.
-_WARNED: set[tuple[str, int | None, str]] = set()
 
 
 class _Failed(Exception):
@@ -107,20 +105,20 @@ class _Interpolator:
             return self.text(arg) if present else ""
         if not present:  # ? and :?
             state = "empty" if value == "" else "not set"
-            self._fail(f"required variable {name} is {state}: {self.text(arg)}")
+            # The message as written: interpolating it could show another value.
+            self._fail(f"required variable {name} is {state}: {arg}")
         return value or ""
 
     def _lookup(self, name: str) -> str:
         value = self.env.get(name)
         if value is None:
-            key = (self.at.file, self.at.line, name)
-            if key not in _WARNED:
-                _WARNED.add(key)
-                log.warning(
-                    "%s:%s: %s: variable %s is not set; an empty string is used",
-                    self.at.file, self.at.line, self.at.field, name,
-                )  # fmt: skip
-            return ""
+            # Compose warns and uses "": healerd refuses the file, so that a `$` meant
+            # literally (a password, a shell command) never silently changes a running
+            # container; the last good state stands until it is fixed.
+            self._fail(
+                f"variable {name} is not set: set it in the file's .env, give a default "
+                f"(${{{name}:-}} for an empty one), or write $$ for a literal $"
+            )
         return value
 
     def _fail(self, reason: str) -> NoReturn:
@@ -147,16 +145,21 @@ def _closing(s: str, start: int) -> int:
     return -1
 
 
-def _retyped(quoted: bool, before: str, after: str) -> Any:
-    """A plain scalar that was substituted is read again as YAML would read its new text
-    (3 -> int, true -> bool); quoted ones and the rest stay strings."""
-    if before == after or quoted:
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+(?:[eE][-+]?[0-9]+)?)")
+
+
+def _retyped(quoted: bool, after: str) -> Any:
+    """A plain scalar that was substituted is read as a number or a boolean when its new
+    text is one (3, 1.5, true, false: YAML 1.2's core forms, not 1.1's yes/on); quoted
+    ones and the rest stay strings. Mappings of text (environment, labels) keep the
+    text either way."""
+    if quoted:
         return after
-    try:
-        value = yaml.safe_load(after)
-    except yaml.YAMLError:
-        return after
-    return value if isinstance(value, int | float | bool) else after
+    if after in ("true", "false"):
+        return after == "true"
+    if _NUMBER.fullmatch(after):
+        return float(after) if any(c in after for c in ".eE") else int(after)
+    return after
 
 
 def interpolate(data: object, env: Mapping[str, str], at: At) -> None:
@@ -170,7 +173,9 @@ def interpolate(data: object, env: Mapping[str, str], at: At) -> None:
                 except _Failed:
                     data[key] = None  # reported; its own check need not complain too
                     continue
-                data[key] = _retyped(key in data.quoted, value, new)
+                data[key] = _retyped(key in data.quoted, new) if new != value else new
+                data.raw[key] = new
+                data.interpolated.add(key)
             else:
                 interpolate(value, env, key_at)
     elif isinstance(data, LineList):

@@ -86,7 +86,10 @@ def _mapping_pairs(value: LineDict, at: At, labels: bool, pairs: dict[str, str])
             item_at = replace(at, line=value.line_of(raw_key), column=value.column_of(raw_key))
             item_at.error(_key_reason(raw_key))
             key = None
-        text = _pair_value(raw_value, value.raw.get(raw_key), item_at)
+        if raw_key in value.interpolated:
+            text: str | None = value.raw[raw_key]  # the substituted text, as Compose keeps it
+        else:
+            text = _pair_value(raw_value, value.raw.get(raw_key), item_at)
         if key is not None and text is not None:
             pairs[key] = text
 

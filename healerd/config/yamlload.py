@@ -52,6 +52,7 @@ class LineDict(dict[Any, Any]):
         self.key_text: dict[Any, str] = {}
         self.duplicates: list[tuple[Any, int, int, int]] = []  # (key, line, column, first line)
         self.quoted: set[Any] = set()  # keys whose scalar value was quoted (or a block)
+        self.interpolated: set[Any] = set()  # keys whose value had ${VAR}s (raw: the result)
 
     def line_of(self, key: Any) -> int | None:
         return self.key_lines.get(key, self.line)

@@ -318,7 +318,9 @@ class DockerEngine:
         with self._ensure_lock:
             for n in spec.networks_to_create:
                 with _translated(f"network {n.name}"):
-                    if not self._api.networks(names=[n.name]):
+                    # The engine's name filter matches parts of names: compare exactly.
+                    found = self._api.networks(names=[n.name])
+                    if not any(net.get("Name") == n.name for net in found):
                         self._api.create_network(
                             n.name,
                             driver=n.driver,

@@ -85,10 +85,13 @@ def test_readiness_from_one_observation() -> None:
     started = dataclasses.replace(app, depends_on=(Dependency("db"),))
     assert unmet(started, [starting], services) == ""
     assert unmet(started, [container(db, ContainerState.EXITED)], services) != ""
-    # Scaled to 0, or optional and not declared: nothing to wait for.
+    # Scaled to 0, or optional (declared or not): nothing to wait for.
     assert unmet(started, [], {"db": dataclasses.replace(db, replicas=0)}) == ""
     optional = dataclasses.replace(app, depends_on=(Dependency("db", required=False),))
-    assert unmet(optional, [], {}) == ""
+    assert unmet(optional, [], {}) == "" and unmet(optional, [], services) == ""
+    # A dependency without a healthcheck is never healthy: the reason says why.
+    bare = dataclasses.replace(starting, health=None)
+    assert unmet(app, [bare], services) == "waiting for db to be healthy: it has no healthcheck"
 
 
 def test_the_loop_waits_for_the_dependency_then_creates() -> None:
@@ -99,6 +102,11 @@ def test_the_loop_waits_for_the_dependency_then_creates() -> None:
     drive(ctrl, clock, max_seconds=5)
     (db_c,) = engine.running("db")
     assert engine.running("app") == [], "db is not healthy yet"
+    status = {s.name: s for s in ctrl.statuses()}["app"]
+    assert status.reason == "waiting for db to be healthy: it has no healthcheck"
+    engine.set(db_c.id, health=Health.STARTING)
+    drive(ctrl, clock, max_seconds=2)
+    assert engine.running("app") == []
     status = {s.name: s for s in ctrl.statuses()}["app"]
     assert status.state == ServiceState.WAITING
     assert status.reason == "waiting for db to be healthy (depends_on)"

@@ -4,7 +4,6 @@ that name file, line and field but never a value."""
 
 from __future__ import annotations
 
-import logging
 import textwrap
 from pathlib import Path
 
@@ -76,12 +75,33 @@ def test_required_variables_fail_with_file_line_and_field_never_a_value() -> Non
     assert all("s3cret" not in e for e in bad + found)
 
 
-def test_an_unset_variable_is_empty_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, "healerd.config")
-    for _ in range(2):  # a reload does not repeat it
-        assert spec_of("image: busybox\nhostname: gw${UNSET_ONE}\n").hostname == "gw"  # type: ignore[attr-defined]
-    assert [r.getMessage() for r in caplog.records] == [
-        "web.yaml:4: services.web.hostname: variable UNSET_ONE is not set; an empty string is used"
+def test_an_unset_variable_is_an_error_naming_it_never_a_silent_empty_string() -> None:
+    # Compose warns and uses "": a `$` meant literally (pa$word, sh -c 'echo $HOME') in a
+    # file written before interpolation would silently change a running container.
+    found = errors_of("image: busybox\nenvironment: {DB_PASSWORD: pa$word}\n")
+    assert found == [
+        "web.yaml:4:19: services.web.environment.DB_PASSWORD: variable word is not set: set it "
+        "in the file's .env, give a default (${word:-} for an empty one), or write $$ for a "
+        "literal $"
+    ]
+    assert spec_of("image: busybox\nhostname: gw${UNSET:-}\n").hostname == "gw"  # type: ignore[attr-defined]
+
+
+def test_substituted_text_stays_text_in_environment_and_labels() -> None:
+    s = spec_of(
+        "image: busybox\nenvironment:\n  PORT: ${PORT}\n  FLAG: ${T}\n  ANSWER: ${Y}\n"
+        "labels:\n  ver: ${TAG}\nprivileged: ${T}\n",
+        env={**ENV, "T": "true", "Y": "yes"},
+    )
+    assert dict(s.environment) == {"PORT": "8080", "FLAG": "true", "ANSWER": "yes"}  # type: ignore[attr-defined]
+    assert dict(s.labels) == {"ver": "1.36"}  # type: ignore[attr-defined]
+    assert s.privileged is True  # type: ignore[attr-defined]
+
+
+def test_the_message_of_a_required_variable_is_shown_as_written() -> None:
+    found = errors_of("image: busybox\nuser: ${NOPE:?set it, not ${SECRET}}\n")
+    assert found == [
+        "web.yaml:4:5: services.web.user: required variable NOPE is not set: set it, not ${SECRET}"
     ]
 
 
