@@ -24,7 +24,8 @@ A burst of completions (a package install, `cp -r`) is debounced: the callback r
 Only names that count as service files matter (see healerd.config.desired's
 is_config_name: `*.yaml`/`*.yml`, no dotfiles, no editor or package-manager leftovers
 such as `*~`, `*.swp`, `*.dpkg-new`, `*.rpmsave`, `*.bak`), plus healerd.yaml under the
-same rules: its node keys apply at once, the daemon logs which others wait for a restart.
+same rules: its node keys apply at once, the daemon logs which others wait for a restart;
+and each service file's variables, `<name>.env` (healerd.config.interpolate).
 
 Without inotify (ENOSYS, the instance limit) or when the watch limit is reached (ENOSPC),
 the watcher polls every `POLL_INTERVAL` seconds instead: a change is applied once the
@@ -78,6 +79,14 @@ POLL_INTERVAL = 1.0
 RETRY_INTERVAL = 1.0  # how often to try to watch a directory that does not exist
 WRITE_BOUND = 5.0  # a file open for writing longer than this is applied as it stands
 SETTINGS_FILE = "healerd.yaml"
+
+
+def is_variables_name(name: str) -> bool:
+    """A service file's variables (`<name>.env`, healerd.config.interpolate): an edit
+    reloads, as an edit of the file itself does."""
+    return name.endswith(".env") and is_config_name(name[: -len(".env")] + ".yaml")
+
+
 CONF_D = "conf.d"
 MODE_ENV = "HEALERD_CONFWATCH"  # "polling": no inotify (tests only)
 
@@ -411,7 +420,7 @@ class ConfigWatcher:
 
     def _is_config_file(self, directory: Path, name: str) -> bool:
         if directory == self.conf_d:
-            return is_config_name(name)
+            return is_config_name(name) or is_variables_name(name)
         return directory == self.config_dir and name == SETTINGS_FILE
 
     # -- polling --------------------------------------------------------------------
@@ -423,7 +432,9 @@ class ConfigWatcher:
                 st = path.stat()
                 snap[path] = (st.st_ino, st.st_mode, st.st_uid)
         try:
-            names = [n for n in os.listdir(self.conf_d) if is_config_name(n)]
+            names = [
+                n for n in os.listdir(self.conf_d) if is_config_name(n) or is_variables_name(n)
+            ]
         except OSError:
             names = []
         for file in [self.config_dir / SETTINGS_FILE, *(self.conf_d / n for n in names)]:

@@ -149,6 +149,21 @@ def test_config_dir_deleted_and_recreated(setup: tuple[ConfigWatcher, Calls, Pat
     wait_until("a change after recreation", lambda: calls.count > before, timeout=3.0)
 
 
+def test_a_files_variables_change_triggers_a_reload(
+    setup: tuple[ConfigWatcher, Calls, Path],
+) -> None:
+    # `<name>.env` holds the ${VAR}s of `<name>.yaml` (healerd.config.interpolate).
+    watcher, calls, conf_d = setup
+    before = settle(calls, watcher)
+    (conf_d / "stack.env").write_text("TAG=1.36\n")
+    wait_until("variables change", lambda: calls.count > before)
+    before = settle(calls, watcher)
+    (conf_d / ".stack.env.swp").write_text("x")
+    (conf_d / "z.yaml").write_text(GOOD)
+    wait_until("the relevant change", lambda: calls.count > before)
+    assert settle(calls, watcher) == before + 1
+
+
 def test_a_settings_change_triggers_a_reload(setup: tuple[ConfigWatcher, Calls, Path]) -> None:
     # The daemon's reload applies healerd.yaml's node keys (tests/unit/test_daemon.py).
     watcher, calls, conf_d = setup
