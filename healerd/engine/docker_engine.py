@@ -288,7 +288,7 @@ class DockerEngine:
             )
             # The SDK ties StdinOnce to stdin_open; Compose (and `docker run -i`) do not.
             config["StdinOnce"] = False
-            created = self._api.create_container_from_config(config, name, spec.platform)
+            created = self._create_from_config(config, name, spec.platform)
         container_id = str(created["Id"])
         try:
             with _translated(f"start {name}"):
@@ -301,6 +301,18 @@ class DockerEngine:
             self._remove_quietly(container_id)
             raise
         return container_id
+
+    def _create_from_config(self, config: Any, name: str, platform: str | None) -> Any:
+        """Debian 12's SDK (python3-docker 5.0.3) takes no platform here: only a service
+        that asks for one needs a newer SDK."""
+        if platform is None:
+            return self._api.create_container_from_config(config, name)
+        try:
+            return self._api.create_container_from_config(config, name, platform)
+        except TypeError as exc:
+            raise EngineError(
+                f"create {name}: platform needs the docker SDK 6 or later ({exc})"
+            ) from exc
 
     def _endpoints(self, spec: ServiceSpec, networks: list[str]) -> Any:
         """The primary network's endpoint with the service's aliases (None: the engine's

@@ -185,7 +185,9 @@ def test_logs_previous_describe_and_a_bounded_history_through_a_crash_loop(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
 ) -> None:
     # Each container says who it is, then dies with exit 3 after a second: a crash loop.
-    crashing = ["sh", "-c", "echo hello from $HOSTNAME; sleep 1; echo last words; exit 3"]
+    # ($$: a literal $ for the container's shell, as in Compose; $HOSTNAME alone would be
+    # healerd's to interpolate, and an unset one an error.)
+    crashing = ["sh", "-c", "echo hello from $$HOSTNAME; sleep 1; echo last words; exit 3"]
     config.service(
         "loop.yaml",
         "loop",
