@@ -194,6 +194,7 @@ class Soak:
             pidfile=self.root / "healerd.pid",
             new_session=True,
         )
+        self.healerd_started: float | None = None  # monotonic, its last restart by the soak
         self.client = Client(str(self.healerd.socket), timeout=10)
         self.api: docker.APIClient | None = None
         self.sampler: Sampler | None = None
@@ -502,6 +503,22 @@ class Soak:
 
     # -- quiet ------------------------------------------------------------------------------
 
+    def restarted_in_place(self, cs: list[dict[str, Any]]) -> set[str]:
+        """Victims running (and healthy, with a healthcheck) again after a healerd restart
+        that followed their disruption: a new healerd starts in place what it finds
+        stopped (README: it cannot tell a crash it did not see from an engine restart).
+        They count as dealt with. (Caller holds the shared lock.)"""
+        started = self.healerd_started
+        out = set()
+        for h in self.shared.heals:
+            c = next((c for c in cs if c["Id"] == h.victim), None)
+            if c is None or h.victim not in self.shared.victims or started is None:
+                continue
+            healthy = not self.services[h.service].healthcheck or "(healthy)" in c["Status"]
+            if h.t0 < started and c["State"] == "running" and healthy:
+                out.add(h.victim)
+        return out
+
     def quiet_problems(self, hashes: dict[str, str]) -> list[str]:
         problems: list[str] = []
         try:
@@ -532,6 +549,7 @@ class Soak:
         problems += self.history_problems(desired)
         with self.shared.lock:
             victims = self.shared.victims & {c["Id"] for c in cs}
+            victims -= self.restarted_in_place(cs)
         if victims:
             # Not quiet before healerd has dealt with every disrupted container (one made
             # unhealthy looks healthy for a while; a crashed one waits out its backoff).
@@ -739,6 +757,7 @@ class Soak:
         down = self.rng.uniform(0, 1.5)
         time.sleep(down)  # healerd stays dead this long: part of the disruption
         self.healerd.start()
+        self.healerd_started = time.monotonic()
         burst.healerd_killed = True
         burst.extra_wait += 30
         self.log(
