@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 
 from healerd.config.errors import describe
 from healerd.config.keys import At
@@ -61,6 +62,26 @@ def items(value: object, at: At, *, single: bool = True) -> list[tuple[str, At]]
     return out
 
 
+def checked(
+    value: object, at: At, ok: Callable[[str], object], reason: str, *, single: bool = True
+) -> tuple[str, ...]:
+    """The strings of `value`, each that fails `ok` reported at its place as
+    `'<entry>' <reason>`."""
+    found = items(value, at, single=single)
+    for entry, entry_at in found:
+        if not ok(entry):
+            entry_at.error(f"{entry!r} {reason}")
+    return tuple(entry for entry, _ in found)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def strings(value: object, at: At, *, single: bool = True) -> tuple[str, ...]:
     return tuple(entry for entry, _ in items(value, at, single=single))
 
@@ -82,21 +103,12 @@ def hostname(value: object, at: At) -> str | None:
 
 
 def capabilities(value: object, at: At) -> tuple[str, ...]:
-    caps = items(value, at, single=False)
-    for cap, cap_at in caps:
-        if not CAPABILITY_RE.fullmatch(cap):
-            cap_at.error(f"{cap!r} is not a capability (such as NET_ADMIN or ALL)")
-    return tuple(cap for cap, _ in caps)
+    reason = "is not a capability (such as NET_ADMIN or ALL)"
+    return checked(value, at, CAPABILITY_RE.fullmatch, reason, single=False)
 
 
 def dns_servers(value: object, at: At) -> tuple[str, ...]:
-    servers = items(value, at)
-    for server, server_at in servers:
-        try:
-            ipaddress.ip_address(server)
-        except ValueError:
-            server_at.error(f"{server!r} is not an IP address")
-    return tuple(server for server, _ in servers)
+    return checked(value, at, _is_ip, "is not an IP address")
 
 
 def extra_hosts(value: object, at: At) -> tuple[str, ...]:
@@ -123,10 +135,7 @@ def extra_hosts(value: object, at: At) -> tuple[str, ...]:
     out = []
     for host, ip, entry_at in entries:
         address = ip.strip("[]")
-        try:
-            if address != "host-gateway":
-                ipaddress.ip_address(address)
-        except ValueError:
+        if address != "host-gateway" and not _is_ip(address):
             entry_at.error(f"{ip!r} is not an IP address (or host-gateway)")
             continue
         out.append(f"{host}:{address}")
@@ -150,19 +159,14 @@ def _device_ok(entry: str) -> bool:
 
 def devices(value: object, at: At) -> tuple[str, ...]:
     """Short syntax: HOST[:CONTAINER[:PERMISSIONS]], HOST an absolute path."""
-    out = items(value, at, single=False)
-    for entry, entry_at in out:
-        if not _device_ok(entry):
-            entry_at.error(f"{entry!r} is not HOST[:CONTAINER[:PERMISSIONS]] (absolute paths; rwm)")
-    return tuple(entry for entry, _ in out)
+    reason = "is not HOST[:CONTAINER[:PERMISSIONS]] (absolute paths; rwm)"
+    return checked(value, at, _device_ok, reason, single=False)
 
 
 def tmpfs(value: object, at: At) -> tuple[str, ...]:
-    out = items(value, at)
-    for entry, entry_at in out:
-        if not entry.startswith("/"):
-            entry_at.error(f"{entry!r} is not an absolute path in the container")
-    return tuple(entry for entry, _ in out)
+    return checked(
+        value, at, lambda e: e.startswith("/"), "is not an absolute path in the container"
+    )
 
 
 def sysctls(value: object, at: At) -> tuple[tuple[str, str], ...]:
@@ -284,11 +288,8 @@ def network_mode(value: object, at: At) -> str | None:
 
 
 def expose(value: object, at: At) -> tuple[str, ...]:
-    out = items(value, at, single=False)
-    for entry, entry_at in out:
-        if not EXPOSE_RE.fullmatch(entry):
-            entry_at.error(f"{entry!r} is not PORT[/PROTOCOL] (tcp, udp or sctp)")
-    return tuple(entry for entry, _ in out)
+    reason = "is not PORT[/PROTOCOL] (tcp, udp or sctp)"
+    return checked(value, at, EXPOSE_RE.fullmatch, reason, single=False)
 
 
 RESTARTS = ("always", "unless-stopped")
