@@ -81,11 +81,34 @@ class PortSpec:
 
 @dataclass(frozen=True)
 class VolumeSpec:
-    """A bind mount or named volume in Compose short syntax terms."""
+    """A mount. `kind` "" is Compose's short syntax (a bind or a named volume, sent as a
+    bind string); "bind", "volume" or "tmpfs" is a long-syntax mapping. An empty source
+    is an anonymous volume (carried to a replacement, issue 14)."""
 
     source: str
     target: str
     read_only: bool = False
+    # The fields below are left out of the spec hash while they keep their defaults, so
+    # that a mount written before they existed keeps its hash (see `hashed`).
+    mode: str = ""  # short syntax: its access mode as written, when more than ro or rw
+    kind: str = ""
+    propagation: str = ""
+    selinux: str = ""
+    create_host_path: bool = True
+    nocopy: bool = False
+    consistency: str = ""
+    tmpfs_size: int | None = None
+    tmpfs_mode: int | None = None
+
+    def hashed(self) -> dict[str, Any]:
+        """What the spec hash takes of this mount: the original three fields always, any
+        other only when it is set."""
+        data = asdict(self)
+        base = ("source", "target", "read_only")
+        return {k: v for k, v in data.items() if k in base or v != VOLUME_DEFAULTS.get(k)}
+
+
+VOLUME_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(VolumeSpec)}
 
 
 @dataclass(frozen=True)
@@ -113,6 +136,52 @@ class NetworkDecl:
     attachable: bool = False
     labels: tuple[tuple[str, str], ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    enable_ipv6: bool = False
+    ipam_driver: str = ""
+    ipam_pools: tuple[IpamPool, ...] = ()
+
+
+@dataclass(frozen=True)
+class IpamPool:
+    """One address pool of a network's `ipam.config` (Compose's subnet, ip_range,
+    gateway)."""
+
+    subnet: str
+    ip_range: str = ""
+    gateway: str = ""
+
+
+@dataclass(frozen=True)
+class SecretMount:
+    """A Compose secret or config, bind-mounted read-only from `source` (a host file) at
+    `target`, as `docker compose` mounts file-based ones on one engine."""
+
+    name: str
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class NetworkEndpoint:
+    """What a service asks of its endpoint on one network (engine name) beyond aliases:
+    fixed addresses (Compose's ipv4_address, ipv6_address, link_local_ips)."""
+
+    network: str
+    ipv4_address: str = ""
+    ipv6_address: str = ""
+    link_local_ips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """An engine DeviceRequest (Compose's `gpus` and deploy.resources.reservations
+    .devices); count -1 is all."""
+
+    driver: str = ""
+    count: int | None = None
+    device_ids: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,11 +200,13 @@ class VolumeDecl:
 @dataclass(frozen=True)
 class Dependency:
     """Compose's depends_on entry: `service` must meet `condition` before this service's
-    containers are created (service_started or service_healthy)."""
+    containers are created (service_started, service_healthy or
+    service_completed_successfully); `restart`: recreate them when it is replaced."""
 
     service: str
     condition: str = "service_started"
     required: bool = True
+    restart: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,6 +267,8 @@ class ServiceSpec:
 
     name: str = field(metadata=STEERING)  # in the container's name and labels already
     image: str
+    # Compose's container_name: the one replica's fixed name (else <service>-<tag>-<random>).
+    container_name: str | None = None
     replicas: int = steering(1)
     command: tuple[str, ...] | None = None
     entrypoint: tuple[str, ...] | None = None
@@ -249,6 +322,17 @@ class ServiceSpec:
     cpu_shares: int | None = None
     cpuset: str | None = None
     oom_score_adj: int | None = None
+    # Compose's finer CPU and memory knobs (microseconds, a percentage, a flag).
+    cpu_period: int | None = None
+    cpu_quota: int | None = None
+    cpu_rt_period: int | None = None
+    cpu_rt_runtime: int | None = None
+    mem_swappiness: int | None = None
+    oom_kill_disable: bool = False
+    cgroup_parent: str | None = None
+    storage_opt: tuple[tuple[str, str], ...] = ()
+    uts: str | None = None
+    mac_address: str | None = None
     ipc: str | None = None
     pid: str | None = None
     userns_mode: str | None = None
@@ -256,14 +340,26 @@ class ServiceSpec:
     platform: str | None = None
     network_mode: str | None = None
     expose: tuple[str, ...] = ()  # port[/protocol]
+    # Compose's secrets and configs (bind mounts of host files), with a digest of the
+    # files' contents: editing one rolls the containers, as editing an env file does.
+    secrets: tuple[SecretMount, ...] = ()
+    configs: tuple[SecretMount, ...] = ()
+    secrets_digest: str = ""
+    # Compose's links: (service, alias) pairs, resolved by the linking container only.
+    links: tuple[tuple[str, str], ...] = ()
+    network_endpoints: tuple[NetworkEndpoint, ...] = ()
+    device_requests: tuple[DeviceRequest, ...] = ()
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: PullPolicy = field(default=PullPolicy.MISSING, metadata=STEERING)
     unhealthy_grace: float = steering(0.0)
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)
-    # Compose's `restart`; only always and unless-stopped are accepted for now, which is
-    # what healerd does anyway: Docker's own restart policy stays "no".
+    # Compose's `restart` (healerd.core.jobs): None, always and unless-stopped replace
+    # every container that stops; "no" and on-failure[:N] make a run-once service.
+    # Docker's own restart policy stays "no".
     restart: str | None = steering(None)
+    # Compose's profiles: the service runs only when COMPOSE_PROFILES names one of them.
+    profiles: tuple[str, ...] = steering(())
     # The Compose project (the file) and what it declares that this service uses: made
     # when missing, before the container (their names are in the fields above already).
     depends_on: tuple[Dependency, ...] = steering(())
@@ -283,13 +379,18 @@ class ServiceSpec:
             for f in fields(self)
             if not f.metadata.get("steering") and getattr(self, f.name) != f.default
         }
+        if "volumes" in data:
+            data["volumes"] = [v.hashed() for v in self.volumes]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:SPEC_HASH_LEN]
 
     @property
     def update_order(self) -> UpdateOrder:
-        """Two containers cannot hold one fixed host port: such services go stop-first."""
-        return UpdateOrder.STOP_FIRST if self.has_fixed_host_port else self.update_config.order
+        """Two containers cannot hold one fixed host port, nor one container_name: such
+        services go stop-first."""
+        if self.has_fixed_host_port or self.container_name:
+            return UpdateOrder.STOP_FIRST
+        return self.update_config.order
 
     @property
     def has_fixed_host_port(self) -> bool:
@@ -364,6 +465,9 @@ class ObservedContainer:
     replaces: str = ""  # LABEL_REPLACES
     # Anonymous volumes mounted (volume name, mount point): a replacement takes them over.
     anon_volumes: tuple[tuple[str, str], ...] = ()
+    # The container whose network namespace this one joined (network_mode service:NAME or
+    # container:NAME, as the list call shows HostConfig.NetworkMode), else "".
+    network_of: str = ""
     # Every io.healerd.* label as listed, sorted: what its signature is checked against.
     owner_labels: tuple[tuple[str, str], ...] = ()
 

@@ -8,12 +8,20 @@ silently, or every export would fail --strict (see README, "Moving to Swarm or K
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
-from healerd.model import HealthcheckSpec, PortSpec, RestartPolicy, ServiceSpec, UpdateConfig
+from healerd.config.volumes import CONSISTENCIES, PROPAGATIONS
+from healerd.model import (
+    HealthcheckSpec,
+    PortSpec,
+    RestartPolicy,
+    ServiceSpec,
+    UpdateConfig,
+    VolumeSpec,
+)
 
 DEFAULT_UPDATE = UpdateConfig()
 DEFAULT_RESTART = RestartPolicy()
@@ -108,6 +116,49 @@ def volume_short(source: str, target: str, read_only: bool) -> str:
     return f"{source}:{target}:ro" if read_only else f"{source}:{target}"
 
 
+def mount_options(v: VolumeSpec) -> VolumeSpec:
+    """`v` with the words of its short-syntax mode in the long syntax's fields, so that a
+    target reads one set of options whatever syntax the mount was written in."""
+    if not v.mode:
+        return v
+    words = v.mode.split(",")
+    return replace(
+        v,
+        propagation=next((w for w in words if w in PROPAGATIONS), ""),
+        selinux=next((w for w in words if w in ("z", "Z")), ""),
+        nocopy="nocopy" in words,
+        consistency=next((w for w in words if w in CONSISTENCIES), ""),
+    )
+
+
+def volume_entry(v: VolumeSpec) -> str | dict[str, Any]:
+    """A mount in Compose's syntax: the short one where it was written so, else the long."""
+    if not v.kind:
+        if v.mode:
+            return f"{v.source}:{v.target}:{v.mode}"
+        return volume_short(v.source, v.target, v.read_only)
+    out: dict[str, Any] = {"type": v.kind}
+    if v.source:
+        out["source"] = v.source
+    out["target"] = v.target
+    if v.read_only:
+        out["read_only"] = True
+    if v.consistency:
+        out["consistency"] = v.consistency
+    options: dict[str, Any] = {
+        "propagation": v.propagation or None,
+        "create_host_path": False if not v.create_host_path else None,
+        "selinux": v.selinux or None,
+        "nocopy": v.nocopy or None,
+        "size": size_text(v.tmpfs_size) if v.tmpfs_size else None,
+        "mode": f"{v.tmpfs_mode:o}" if v.tmpfs_mode is not None else None,
+    }
+    section = {k: value for k, value in options.items() if value is not None}
+    if section:
+        out[v.kind] = section
+    return out
+
+
 def port_short(p: PortSpec) -> str:
     text = str(p.container_port)
     if p.host_port is not None:
@@ -144,7 +195,7 @@ def compose_base(spec: ServiceSpec) -> dict[str, Any]:
     if spec.working_dir is not None:
         svc["working_dir"] = spec.working_dir
     if spec.volumes:
-        svc["volumes"] = [volume_short(v.source, v.target, v.read_only) for v in spec.volumes]
+        svc["volumes"] = [volume_entry(v) for v in spec.volumes]
     svc["stop_grace_period"] = go_duration(spec.stop_grace_period)
     if spec.healthcheck is not None:
         svc["healthcheck"] = healthcheck(spec.healthcheck)

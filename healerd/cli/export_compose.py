@@ -22,6 +22,7 @@ from healerd.cli.export_common import (
     user_networks,
 )
 from healerd.cli.export_host import compose_fields, depends_on, networks_with_aliases
+from healerd.cli.export_more import compose_more, top_level
 from healerd.model import ServiceSpec
 
 KEPT = (
@@ -62,15 +63,24 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     if spec.depends_on:
         svc["depends_on"] = depends_on(spec)
     svc["pull_policy"] = str(spec.pull_policy)
-    # The engine restarts crashed containers; `docker stop` is not healed any more.
-    svc["restart"] = "always"
+    # The engine restarts crashed containers; `docker stop` is not healed any more. A
+    # run-once service keeps its own ("no", on-failure[:N]).
+    svc["restart"] = spec.restart if spec.restart in _RUN_ONCE or _on_failure(spec) else "always"
     svc["deploy"] = {"replicas": spec.replicas}
+    compose_more(spec, svc, losses)  # secrets, configs, links, addresses, GPUs
     svc["x-healerd"] = _x_healerd(spec)
     for name, value in changed(spec, KEPT):
         losses.append(
             Loss(spec.name, name, f"{value}: kept under x-healerd, which docker compose ignores")
         )
     return svc
+
+
+_RUN_ONCE = ("no", "on-failure")
+
+
+def _on_failure(spec: ServiceSpec) -> bool:
+    return (spec.restart or "").startswith("on-failure:")
 
 
 def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
@@ -84,6 +94,7 @@ def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
     if nets:
         # By the names they have on this engine, where they exist already.
         doc["networks"] = {n: {"external": True} for n in nets}
+    doc |= top_level(specs, losses)
     vols = named_volumes(specs)
     if vols:
         # `name:` keeps the very volume healerd used (no project prefix): the data stays.

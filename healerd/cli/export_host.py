@@ -11,7 +11,7 @@ from healerd.cli.export_common import DEFAULT_SPEC, Loss, size_text
 from healerd.config.hostopts import HOST_FIELDS
 from healerd.model import ServiceSpec
 
-NAMES = tuple(k.name for k in HOST_FIELDS if k.name not in ("restart", "depends_on"))
+NAMES = tuple(k.name for k in HOST_FIELDS if k.name not in ("restart", "depends_on", "profiles"))
 _SIZES = ("shm_size", "mem_reservation", "memswap_limit")
 
 # What `docker stack deploy` ignores or services cannot do, and why.
@@ -34,6 +34,7 @@ SWARM_LOST = {
     "platform": "use deploy.placement constraints on node.platform",
     "group_add": "docker stack deploy has no group_add",
     "domainname": "docker stack deploy ignores domainname",
+    "container_name": "docker stack deploy names tasks <stack>_<service>.<slot>.<id>",
 }
 K8S_MAPPED = ("privileged", "read_only", "cap_add", "cap_drop", "tty", "stdin_open")
 
@@ -110,7 +111,11 @@ def kubernetes_fields(
 def depends_on(spec: ServiceSpec) -> dict[str, Any]:
     """Compose's long syntax."""
     return {
-        d.service: {"condition": d.condition, **({} if d.required else {"required": False})}
+        d.service: {
+            "condition": d.condition,
+            **({} if d.required else {"required": False}),
+            **({"restart": True} if d.restart else {}),
+        }
         for d in spec.depends_on
     }
 

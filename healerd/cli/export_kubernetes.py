@@ -22,11 +22,13 @@ from healerd.cli.export_common import (
     changed,
     dump,
     header,
+    mount_options,
     user_networks,
     whole_seconds,
 )
 from healerd.cli.export_host import kubernetes_fields, order_lost
-from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder
+from healerd.cli.export_more import kubernetes_losses
+from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder, VolumeSpec
 
 LOST = {
     "priority": "needs a PriorityClass; set spec.template.spec.priorityClassName yourself",
@@ -97,21 +99,57 @@ def _security(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any] | None:
     return sc
 
 
-def _volumes(spec: ServiceSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _quantity(n: int) -> str:
+    """Bytes as a Kubernetes quantity (64Mi; a bare number is bytes)."""
+    for unit, scale in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def _volume(v: VolumeSpec, name: str) -> dict[str, Any]:
+    if v.kind == "tmpfs":
+        empty = {"medium": "Memory"}
+        if v.tmpfs_size:
+            empty["sizeLimit"] = _quantity(v.tmpfs_size)
+        return {"name": name, "emptyDir": empty}
+    if not v.source:
+        return {"name": name, "emptyDir": {}}
+    if v.source.startswith("/"):
+        return {"name": name, "hostPath": {"path": v.source}}
+    return {"name": name, "persistentVolumeClaim": {"claimName": k8s_name(v.source)}}
+
+
+def _mount_losses(spec: ServiceSpec, v: VolumeSpec, losses: list[Loss]) -> None:
+    """Mount options a pod cannot carry per mount."""
+    lost = []
+    if v.selinux:
+        lost.append(f"{v.selinux}: Kubernetes relabels through the pod's seLinuxOptions")
+    if v.propagation in ("shared", "rshared") and not spec.privileged:
+        lost.append(f"{v.propagation}: Bidirectional propagation needs a privileged container")
+    if v.tmpfs_mode is not None:
+        lost.append(f"tmpfs mode {v.tmpfs_mode:o}: an emptyDir has no mode")
+    if not v.create_host_path:
+        lost.append("create_host_path: false: give the hostPath a type (Directory, File)")
+    losses += [Loss(spec.name, "volumes", f"{v.target}: {reason}") for reason in lost]
+
+
+def _volumes(
+    spec: ServiceSpec, losses: list[Loss]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
-    for i, v in enumerate(spec.volumes):
+    for i, v in enumerate(map(mount_options, spec.volumes)):
         name = f"vol-{i}"
-        if not v.source:
-            volumes.append({"name": name, "emptyDir": {}})
-        elif v.source.startswith("/"):
-            volumes.append({"name": name, "hostPath": {"path": v.source}})
-        else:
-            claim = {"claimName": k8s_name(v.source)}
-            volumes.append({"name": name, "persistentVolumeClaim": claim})
+        volumes.append(_volume(v, name))
         mount: dict[str, Any] = {"name": name, "mountPath": v.target}
         if v.read_only:
             mount["readOnly"] = True
+        if v.propagation in ("slave", "rslave"):
+            mount["mountPropagation"] = "HostToContainer"
+        elif v.propagation in ("shared", "rshared") and spec.privileged:
+            mount["mountPropagation"] = "Bidirectional"
+        _mount_losses(spec, v, losses)
         mounts.append(mount)
     return volumes, mounts
 
@@ -165,7 +203,7 @@ def _container(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
 
 def deployment(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     name = k8s_name(spec.name)
-    volumes, mounts = _volumes(spec)
+    volumes, mounts = _volumes(spec, losses)
     container = _container(spec, losses)
     if mounts:
         container["volumeMounts"] = mounts
@@ -241,6 +279,10 @@ def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
     for field, value in changed(spec, tuple(LOST)):
         out.losses.append(Loss(spec.name, field, f"{value}: {LOST[field]}"))
     order_lost(spec, out.losses, "Kubernetes")
+    kubernetes_losses(spec, out.losses)  # secrets, configs, links, addresses, GPUs
+    if spec.restart == "no" or (spec.restart or "").startswith("on-failure"):
+        reason = f"{spec.restart}: a run-once service; exported as a Deployment, write a Job"
+        out.losses.append(Loss(spec.name, "restart", reason))
     for net, names in spec.network_aliases:
         reason = f"{', '.join(names)} on {net}: a Service gives only its own name"
         out.losses.append(Loss(spec.name, "networks.aliases", reason))

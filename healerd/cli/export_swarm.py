@@ -13,12 +13,15 @@ from healerd.cli.export_common import (
     dump,
     go_duration,
     header,
+    mount_options,
     named_volumes,
     networks,
     size_text,
     user_networks,
+    volume_entry,
 )
 from healerd.cli.export_host import networks_with_aliases, order_lost, swarm_fields
+from healerd.cli.export_more import swarm_more, top_level
 from healerd.model import PortSpec, ServiceSpec
 
 # Steering fields Swarm has no equivalent for, and why.
@@ -31,6 +34,32 @@ LOST = {
     "pull_policy": "stack files have no pull_policy; use `docker stack deploy "
     "--resolve-image always|changed|never`",
 }
+
+
+def _volumes(spec: ServiceSpec, losses: list[Loss]) -> list[Any]:
+    """The mounts as a stack file (3.8) has them: it has no SELinux relabelling (`docker
+    stack deploy` ignores z/Z) and no tmpfs mode, which are lost, and no
+    create_host_path (Swarm never makes a missing host path: false is what it does)."""
+    out: list[Any] = []
+    for v in spec.volumes:
+        opts = mount_options(v)
+        if opts.selinux:
+            losses.append(
+                Loss(spec.name, "volumes", f"{v.target}: {opts.selinux}: Swarm does not relabel")
+            )
+        if v.tmpfs_mode is not None:
+            reason = f"{v.target}: tmpfs mode {v.tmpfs_mode:o}: stack files take a size only"
+            losses.append(Loss(spec.name, "volumes", reason))
+        entry = volume_entry(v)
+        if isinstance(entry, dict):
+            section = entry.pop(v.kind, {})
+            section = {k: x for k, x in section.items() if k not in _NOT_IN_STACKS}
+            entry |= {v.kind: section} if section else {}
+        out.append(entry)
+    return out
+
+
+_NOT_IN_STACKS = ("selinux", "create_host_path", "mode")
 
 
 def _update_config(spec: ServiceSpec) -> dict[str, Any]:
@@ -60,6 +89,7 @@ def _deploy(spec: ServiceSpec) -> dict[str, Any]:
             "window": go_duration(r.window),
         },
     }
+    _run_once(spec, deploy["restart_policy"])
     limits: dict[str, str] = {}
     if spec.mem_limit is not None:
         limits["memory"] = size_text(spec.mem_limit)
@@ -68,6 +98,17 @@ def _deploy(spec: ServiceSpec) -> dict[str, Any]:
     if limits:
         deploy["resources"] = {"limits": limits}
     return deploy
+
+
+def _run_once(spec: ServiceSpec, policy: dict[str, Any]) -> None:
+    """restart "no" is Swarm's condition none; on-failure[:N] its on-failure with N tries."""
+    mode = spec.restart or ""
+    if mode == "no":
+        policy["condition"] = "none"
+    elif mode.startswith("on-failure"):
+        policy["condition"] = "on-failure"
+        if ":" in mode:
+            policy["max_attempts"] = int(mode.split(":", 1)[1])
 
 
 def _port(spec: ServiceSpec, p: PortSpec, losses: list[Loss], notes: list[str]) -> dict[str, Any]:
@@ -94,12 +135,15 @@ def _port(spec: ServiceSpec, p: PortSpec, losses: list[Loss], notes: list[str]) 
 
 def _service(spec: ServiceSpec, losses: list[Loss], notes: list[str]) -> dict[str, Any]:
     svc = compose_base(spec)
+    if spec.volumes:
+        svc["volumes"] = _volumes(spec, losses)
     if spec.ports:
         svc["ports"] = [_port(spec, p, losses, notes) for p in spec.ports]
     nets = networks_with_aliases(spec, user_networks(spec))
     if nets:
         svc["networks"] = nets
     svc |= swarm_fields(spec, losses)
+    swarm_more(spec, svc, losses)  # secrets and configs; links, addresses, GPUs lost
     order_lost(spec, losses, "docker stack deploy")
     svc["deploy"] = _deploy(spec)
     for name, value in changed(spec, tuple(LOST)):
@@ -120,6 +164,7 @@ def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
         # <stack>_<name>, so the services of the stack reach each other by name there.
         doc["networks"] = {n: {"driver": "overlay"} for n in nets}
         notes.append("networks: " + ", ".join(nets) + ": declared as overlay networks of the stack")
+    doc |= top_level(specs, losses)
     vols = named_volumes(specs)
     if vols:
         doc["volumes"] = {v: {} for v in vols}

@@ -275,6 +275,10 @@ class Ctl:
     def pause(self) -> int:
         return self._done(self.client.post(service_path(self.args.service, "pause")))
 
+    def prune(self) -> int:
+        dry = "?dry_run=1" if self.args.dry_run else ""
+        return self._done(self.client.post(f"/v1/prune/{self.args.what}{dry}"))
+
     def resume(self) -> int:
         return self._done(self.client.post(service_path(self.args.service, "resume")))
 
@@ -522,6 +526,13 @@ def _add_steering_verbs(verb: AddVerb) -> None:
     sp = verb("resume", "heal a paused service again")
     sp.add_argument("service", metavar="SERVICE")
     verb("reload", "re-read the config files now (like SIGHUP); exit 1 if they have errors")
+    sp = verb(
+        "prune",
+        "remove the named volumes healerd made that no declared service names and no "
+        "container uses (healerd never removes them by itself, like docker compose down)",
+    )
+    sp.add_argument("what", choices=["volumes"])
+    sp.add_argument("--dry-run", action="store_true", help="only list what would go")
     sp = verb("wait", "block until services are converged (like kubectl rollout status)")
     sp.add_argument("services", nargs="*", metavar="SERVICE")
     sp.add_argument(
@@ -543,6 +554,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "pause": Ctl.pause,
     "resume": Ctl.resume,
     "reload": Ctl.reload,
+    "prune": Ctl.prune,
     "wait": Ctl.wait,
     "logs": inspect_verbs.logs,
     "describe": inspect_verbs.describe,

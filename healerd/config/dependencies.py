@@ -3,6 +3,7 @@ of the project (unless `required: false`), none itself, and no cycle."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from healerd.config.keys import At
@@ -27,7 +28,8 @@ def _cycle(start: str, specs: Mapping[str, ServiceSpec]) -> list[str] | None:
 
 def check_dependencies(
     specs: Mapping[str, ServiceSpec], bodies: Mapping[str, tuple[LineDict, At]]
-) -> None:
+) -> dict[str, ServiceSpec]:
+    """The checks, and the specs with run-once jobs made out (see `_jobs`)."""
     reported: set[frozenset[str]] = set()
     for name, spec in specs.items():
         if not spec.depends_on:
@@ -46,3 +48,28 @@ def check_dependencies(
         if cycle is not None and frozenset(cycle) not in reported:
             reported.add(frozenset(cycle))
             dep_at.error(f"depends_on makes a cycle: {' -> '.join(cycle)}")
+    return _jobs(specs, bodies)
+
+
+def _jobs(
+    specs: Mapping[str, ServiceSpec], bodies: Mapping[str, tuple[LineDict, At]]
+) -> dict[str, ServiceSpec]:
+    """A service others wait for with service_completed_successfully is a run-once job:
+    without a `restart` of its own it gets "no" (Compose's default; healerd's is to
+    replace every container that stops). One that says always cannot ever complete."""
+    out = dict(specs)
+    for name, spec in specs.items():
+        for dep in spec.depends_on:
+            job = out.get(dep.service)
+            if dep.condition != "service_completed_successfully" or job is None:
+                continue
+            if job.restart is None:
+                out[dep.service] = dataclasses.replace(job, restart="no")
+            elif job.restart in ("always", "unless-stopped"):
+                body, at = bodies[name]
+                at.key(body, "depends_on").error(
+                    f"service_completed_successfully waits for {dep.service!r} to exit with "
+                    f"code 0, but it has restart: {job.restart} (healerd replaces every "
+                    'container of it that stops); give it restart: "no" or on-failure'
+                )
+    return out

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from healerd.config.composeopts import COMPOSE_FIELDS
 from healerd.config.envfile import MAX_ENV_FILES, env_files
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS, healthcheck
 from healerd.config.hostopts import HOST_FIELDS
 from healerd.config.imageref import IMAGE_REFERENCE_PATTERN
 from healerd.config.keys import MAX_ENTRIES, Key
 from healerd.config.pairs import RESERVED_LABEL_PREFIX, environment, labels, pairs_schema
-from healerd.config.ports import PORT_FORMAT, PORT_TEXT, ports
+from healerd.config.ports import LONG_PORT_SCHEMA, PORT_FORMAT, PORT_TEXT, ports
 from healerd.config.rollout import (
     RESTART_POLICY_FIELDS,
     UPDATE_CONFIG_FIELDS,
@@ -46,7 +47,7 @@ from healerd.config.values import (
     user,
     working_dir,
 )
-from healerd.config.volumes import VOLUME_TEXT, volumes
+from healerd.config.volumes import MOUNT_SCHEMA, VOLUME_TEXT, volumes
 from healerd.model import RestartPolicy, UpdateConfig
 
 _ARGV_SCHEMA: Mapping[str, Any] = {
@@ -166,15 +167,25 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "volumes",
-        "list of SOURCE:TARGET[:ro|rw]",
-        "Mounts, short syntax only: SOURCE is a host path (absolute, or ./ ../ ~ relative "
-        "to the file's directory, as Compose takes it) or a volume name (the project's "
+        "list of SOURCE:TARGET[:MODE], or of mounts",
+        "Mounts. Short syntax: SOURCE is a host path (absolute, or ./ ../ .x ~ relative to the "
+        "file's directory, as Compose takes it) or a volume name (the project's "
         "`<project>_<name>` when declared at the top level), TARGET an absolute path in "
-        "the container; a bare /path is an anonymous volume.",
-        '["data:/var/lib/app", "/srv/conf:/etc/app:ro"]',
+        "the container, MODE a comma list: ro|rw, z|Z (SELinux), a propagation (shared, "
+        "rshared, slave, rslave, private, rprivate; host paths), nocopy (volumes), "
+        "cached|delegated|consistent (no effect on Linux); a bare /path is an anonymous "
+        "volume. Long syntax, a mapping: `type` bind|volume|tmpfs, `source` (a bind's host "
+        "path, a volume's name; none: an anonymous volume), `target`, `read_only`, "
+        "`consistency`, `bind: {propagation, create_host_path, selinux}` (create_host_path "
+        "defaults to true: a missing host path is made, as the short syntax does), "
+        "`volume: {nocopy}`, `tmpfs: {size, mode}`. Refused, with why: type npipe, cluster "
+        "and image, volume.subpath and bind.recursive (newer engine API than healerd's "
+        "1.41).",
+        '["data:/var/lib/app", "/srv/conf:/etc/app:ro,z", '
+        "{type: tmpfs, target: /cache, tmpfs: {size: 64m}}]",
         schema={
             "type": "array",
-            "items": {"type": "string", "pattern": VOLUME_TEXT},
+            "items": {"anyOf": [{"type": "string", "pattern": VOLUME_TEXT}, MOUNT_SCHEMA]},
             "maxItems": MAX_ENTRIES,
         },
         check=volumes,
@@ -183,16 +194,21 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "ports",
-        f"list of {PORT_FORMAT}",
-        "Published ports, short syntax only. Without HOST the engine picks a free host port "
-        "for each replica; a fixed HOST port allows only one replica and stop-first rollouts.",
-        '["8080", "127.0.0.1:8081:80", "9000:9000/udp"]',
+        f"list of {PORT_FORMAT}, or of mappings",
+        "Published ports. Without HOST the engine picks a free host port for each replica; "
+        "a fixed HOST port allows only one replica and stop-first rollouts. Long syntax, a "
+        "mapping: `target`, `published` (a number or its text; ranges are refused, as in "
+        "the short syntax), `host_ip`, `protocol` tcp|udp, `mode` host|ingress (the same "
+        "on one engine, as in Compose), `name` and `app_protocol` (information only).",
+        '["8080", "127.0.0.1:8081:80", "9000:9000/udp", '
+        "{target: 80, published: 8082, host_ip: 127.0.0.1}]",
         schema={
             "type": "array",
             "items": {
                 "anyOf": [
                     {"type": "integer", "minimum": 1, "maximum": 65535},
                     {"type": "string", "pattern": PORT_TEXT},
+                    LONG_PORT_SCHEMA,
                 ]
             },
             "maxItems": MAX_ENTRIES,
@@ -203,10 +219,12 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "networks",
-        "list of names, or mapping of names to null or {aliases}",
+        "list of names, or mapping of names to null or {aliases, ipv4_address, ...}",
         "Networks the containers join, with the service name (and `aliases`) as aliases: one "
         "declared under the file's top-level networks is the project's (`<project>_<key>`, "
-        "made by healerd), another name an existing network. Absent: `<project>_default`.",
+        "made by healerd), another name an existing network. Absent: `<project>_default`. "
+        "Per network: `ipv4_address`/`ipv6_address` (one replica only; within a declared "
+        "subnet), `link_local_ips`, `priority` (joined by decreasing priority).",
         "[backend]",
         schema={
             "anyOf": [
@@ -221,7 +239,13 @@ SERVICE_FIELDS: tuple[Key, ...] = (
                     "propertyNames": _NETWORK_NAME,
                     "additionalProperties": {
                         "type": ["object", "null"],
-                        "properties": {"aliases": {"type": "array", "items": {"type": "string"}}},
+                        "properties": {
+                            "aliases": {"type": "array", "items": {"type": "string"}},
+                            "ipv4_address": {"type": "string"},
+                            "ipv6_address": {"type": "string"},
+                            "link_local_ips": {"type": "array", "items": {"type": "string"}},
+                            "priority": {"type": "integer"},
+                        },
                         "additionalProperties": False,
                     },
                     "maxProperties": MAX_ENTRIES,
@@ -355,4 +379,5 @@ SERVICE_FIELDS: tuple[Key, ...] = (
 )
 
 SERVICE_FIELDS += HOST_FIELDS
+SERVICE_FIELDS += COMPOSE_FIELDS
 SERVICE_KEYS = frozenset(key.name for key in SERVICE_FIELDS)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from healerd.config.errors import describe
 from healerd.config.keys import At
+from healerd.config.netopts import network_mode as shared_network_mode
 from healerd.config.pairs import labels
 from healerd.config.units import parse_size
 from healerd.config.values import boolean, whole
@@ -92,6 +93,21 @@ def flag(value: object, at: At) -> bool:
 
 def optional_flag(value: object, at: At) -> bool | None:
     return boolean(value, at)
+
+
+# Docker's rule for container names.
+CONTAINER_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+
+
+def container_name(value: object, at: At) -> str | None:
+    """Empty (`${NAME}` unset) means none, as in Compose."""
+    if value == "":
+        return None
+    name = text(value, at)
+    if name is not None and (len(name) > 128 or not CONTAINER_NAME_RE.fullmatch(name)):
+        at.error(f"{name!r} is not a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+, <= 128)")
+        return None
+    return name
 
 
 def hostname(value: object, at: At) -> str | None:
@@ -256,6 +272,34 @@ def oom_score_adj(value: object, at: At) -> int | None:
     return whole(value, at, minimum=-1000, maximum=1000, default=0)
 
 
+def microseconds(value: object, at: At) -> int | None:
+    """cpu_period, cpu_quota, cpu_rt_*: whole microseconds, as Docker takes them."""
+    return whole(value, at, minimum=0, maximum=10**9, default=0)
+
+
+def swappiness(value: object, at: At) -> int | None:
+    return whole(value, at, minimum=0, maximum=100, default=0)
+
+
+def uts(value: object, at: At) -> str | None:
+    mode = text(value, at)
+    if mode is not None and mode != "host":
+        at.error(f"{mode!r} is not host (the only UTS mode besides the default)")
+        return None
+    return mode
+
+
+MAC_RE = re.compile(r"(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}")
+
+
+def mac_address(value: object, at: At) -> str | None:
+    got = text(value, at)
+    if got is not None and not MAC_RE.fullmatch(got):
+        at.error(f"{got!r} is not a MAC address such as 02:42:ac:11:00:02")
+        return None
+    return got
+
+
 def namespace(value: object, at: At) -> str | None:
     """ipc / pid / userns_mode: host, private, ..., or container:NAME. Compose's
     service:NAME needs the other service's container: not yet."""
@@ -276,13 +320,9 @@ def network_mode(value: object, at: At) -> str | None:
     if mode is None:
         return None
     if mode.startswith(("service:", "container:")):
-        at.error(
-            f"{mode!r}: sharing another container's network is not supported yet (the "
-            "container it names is replaced on every heal); use a network both join"
-        )
-        return None
+        return shared_network_mode(mode, at)
     if mode not in ("host", "none", "bridge", "default"):
-        at.error(f"{mode!r} is not host, none, bridge or default")
+        at.error(f"{mode!r} is not host, none, bridge, default, service:NAME or container:NAME")
         return None
     return mode
 
@@ -292,23 +332,23 @@ def expose(value: object, at: At) -> tuple[str, ...]:
     return checked(value, at, EXPOSE_RE.fullmatch, reason, single=False)
 
 
-RESTARTS = ("always", "unless-stopped")
+RESTARTS = ("always", "unless-stopped", "no", "on-failure")
+_ON_FAILURE_RE = re.compile(r"on-failure(?::([1-9][0-9]{0,5}))?")
 
 
 def restart(value: object, at: At) -> str | None:
+    """Compose's restart; an unquoted `no` is YAML 1.1's false, which Compose (YAML 1.2)
+    reads as the string "no"."""
+    if value is False:
+        return "no"
     mode = text(value, at)
-    if mode in RESTARTS:
+    if mode is None or mode in RESTARTS or _ON_FAILURE_RE.fullmatch(mode):
         return mode
-    if mode is not None:
-        at.error(
-            f"{mode!r} is not supported yet: healerd restarts every container it runs "
-            '(always or unless-stopped); run-once services ("no", on-failure) are not '
-            "supported yet"
-        )
+    at.error(f'{mode!r} is not always, unless-stopped, on-failure[:N] (N >= 1) or "no"')
     return None
 
 
-CONDITIONS = ("service_started", "service_healthy")
+CONDITIONS = ("service_started", "service_healthy", "service_completed_successfully")
 
 
 def _dependency(name: object, body: object, at: At) -> Dependency | None:
@@ -322,22 +362,17 @@ def _dependency(name: object, body: object, at: At) -> Dependency | None:
         return None
     for key in body:
         if key not in ("condition", "required", "restart"):
-            at.key(body, key).error(f"unknown key {key!r}: depends_on takes condition, required")
+            at.key(body, key).error(
+                f"unknown key {key!r}: depends_on takes condition, required, restart"
+            )
     condition = body.get("condition", "service_started")
-    if condition == "service_completed_successfully":
-        at.key(body, "condition").error(
-            "service_completed_successfully is not supported yet (run-once services)"
-        )
-    elif condition not in CONDITIONS:
+    if condition not in CONDITIONS:
         at.key(body, "condition").error(
             f"must be one of {', '.join(CONDITIONS)}, not {condition!r}"
         )
-    if body.get("restart"):
-        at.key(body, "restart").error(
-            "restart: true is not supported yet (dependents are not restarted with it)"
-        )
     required = boolean(body["required"], at.key(body, "required")) if "required" in body else True
-    return Dependency(name, str(condition), required)
+    restart = boolean(body["restart"], at.key(body, "restart")) if "restart" in body else False
+    return Dependency(name, str(condition), required, bool(restart))
 
 
 def depends_on(value: object, at: At) -> tuple[Dependency, ...]:

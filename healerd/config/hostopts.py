@@ -23,7 +23,10 @@ _SIZE: Mapping[str, Any] = {
 }
 _PAIRS: Mapping[str, Any] = {
     "anyOf": [
-        {"type": "object", "additionalProperties": {"type": ["string", "number", "null"]}},
+        {
+            "type": "object",
+            "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+        },
         {"type": "array", "items": {"type": "string", "pattern": "^[^=]+="}},
     ]
 }
@@ -46,6 +49,15 @@ def _flag(name: str, doc: str) -> Key:
 
 
 HOST_FIELDS: tuple[Key, ...] = (
+    _key("profiles", "list of names", "Compose's profiles: the service runs only when "
+         "COMPOSE_PROFILES (in the file's .env or healerd's environment, comma-separated) "
+         "names one of them, as with `docker compose --profile`; else it is not declared.",
+         "[debug]", hc.string_list, _STRINGS, ()),
+    _key("container_name", "container name", "The fixed name of the service's one "
+         "container (replicas 0 or 1), instead of <service>-<tag>-<random>. A replacement "
+         "takes the name over: the failed or old container is renamed aside, the new one "
+         "created, then the old one removed (no history is kept); rolling updates are "
+         "stop-first.", "mosquitto", hc.container_name, {"type": "string"}),
     _key("hostname", "host name", "The container's host name. Absent: its id.", "gateway",
          hc.hostname, {"type": "string"}),
     _key("domainname", "domain name", "The container's NIS domain name.", "example.lan",
@@ -106,6 +118,26 @@ HOST_FIELDS: tuple[Key, ...] = (
     _key("oom_score_adj", "integer -1000 to 1000", "How willingly the kernel kills it when "
          "memory runs out.", "-500", hc.oom_score_adj,
          {"type": "integer", "minimum": -1000, "maximum": 1000}),
+    _key("cpu_period", "integer (µs)", "The CFS period (with cpu_quota).", "100000",
+         hc.microseconds, {"type": "integer", "minimum": 0}),
+    _key("cpu_quota", "integer (µs)", "CPU time per cpu_period (cpus sets both).", "50000",
+         hc.microseconds, {"type": "integer", "minimum": 0}),
+    _key("cpu_rt_period", "integer (µs)", "Real-time scheduler period.", "1000000",
+         hc.microseconds, {"type": "integer", "minimum": 0}),
+    _key("cpu_rt_runtime", "integer (µs)", "Real-time runtime per cpu_rt_period.", "950000",
+         hc.microseconds, {"type": "integer", "minimum": 0}),
+    _key("mem_swappiness", "integer 0 to 100", "How willingly the container's memory is "
+         "swapped.", "10", hc.swappiness, {"type": "integer", "minimum": 0, "maximum": 100}),
+    _flag("oom_kill_disable", "Do not OOM-kill the container (with mem_limit only: "
+          "otherwise it can hang the host)."),
+    _key("cgroup_parent", "cgroup path", "The parent cgroup of the container's.",
+         "edge.slice", hc.text, {"type": "string"}),
+    _key("storage_opt", "mapping", "Storage driver options (size=1G on overlay2 with "
+         "pquota).", "{size: 1G}", hc.sysctls, _PAIRS, ()),
+    _key("uts", "host", "The UTS namespace: host shares the host's host name.", "host",
+         hc.uts, {"const": "host"}),
+    _key("mac_address", "MAC address", "The container's MAC address (one replica).",
+         '"02:42:ac:11:00:02"', hc.mac_address, {"type": "string"}),
     _key("ipc", "host | private | shareable | none | container:NAME", "IPC namespace.",
          "host", hc.namespace, {"type": "string"}),
     _key("pid", "host | container:NAME", "PID namespace.", "host", hc.namespace,
@@ -116,21 +148,33 @@ HOST_FIELDS: tuple[Key, ...] = (
          {"type": "string"}),
     _key("platform", "os/arch[/variant]", "The image platform to run.", "linux/arm64",
          hc.text, {"type": "string"}),
-    _key("network_mode", "host | none | bridge | default", "host: the host's network stack "
-         "(ports are not published); none: no network. Cannot be combined with networks.",
-         "host", hc.network_mode, {"enum": ["host", "none", "bridge", "default"]}),
+    _key("network_mode", "host | none | bridge | default | service:NAME | container:NAME",
+         "host: the host's network stack (ports are not published); none: no network; "
+         "service:NAME: the network namespace of a running container of service NAME of "
+         "this file (a dependency, service_started; the container is recreated when that "
+         "one is replaced); container:NAME: a named container's. Cannot be combined with "
+         "networks (nor, sharing a namespace, with ports, expose, hostname, dns, "
+         "extra_hosts or links).", "host", hc.network_mode,
+         {"anyOf": [{"enum": ["host", "none", "bridge", "default"]},
+                    {"type": "string",
+                     "pattern": "^(service|container):[a-zA-Z0-9][a-zA-Z0-9_.-]*$"}]}),
     _key("expose", "list of PORT[/PROTOCOL]", "Ports the container listens on, without "
          "publishing them.", '["1883", "8883/tcp"]', hc.expose,
          {"type": "array", "items": {"type": ["string", "integer"]}}, ()),
     _key("depends_on", "list of services, or mapping", "Services whose containers must be "
-         "running (service_started) or healthy (service_healthy) before this service's are "
+         "running (service_started), healthy (service_healthy) or exited with code 0 (a "
+         "run-once job, service_completed_successfully) before this service's are "
          "created; required: false lets a missing one pass. Until then the service is "
          "Waiting, with the reason; others go on.",
          "{db: {condition: service_healthy, required: false}}",
          hc.depends_on, {"type": ["array", "object"]}, ()),
-    _key("restart", "always | unless-stopped", "Compose's restart: healerd restarts every "
-         "container it runs, so both mean what it does anyway (Docker's own restart policy "
-         "stays no: healerd is the one healer). no and on-failure (run-once services) are "
-         "not supported yet.", "unless-stopped", hc.restart,
-         {"enum": list(hc.RESTARTS)}),
+    _key("restart", 'always | unless-stopped | on-failure[:N] | "no"', "Compose's restart, "
+         "with healerd as the one healer (Docker's own policy stays no). always and "
+         "unless-stopped: every container that stops or fails is replaced. on-failure[:N]: "
+         "only after a non-zero exit, at most N times; then the service is Failed. \"no\": "
+         "a run-once job, left exited (Completed with exit code 0, else Failed) and run "
+         "again when its spec changes. With on-failure and no, health never replaces a "
+         "container.", "on-failure:3", hc.restart,
+         {"anyOf": [{"enum": list(hc.RESTARTS)}, {"type": "string",
+                    "pattern": "^on-failure:[1-9][0-9]{0,5}$"}, {"const": False}]}),
 )  # fmt: skip

@@ -4,9 +4,8 @@ As the Compose specification says: `$VAR` and `${VAR}`; `${VAR:-default}` (unset
 empty) and `${VAR-default}` (unset); `${VAR:?error}` and `${VAR?error}` (an error naming
 file, line and field); `${VAR:+alt}` and `${VAR+alt}`; `$$` is a literal `$`; defaults
 may hold further substitutions. A variable that is not set and has no default is an
-error naming it (Compose warns and uses an empty string: healerd will not let a `$`
-written for the container, in a password or a shell command, silently change a running
-container). Values come from healerd's own
+empty string with a warning naming file, line, field and variable, as Compose does (a
+file must run unchanged; `${VAR:?}` makes one required). Values come from healerd's own
 environment, then from the file's env file: `<name>.env` beside `<name>.yaml` (what
 Compose reads from the project's `.env`), read through the trusted open; the environment
 wins, as in Compose. Only values are interpolated, never keys. A value that was a plain
@@ -40,13 +39,26 @@ class _Failed(Exception):
     pass
 
 
+def project_directory(path: Path) -> Path:
+    """Where relative paths start: the file's directory, or, for a service file that is a
+    symbolic link in conf.d to a Compose file kept elsewhere (`ln -s
+    ~/iotstack/docker-compose.yml /etc/healerd/conf.d/iotstack.yaml`), the directory of
+    the file it leads to, which is that project's directory."""
+    return path.resolve().parent if path.is_symlink() else path.parent
+
+
 def project_env(path: Path, *, strict_modes: bool) -> tuple[dict[str, str], list[ConfigError]]:
-    """The variables a service file is interpolated with: its `<name>.env`, then the
-    environment over it."""
-    env_path = path.with_suffix(".env")
+    """The variables a service file is interpolated with: for a link, the `.env` of the
+    project directory it leads to; then its `<name>.env` in conf.d; then the environment
+    over both."""
+    candidates = [path.with_suffix(".env")]
+    if path.is_symlink():
+        candidates.insert(0, project_directory(path) / ".env")
     values: dict[str, str] = {}
     errors: list[ConfigError] = []
-    if env_path.exists():
+    for env_path in candidates:
+        if not env_path.exists():
+            continue
         try:
             values.update(read_env_file(env_path, strict_modes=strict_modes))
         except EnvFileError as exc:
@@ -112,13 +124,13 @@ class _Interpolator:
     def _lookup(self, name: str) -> str:
         value = self.env.get(name)
         if value is None:
-            # Compose warns and uses "": healerd refuses the file, so that a `$` meant
-            # literally (a password, a shell command) never silently changes a running
-            # container; the last good state stands until it is fixed.
-            self._fail(
-                f"variable {name} is not set: set it in the file's .env, give a default "
-                f"(${{{name}:-}} for an empty one), or write $$ for a literal $"
+            # Compose's behaviour: a warning and "" (a `$` meant literally is written $$).
+            self.at.warn(
+                f"variable {name} is not set, an empty string is used: set it in the file's "
+                f".env, give a default (${{{name}:-}}), make it required (${{{name}:?reason}}) "
+                "or write $$ for a literal $"
             )
+            return ""
         return value
 
     def _fail(self, reason: str) -> NoReturn:

@@ -9,13 +9,16 @@ is found in one pass.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from healerd.config.errors import ConfigError, unknown_key_reason
+from healerd.config.errors import ConfigError, describe, unknown_key_reason
 from healerd.config.yamlload import LineDict, LineList
+
+_log = logging.getLogger("healerd.config")
 
 T = TypeVar("T")
 # The most entries a list or mapping of a service may hold (command, environment, ports,
@@ -30,6 +33,8 @@ class Context:
 
     base_dir: Path | None = None
     strict_modes: bool = False
+    # COMPOSE_PROFILES of the file's variables: the profiles whose services run.
+    profiles: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,10 @@ class At:
 
     def error(self, reason: str) -> None:
         self.errors.append(ConfigError(self.file, self.line, self.field, reason, self.column))
+
+    def warn(self, reason: str) -> None:
+        """Logged, not refused (Compose's warnings): located as an error would be."""
+        _log.warning("%s", ConfigError(self.file, self.line, self.field, reason, self.column))
 
     def child(
         self, name: object, line: int | None, column: int | None = None, *, index: bool = False
@@ -68,6 +77,19 @@ class At:
         if name:
             return self.child(name, line, column)
         return self.child(index, line, column, index=True)
+
+
+def top_section(data: LineDict, key: str, at: At) -> tuple[LineDict, At] | None:
+    """A top-level section that maps names to settings (`networks`, `volumes`,
+    `secrets`, `configs`), with where it is; None when absent or reported as malformed."""
+    section = data.get(key)
+    if section is None:
+        return None
+    section_at = at.key(data, key)
+    if not isinstance(section, LineDict):
+        section_at.error(f"must map names to their settings, not {describe(section)}")
+        return None
+    return section, section_at
 
 
 Check = Callable[[Any, At], Any]

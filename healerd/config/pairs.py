@@ -67,8 +67,12 @@ def _pair_value(value: object, raw: str | None, at: At) -> str | None:
     if value is None:
         return ""
     if isinstance(value, bool):
-        at.error("true/false would be ambiguous as text: quote it, e.g. 'true'")
-        return None
+        if raw is None:
+            at.error("true/false would be ambiguous as text: quote it, e.g. 'true'")
+            return None
+        # As Compose (YAML 1.2) reads it: true/false (any case) are booleans it writes as
+        # "true"/"false"; YAML 1.1's yes/no/on/off are text there, kept as written.
+        return raw.lower() if raw.lower() in ("true", "false") else raw
     if isinstance(value, int | float):
         return raw if raw is not None else str(value)  # keep 010 or 1.50 as written
     if isinstance(value, str):
@@ -150,7 +154,7 @@ def pairs_schema(labels: bool) -> Mapping[str, Any]:
             {
                 "type": "object",
                 "propertyNames": {"pattern": f"^{key}$"},
-                "additionalProperties": {"type": ["string", "number", "null"]},
+                "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
                 "maxProperties": MAX_ENTRIES,
             },
             {

@@ -1,5 +1,6 @@
-"""`ports`: Compose's short syntax [[IP:]HOST:]CONTAINER[/tcp|udp], and when two published
-ports would need the same host port (within a service, a file, or across files).
+"""`ports`: Compose's short syntax [[IP:]HOST:]CONTAINER[/tcp|udp] and its long syntax (a
+mapping: target, published, host_ip, protocol, mode, name, app_protocol), and when two
+published ports would need the same host port (within a service, a file, or across files).
 """
 
 from __future__ import annotations
@@ -8,11 +9,12 @@ import ipaddress
 import re
 
 from healerd.config.errors import describe
-from healerd.config.keys import At
-from healerd.config.yamlload import LineList
+from healerd.config.keys import At, unknown_keys
+from healerd.config.yamlload import LineDict, LineList
 from healerd.model import PortSpec, ServiceSpec
 
 PORT_FORMAT = "[[IP:]HOST:]CONTAINER[/tcp|udp]"
+_LONG_KEYS = ("target", "published", "host_ip", "protocol", "mode", "name", "app_protocol")
 _WILDCARDS = ("", "0.0.0.0", "::")  # host addresses that mean every address
 
 
@@ -87,7 +89,7 @@ def describe_port(port: PortSpec) -> str:
 
 def _port_number(text: str, what: str, at: At) -> int | None:
     if re.fullmatch(r"[0-9]+-[0-9]+", text):
-        at.error("port ranges are not supported")
+        at.error(f"port ranges ({text}) are not supported: list each port on its own")
     elif re.fullmatch(r"[0-9]{1,5}", text) and 1 <= int(text) <= 65535:
         return int(text)
     else:
@@ -95,9 +97,56 @@ def _port_number(text: str, what: str, at: At) -> int | None:
     return None
 
 
+def _number(body: LineDict, key: str, what: str, at: At) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    key_at = at.key(body, key)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        key_at.error(f"must be a port number, not {describe(value)}")
+        return None
+    return _port_number(str(value), what, key_at)
+
+
+def _text(body: LineDict, key: str, choices: tuple[str, ...], at: At) -> str:
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value or (choices and value.lower() not in choices):
+        wanted = " or ".join(choices) if choices else "a non-empty string"
+        at.key(body, key).error(f"must be {wanted}, not {value!r}")
+        return ""
+    return value.lower() if choices else value
+
+
+def _long_port(body: LineDict, at: At) -> PortSpec | None:
+    """Compose's long syntax. `mode: ingress` publishes as `host` does on one engine (as
+    Compose does); `name` and `app_protocol` are information, accepted and not used."""
+    unknown_keys(body, at, _LONG_KEYS)
+    errors = len(at.errors)
+    if body.get("target") is None:
+        at.here("target").error("is required: the port in the container")
+    container_port = _number(body, "target", "container", at)
+    host_port = _number(body, "published", "host", at)
+    protocol = _text(body, "protocol", ("tcp", "udp"), at) or "tcp"
+    _text(body, "mode", ("host", "ingress"), at)
+    for key in ("name", "app_protocol"):
+        _text(body, key, (), at)
+    host_ip = _text(body, "host_ip", (), at)
+    try:
+        host_ip = str(ipaddress.ip_address(host_ip)) if host_ip else ""
+    except ValueError:
+        at.key(body, "host_ip").error(f"{host_ip!r} is not an IP address")
+    if len(at.errors) > errors or container_port is None:
+        return None
+    return PortSpec(container_port, protocol, host_ip, host_port)
+
+
 def _port(item: object, at: At) -> PortSpec | None:
+    if isinstance(item, LineDict):
+        return _long_port(item, at)
     if isinstance(item, bool) or not isinstance(item, int | str):
-        at.error(f"must be a number or a '{PORT_FORMAT}' string, not {describe(item)}")
+        at.error(f"must be a number, a '{PORT_FORMAT}' string or a mapping, not {describe(item)}")
         return None
     text, protocol, host_ip = str(item), "tcp", ""
     if "/" in text:
@@ -129,7 +178,7 @@ def _port(item: object, at: At) -> PortSpec | None:
 
 def ports(value: object, at: At) -> tuple[PortSpec, ...]:
     if not isinstance(value, LineList):
-        at.error(f"must be a list of ports such as '8080:80', not {describe(value)}")
+        at.error(f"must be a list of ports such as '8080:80' or mappings, not {describe(value)}")
         return ()
     found: list[PortSpec] = []
     fixed: set[tuple[str, int, str]] = set()
@@ -155,3 +204,27 @@ PORT_TEXT = (
     rf"^(?:(?:(?:[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}}|\[[0-9a-fA-F:.]+\])?:)?(?:{_PORT_NUMBER})?:)?"
     rf"{_PORT_NUMBER}(?:/(?:[tT][cC][pP]|[uU][dD][pP]))?$"
 )
+_PORT_VALUE = {
+    "anyOf": [
+        {"type": "integer", "minimum": 1, "maximum": 65535},
+        {"type": "string", "pattern": f"^{_PORT_NUMBER}$"},
+    ]
+}
+LONG_PORT_SCHEMA = {
+    "type": "object",
+    "required": ["target"],
+    "properties": {
+        "target": _PORT_VALUE,
+        "published": _PORT_VALUE,
+        "host_ip": {
+            "type": "string",
+            "pattern": r"^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9a-fA-F:.]+)$",
+        },
+        "protocol": {"type": "string", "pattern": "^(?:[tT][cC][pP]|[uU][dD][pP])$"},
+        "mode": {"enum": ["host", "ingress"]},
+        "name": {"type": "string", "minLength": 1},
+        "app_protocol": {"type": "string", "minLength": 1},
+    },
+    "additionalProperties": False,
+    "patternProperties": {"^x-": {}},
+}

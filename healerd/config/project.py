@@ -24,16 +24,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from healerd.config import netopts, secrets
 from healerd.config.errors import describe
-from healerd.config.keys import At
+from healerd.config.keys import At, top_section
 from healerd.config.pairs import labels
 from healerd.config.values import boolean
 from healerd.config.yamlload import LineDict, LineList
-from healerd.model import NetworkDecl, ServiceSpec, VolumeDecl, VolumeSpec
+from healerd.model import NetworkDecl, NetworkEndpoint, ServiceSpec, VolumeDecl, VolumeSpec
 
 PROJECT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
-TOP_LEVEL_KEYS = ("services", "name", "version", "networks", "volumes")
-_NETWORK_KEYS = ("name", "external", "driver", "internal", "attachable", "labels", "driver_opts")
+TOP_LEVEL_KEYS = ("services", "name", "version", "networks", "volumes", "secrets", "configs")
+_NETWORK_KEYS = (
+    "name", "external", "driver", "internal", "attachable", "labels", "driver_opts", "ipam",
+    "enable_ipv6",
+)  # fmt: skip
 _VOLUME_KEYS = ("name", "external", "driver", "labels", "driver_opts")
 _NO_ALIAS_NETWORKS = ("bridge", "host", "none")
 
@@ -53,6 +57,9 @@ class Project:
     name: str
     networks: Mapping[str, Declared]
     volumes: Mapping[str, Declared]
+    # Top-level secrets and configs: name -> the host file (healerd.config.secrets).
+    secrets: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def default_name(file: str) -> str:
@@ -114,19 +121,16 @@ def _declared(key: str, body: object, project: str, at: At, *, network: bool) ->
             name, project, key, driver or "bridge", flags["internal"], flags["attachable"],
             pairs["labels"], pairs["driver_opts"],
         )  # fmt: skip
-        return Declared(name, False, network=decl)
+        return Declared(name, False, network=netopts.network_options(decl, body, at))
     vol = VolumeDecl(name, project, key, driver or "local", pairs["labels"], pairs["driver_opts"])
     return Declared(name, False, volume=vol)
 
 
 def _section(data: LineDict, key: str, project: str, at: At) -> dict[str, Declared]:
-    section = data.get(key)
-    if section is None:
+    found = top_section(data, key, at)
+    if found is None:
         return {}
-    section_at = at.key(data, key)
-    if not isinstance(section, LineDict):
-        section_at.error(f"must map names to their settings, not {describe(section)}")
-        return {}
+    section, section_at = found
     return {
         str(k): _declared(str(k), v, project, section_at.key(section, k), network=key == "networks")
         for k, v in section.items()
@@ -141,7 +145,13 @@ def read_project(data: LineDict, at: At) -> Project:
         "default",
         Declared(f"{name}_default", False, network=NetworkDecl(f"{name}_default", name, "default")),
     )
-    return Project(name, networks, _section(data, "volumes", name, at))
+    return Project(
+        name,
+        networks,
+        _section(data, "volumes", name, at),
+        secrets.read_sources(data, "secrets", at),
+        secrets.read_sources(data, "configs", at),
+    )
 
 
 def _aliases(body: LineDict, key: str, at: At) -> tuple[str, ...]:
@@ -166,10 +176,15 @@ def resolve(spec: ServiceSpec, body: LineDict, project: Project, at: At) -> Serv
     nets: list[str] = []
     aliases: list[tuple[str, tuple[str, ...]]] = []
     create_nets: list[NetworkDecl] = []
+    endpoints: list[NetworkEndpoint] = []
+    priority: dict[str, int] = {}
     for key in keys:
         declared = project.networks.get(key)
         name = declared.name if declared is not None else key
         nets.append(name)
+        decl = declared.network if declared is not None else None
+        endpoint, priority[name] = netopts.service_endpoint(body, key, name, decl, at)
+        endpoints += [endpoint] if endpoint is not None else []
         extra = _aliases(body, key, at)
         if extra and name not in _NO_ALIAS_NETWORKS:
             aliases.append((name, extra))
@@ -187,12 +202,15 @@ def resolve(spec: ServiceSpec, body: LineDict, project: Project, at: At) -> Serv
         vols.append(dataclasses.replace(v, source=declared.name))
         if declared.volume is not None:
             create_vols.append(declared.volume)
-    return dataclasses.replace(
+    resolved = dataclasses.replace(
         spec,
-        networks=tuple(sorted(set(nets))),
+        # Joined by decreasing priority (the first is the one created on), then by name.
+        networks=tuple(sorted(set(nets), key=lambda n: (-priority.get(n, 0), n))),
         network_aliases=tuple(sorted(aliases)),
+        network_endpoints=tuple(sorted(endpoints, key=lambda e: e.network)),
         volumes=tuple(vols),
         project=project.name,
         networks_to_create=tuple(create_nets),
         volumes_to_create=tuple(create_vols),
     )
+    return secrets.resolve(resolved, body, (project.secrets, project.configs), at)

@@ -116,9 +116,12 @@ def service_schema() -> dict[str, Any]:
             },
             "version": {"description": "Accepted and ignored, as Compose does."},
             "networks": _declarations(
-                "Networks of the project: `<project>_<key>` unless `name:` or `external`.",
+                "Networks of the project: `<project>_<key>` unless `name:` or `external`; "
+                "`ipam` (driver, config: subnet, ip_range, gateway) and `enable_ipv6`.",
                 ("name", "external", "driver", "internal", "attachable", "labels", "driver_opts"),
             ),
+            "secrets": _files("Secrets: `file:`, a host file (relative to the file's directory)."),
+            "configs": _files("Configs: `file:`, a host file (relative to the file's directory)."),
             "volumes": _declarations(
                 "Named volumes of the project: `<project>_<key>` unless `name:` or `external`.",
                 ("name", "external", "driver", "labels", "driver_opts"),
@@ -130,10 +133,44 @@ def service_schema() -> dict[str, Any]:
     }
 
 
+def _files(description: str) -> dict[str, Any]:
+    props = {"file": {"type": "string", "minLength": 1}, "name": {"type": "string"}}
+    return {
+        "description": description,
+        "type": "object",
+        "additionalProperties": {
+            "type": "object",
+            "properties": props,
+            "required": ["file"],
+            "additionalProperties": False,
+        },
+    }
+
+
+_IPAM = {
+    "type": "object",
+    "properties": {
+        "driver": {"type": "string"},
+        "config": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {k: {"type": "string"} for k in ("subnet", "ip_range", "gateway")},
+                "required": ["subnet"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "additionalProperties": False,
+}
+
+
 def _declarations(description: str, keys: tuple[str, ...]) -> dict[str, Any]:
     types = {"external": "boolean", "internal": "boolean", "attachable": "boolean"}
     props: dict[str, Any] = {k: {"type": types.get(k, "string")} for k in keys}
     props["labels"] = props["driver_opts"] = {"type": ["object", "array"]}
+    if "internal" in keys:  # a network's
+        props |= {"ipam": _IPAM, "enable_ipv6": {"type": "boolean"}}
     return {
         "description": description,
         "type": ["object", "null"],
@@ -305,11 +342,14 @@ naming the file and the field):
 """
 
 _COMPOSE_NOTE = """
-Compose keys that healerd does not accept, because it does their job itself: `restart`
-(healerd restarts containers and never gives up; see `restart_policy`), `deploy` (write
-`replicas`, `update_config` and `restart_policy` directly in the service),
-`container_name` (healerd names containers `<service>-<hash>-<random>`). Only the short
-syntax of `ports` and `volumes` is supported.
+A service file is a Compose file: [COMPOSE.md](COMPOSE.md) says how each Compose field
+is taken. The Compose specification's service fields that are not rows above are
+refused with the reason in the error: Windows-only ones (`cpu_count`, `cpu_percent`,
+`credential_spec`, `isolation`), Compose CLI features (`develop`, `provider`, `models`,
+`attach`, `use_api_socket`), `external_links` and `volumes_from` (a service's containers
+change with every heal), and, not yet, `annotations`, `blkio_config`, `cgroup`,
+`extends`, `label_file`, `post_start`, `pre_stop` and `pull_refresh_after`. `build`
+beside an `image` is ignored with a warning.
 """
 
 _SETTINGS_INTRO = """

@@ -9,21 +9,18 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 
+from healerd.config import netopts
+from healerd.config.deploy import merge as merge_spellings
 from healerd.config.envfile import EnvFileError, env_digest
 from healerd.config.errors import describe, unknown_key_reason
 from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
 from healerd.config.keys import MAX_ENTRIES, At, check_keys
+from healerd.config.unsupported import UNSUPPORTED
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import ServiceSpec
 
 log = logging.getLogger("healerd.config")
 _BUILD_WARNED: set[tuple[str, str]] = set()  # (file, service): told once, not every reload
-
-# Compose keys whose job healerd does itself, with what to write instead.
-_REPLACED_KEYS = {
-    "deploy": "write replicas, update_config and restart_policy directly in the service",
-    "container_name": "healerd names containers <service>-<hash>-<random> itself",
-}
 
 
 def _build(body: LineDict, at: At) -> None:
@@ -48,8 +45,8 @@ def _unknown_keys(body: LineDict, at: At) -> None:
     for key in body:
         if key == "build":
             continue
-        if key in _REPLACED_KEYS:
-            at.key(body, key).error(f"unknown key {key!r}: {_REPLACED_KEYS[key]}")
+        if key in UNSUPPORTED:
+            at.key(body, key).error(UNSUPPORTED[key])
         elif not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
             at.key(body, key).error(unknown_key_reason(key, SERVICE_KEYS))
 
@@ -71,6 +68,10 @@ def _across_keys(spec: ServiceSpec, body: LineDict, at: At) -> None:
         at.key(body, "ports").error("a fixed host port allows only one replica")
     if spec.network_mode is not None and spec.networks:
         at.key(body, "network_mode").error("cannot be combined with networks")
+    if spec.cpus is not None and (spec.cpu_period or spec.cpu_quota):
+        key = "cpu_period" if spec.cpu_period else "cpu_quota"
+        at.key(body, key).error("cannot be combined with cpus (which sets the CPU quota)")
+    netopts.across_keys(spec, body, at)
     update = body.get("update_config")
     if (
         spec.has_fixed_host_port
@@ -96,6 +97,7 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
     if body.get("image") is None and "build" not in body:
         at.here("image").error("is required")
     values, _ = check_keys(_bounded(body, at), SERVICE_FIELDS, lambda key: at.key(body, key))
+    merge_spellings(values, body, at)  # deploy and scale
     spec = ServiceSpec(name=name, source_file=at.file, **values)
     if spec.env_files:
         # Errors were reported above; a digest is only taken of files that read cleanly.

@@ -6,6 +6,7 @@ error in the file is collected and the operator can fix them in one go.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -14,8 +15,9 @@ from pathlib import Path
 
 from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
-from healerd.config.interpolate import interpolate, project_env
+from healerd.config.interpolate import interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
+from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
 from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
 from healerd.config.service import check_service
@@ -65,6 +67,26 @@ def _valid_name(name: object, at: At) -> bool:
     return True
 
 
+def _fixed_name(spec: ServiceSpec, body: LineDict, at: At, before: list[ServiceSpec]) -> None:
+    """container_name names one container: one replica, and no other service's name;
+    a fixed MAC address too."""
+    if spec.mac_address and spec.replicas > 1:
+        at.key(body, "mac_address").error(
+            f"one MAC address, but replicas is {spec.replicas}: use one replica"
+        )
+    if spec.container_name is None:
+        return
+    name_at = at.key(body, "container_name")
+    if spec.replicas > 1:
+        name_at.error(
+            f"names one container, but replicas is {spec.replicas}: two containers cannot "
+            "have one name (drop container_name, or use one replica)"
+        )
+    other = next((s for s in before if s.container_name == spec.container_name), None)
+    if other is not None:
+        name_at.error(f"{spec.container_name!r} is also service {other.name!r}'s container_name")
+
+
 def _services(
     services: LineDict, at: At, project: Project
 ) -> tuple[dict[str, ServiceSpec], _Positions]:
@@ -87,6 +109,9 @@ def _services(
         if spec is None:
             continue
         spec = resolve(spec, body, project, name_at)
+        if spec.profiles and not set(spec.profiles) & at.context.profiles:
+            continue  # checked, but not run: no profile of it is active (Compose's rule)
+        _fixed_name(spec, body, name_at, order)
         if (clash := claimed.clash(spec)) is not None:
             other, port = order[clash[0]], clash[1]
             name_at.key(body, "ports").error(
@@ -99,8 +124,8 @@ def _services(
         specs[name] = spec
         lines[name] = (name_at.line or 1, name_at.column)
         bodies[name] = (body, name_at)
-    check_dependencies(specs, bodies)
-    return specs, lines
+    # links and network_mode service:NAME imply dependencies (service_started).
+    return check_dependencies(implied_dependencies(specs, bodies), bodies), lines
 
 
 def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]:
@@ -133,6 +158,10 @@ def _result(
     env: Mapping[str, str],
 ) -> FileResult:
     found = list(errors)
+    active = env.get("COMPOSE_PROFILES", "")
+    context = dataclasses.replace(
+        context, profiles=frozenset(p.strip() for p in active.split(",") if p.strip())
+    )
     interpolate(data, env, At(found, file, "", None, None, context))
     specs, positions = _document(data, At(found, file, "", None, None, context))
     lines = {name: line for name, (line, _) in positions.items()}
@@ -196,4 +225,5 @@ def load_service_file(
         return FileResult(file, None, (ConfigError(file, None, "file", reason),))
     data, errors = load_yaml_bytes(raw, file)
     env, env_errors = project_env(path, strict_modes=strict_modes)
-    return _result(data, errors + env_errors, file, Context(path.parent, strict_modes), env)
+    project_dir = project_directory(path)
+    return _result(data, errors + env_errors, file, Context(project_dir, strict_modes), env)

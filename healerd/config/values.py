@@ -127,6 +127,10 @@ def working_dir(value: object, at: At) -> str | None:
     return posixpath.normpath(path)
 
 
+# What a service may say of each of its networks (checked by healerd.config.netopts).
+NETWORK_ENDPOINT_KEYS = ("aliases", "ipv4_address", "ipv6_address", "link_local_ips", "priority")
+
+
 def networks(value: object, at: At) -> tuple[str, ...]:
     """Networks are a set; sorted so that reordering them never replaces containers."""
     entries: list[tuple[object, At]] = []
@@ -137,9 +141,10 @@ def networks(value: object, at: At) -> tuple[str, ...]:
             entries.append((name, at.key(value, name)))
             if isinstance(options, LineDict):
                 for key in options:
-                    if key != "aliases":
+                    if key not in NETWORK_ENDPOINT_KEYS:
                         entries[-1][1].key(options, key).error(
-                            f"{key!r} is not supported yet (only aliases)"
+                            f"{key!r} is not supported (supported: "
+                            f"{', '.join(NETWORK_ENDPOINT_KEYS)})"
                         )
             elif options is not None:
                 entries[-1][1].error(f"must be a mapping with aliases, not {describe(options)}")

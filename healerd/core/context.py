@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
+from healerd.core.jobs import run_once
 from healerd.core.planner import PlanContext, Replacement, replacement_verdict
 from healerd.model import ContainerState, ObservedContainer, ServiceSpec
 
@@ -37,17 +38,9 @@ def plan_context(
     """The context to plan with, the times to look again, and the crash backoff's note
     ("back-off 20s restarting failed container ...") when a replacement waits."""
     wake: list[float] = []
-    failed_running: set[str] = set()
+    failed_running = _failed_running(spec, mine, now, recall, wake)
     replacements: dict[str, Replacement] = {}
     note, note_at = "", float("inf")
-    for c in mine:
-        since = recall.unhealthy_since.get(c.id)
-        if c.running and since is not None:
-            due = since + spec.unhealthy_grace
-            if now >= due:
-                failed_running.add(c.id)
-            else:
-                wake.append(due)
     for c in mine:
         if c.running and c.id not in failed_running:
             continue
@@ -86,6 +79,29 @@ def plan_context(
         restartable=_restartable(spec, mine, recall),
     )
     return ctx, wake, note
+
+
+def _failed_running(
+    spec: ServiceSpec,
+    mine: Sequence[ObservedContainer],
+    now: float,
+    recall: Recall,
+    wake: list[float],
+) -> set[str]:
+    """Running containers unhealthy past their grace. Docker's on-failure and "no" never
+    act on health (only an exit counts), so neither does a run-once service."""
+    failed: set[str] = set()
+    if run_once(spec):
+        return failed
+    for c in mine:
+        since = recall.unhealthy_since.get(c.id)
+        if c.running and since is not None:
+            due = since + spec.unhealthy_grace
+            if now >= due:
+                failed.add(c.id)
+            else:
+                wake.append(due)
+    return failed
 
 
 def _restartable(

@@ -101,6 +101,9 @@ class Controller:
         # be read at start must not read as "remove everything".
         self._desired = DesiredState(services={}, errors=(), hold_orphans=True, broken_files=())
         self._seen: set[str] = set()
+        # The declared project networks when the last network prune finished (None: not
+        # yet): a prune runs again only when they change, or a network was still in use.
+        self._networks_kept: frozenset[str] | None = None
         self._mem = Memory()
         self._paused: set[str] = set()
         self._book = StatusBook(clock, self.events)
@@ -365,6 +368,7 @@ class Controller:
         if outcome.drop:
             self._book.drop(key)
             self._reconciler.forget(key)
+            self.queue.add(DISCOVER)  # its project's networks may be unused now
         elif outcome.state is not None and key != DISCOVER:
             self._book.set(
                 key,
@@ -377,9 +381,39 @@ class Controller:
 
     def _discover(self, obs: Observation) -> None:
         desired = obs.desired.services
-        for service in sorted(_services(obs.containers) - set(desired)):
+        leftover = _services(obs.containers) - set(desired)
+        for service in sorted(leftover):
             self.queue.add(service)
+        if not leftover and not obs.desired.hold_orphans:
+            self._prune_networks(obs)
         self.queue.forget(DISCOVER)
+
+    def prune_volumes(self, dry_run: bool) -> list[str]:
+        """`healerctl prune volumes`: the named volumes healerd made that no declared
+        service names and no container uses. Refused while a file is broken (its last
+        good services may not be known)."""
+        desired = self.desired
+        if desired.hold_orphans:
+            raise PruneRefused(
+                "a config file is broken: its services' volumes cannot be told apart; fix "
+                "it first (healerctl validate)"
+            )
+        keep = frozenset(v.name for s in desired.services.values() for v in s.volumes_to_create)
+        names = self._executor.prune_volumes(keep, dry_run)
+        if not dry_run:
+            for name in names:
+                self.events.record("volume-pruned", "", f"removed volume {name}")
+        return names
+
+    def _prune_networks(self, obs: Observation) -> None:
+        """Compose's `down` for networks, level-triggered: once no container of a removed
+        service is left (and no file is broken), the project networks healerd made that
+        no declared service names go. Volumes stay (healerctl prune volumes)."""
+        keep = frozenset(
+            n.name for s in obs.desired.services.values() for n in s.networks_to_create
+        )
+        if keep != self._networks_kept and self._executor.prune_networks(keep):
+            self._networks_kept = keep
 
     def _pressure_changed(self, old: Pressure, new: Pressure) -> None:
         if new.any:
@@ -397,8 +431,12 @@ class Controller:
 _RETRY = Requeue.RATE_LIMITED
 
 
+class PruneRefused(Exception):
+    """A prune that cannot be done safely now."""
+
+
 def _services(containers: Iterable[ObservedContainer]) -> set[str]:
     return {c.service for c in containers if c.service}
 
 
-__all__ = ["DISCOVER", "Controller", "LoopSettings"]
+__all__ = ["DISCOVER", "Controller", "LoopSettings", "PruneRefused"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from healerd.core.jobs import finished
+from healerd.core.planner import history
 from healerd.model import Health, ObservedContainer, ServiceSpec
 
 
@@ -22,6 +24,11 @@ def unmet(
             # required: false never holds a service back (Compose only warns); an
             # undeclared required one was refused with the file.
             continue
+        if dep.condition == "service_completed_successfully":
+            why = _completed(dep.service, other, containers)
+            if why:
+                return why
+            continue
         live = [c for c in containers if c.service == dep.service and c.running]
         if dep.condition == "service_healthy":
             if live and all(c.health is None for c in live):
@@ -30,4 +37,55 @@ def unmet(
                 return f"waiting for {dep.service} to be healthy (depends_on)"
         elif not live:
             return f"waiting for {dep.service} to be running (depends_on)"
+    return ""
+
+
+def outdated(
+    spec: ServiceSpec,
+    mine: Sequence[ObservedContainer],
+    containers: Sequence[ObservedContainer],
+) -> dict[str, str]:
+    """Running containers of `spec` to recreate, with why (level-triggered, both):
+
+    - depends_on's `restart: true`: one made before the newest running container of such a
+      dependency was made has not seen that one (it was replaced since). Whole seconds,
+      strictly older: a dependent made in the same second as its dependency stays.
+    - network_mode service:NAME: one whose network namespace was a container of NAME that
+      runs no more (only `lo` is left in it), once NAME runs again.
+    """
+    live = [c for c in mine if c.running and c.spec_hash == spec.spec_hash]
+    out: dict[str, str] = {}
+    newest = [
+        max((c.created for c in containers if c.service == d.service and c.running), default=None)
+        for d in spec.depends_on
+        if d.restart
+    ]
+    since = max((t for t in newest if t is not None), default=None)
+    if since is not None:
+        why = "a dependency was replaced (depends_on restart: true)"
+        out |= {c.id: why for c in live if c.created < since}
+    mode = spec.network_mode or ""
+    if mode.startswith("service:"):
+        name = mode.removeprefix("service:")
+        owners = {c.id for c in containers if c.service == name and c.running}
+        why = f"the {name} container whose network it joined is gone (network_mode {mode})"
+        if owners:
+            out |= {c.id: why for c in live if c.network_of and c.network_of not in owners}
+    return out
+
+
+def _completed(name: str, spec: ServiceSpec, containers: Sequence[ObservedContainer]) -> str:
+    """Why a run-once dependency has not completed successfully ("" when it has): every
+    replica of its current spec exited with code 0. One that failed for good blocks its
+    dependents until its spec changes (or its container is removed: it runs again)."""
+    mine = [c for c in containers if c.service == name]
+    done = [c for c in mine if c not in history(mine) and finished(c, spec)]
+    bad = next((c for c in done if c.exit_code != 0), None)
+    if bad is not None:
+        return (
+            f"blocked: {name} failed ({bad.name} exited with code {bad.exit_code}); "
+            "depends_on needs it to complete successfully"
+        )
+    if len(done) < spec.replicas:
+        return f"waiting for {name} to complete successfully (depends_on)"
     return ""

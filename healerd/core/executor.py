@@ -6,11 +6,13 @@ is success), so a pass interrupted half-way is simply finished by the next one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import secrets
 import string
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -154,6 +156,8 @@ class Executor:
                 spec = dataclasses.replace(spec, environment=effective_environment(spec))
             except (EnvFileError, OSError) as exc:
                 raise EngineError(f"env_file: {exc}") from None
+        if spec.container_name:
+            return self._create_named(action, spec, labels, inherit)
         for _ in range(_NAME_ATTEMPTS):
             name = container_name(spec, self._name_tag)
             try:
@@ -163,10 +167,53 @@ class Executor:
                 last = exc
         raise EngineError(f"no free container name after {_NAME_ATTEMPTS} tries: {last}")
 
+    def _create_named(
+        self,
+        action: Action,
+        spec: ServiceSpec,
+        labels: dict[str, str],
+        inherit: Sequence[tuple[str, str]],
+    ) -> ActionResult:
+        """Compose's container_name: the container this one replaces holds the name, so
+        it is renamed aside, the new one created (on its anonymous volumes), and the old
+        one removed; if the create fails, the old one gets its name back. A name held by
+        any other container is an error: healerd never touches what it does not own."""
+        name = spec.container_name
+        assert name is not None
+        old = action.container
+        try:
+            cid = self._engine.create_and_start(spec, name, labels, inherit)
+            return ActionResult(action, container_id=cid, container_name=name)
+        except NameConflict:
+            if old is None or old.name != name:
+                raise EngineError(
+                    f"container_name {name!r} is taken by a container this service does not "
+                    "replace: remove or rename it"
+                ) from None
+        aside = f"{name}-replaced-{old.id[:12]}"
+        self._engine.rename(old, aside)
+        try:
+            cid = self._engine.create_and_start(spec, name, labels, inherit)
+        except EngineError:
+            with contextlib.suppress(EngineError):
+                self._engine.rename(dataclasses.replace(old, name=aside), name)
+            raise
+        # Its anonymous volumes that the new one took over are in use: they stay.
+        self._engine.remove(dataclasses.replace(old, name=aside), spec.stop_grace_period)
+        return ActionResult(action, container_id=cid, container_name=name)
+
     def pull(self, image: str) -> None:
-        """Pull an image (raises ImagePullFailed): the one other way healerd changes the
-        engine, so it is here with the container actions."""
+        """Pull an image (raises ImagePullFailed): one of the other ways healerd changes
+        the engine, so it is here with the container actions."""
         self._engine.pull(image)
+
+    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
+        """Remove the unused project volumes no declared service names (on request)."""
+        return self._engine.prune_volumes(keep, dry_run)
+
+    def prune_networks(self, keep: AbstractSet[str]) -> bool:
+        """Remove the project networks healerd made that no declared service names."""
+        return self._engine.prune_networks(keep)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -78,6 +78,8 @@ class Facts:
     converged: bool = False  # the plan has nothing to do and every replica is available
     file_error: str = ""  # the service's file is broken now
     progress: str = ""  # what a Progressing service waits for
+    # A run-once service whose every replica finished: (all exited 0, why).
+    job: tuple[bool, str] | None = None
 
 
 def decide(f: Facts) -> Outcome:
@@ -117,6 +119,9 @@ def _settled(f: Facts, after: tuple[float, ...]) -> Outcome:
         return Outcome(ServiceState.HELD, f.note, after=after)
     if not f.declared and not f.has_containers:
         return Outcome(None, after=after, drop=True)
+    if f.job is not None:
+        ok, why = f.job
+        return Outcome(ServiceState.COMPLETED if ok else ServiceState.FAILED, why, after=after)
     if f.converged and f.file_error:
         # Running as declared, but by a version of its file that is no longer there.
         return Outcome(ServiceState.CONFIG_ERROR, f.file_error, after=after)

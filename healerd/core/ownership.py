@@ -25,6 +25,7 @@ import hmac
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from healerd.engine import Death, Engine
@@ -162,6 +163,17 @@ class SignedEngine:
 
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._engine.stop(container, stop_timeout)
+
+    def rename(self, container: ObservedContainer, name: str) -> None:
+        # The signature covers the name: renamed, it no longer verifies (the executor
+        # renames only a container it removes next, or renames back).
+        self._engine.rename(container, name)
+
+    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
+        return self._engine.prune_volumes(keep, dry_run)
+
+    def prune_networks(self, keep: AbstractSet[str]) -> bool:
+        return self._engine.prune_networks(keep)
 
     def image_present(self, image: str) -> bool:
         return self._engine.image_present(image)

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from healerd.core.jobs import finished
 from healerd.model import (
     Action,
     ActionKind,
@@ -62,6 +63,10 @@ class PlanContext:
     restartable: frozenset[str] = frozenset()
     # History kept per replica: failed containers that were replaced (their logs).
     history_limit: int = 1
+    # Running current containers to recreate, with why: a depends_on `restart: true`
+    # dependency was replaced since they were made, or the container whose network they
+    # joined is gone (healerd.core.dependencies.outdated).
+    recreate: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class Plan:
     rollout_step: bool = False  # this plan starts a new batch of a rolling update
     note: str = ""
     waiting: int = 0  # creates the host has no room for now (see max_replacements)
+    finished: int = 0  # run-once containers that exited for good (healerd.core.jobs)
 
     @property
     def creates(self) -> int:
@@ -119,7 +125,7 @@ def plan(
     if spec is None:
         return _plan_undeclared(service, mine, ctx)
     p = _Planning(service, spec, mine, ctx)
-    if len(p.cur) >= spec.replicas:
+    if len(p.cur) + len(p.done) >= spec.replicas:
         return p.scale_down()
     return p.heal_and_roll()
 
@@ -137,7 +143,11 @@ class _Planning:
         mine = [c for c in mine if c not in self.history]
         self.mine = mine
         failed_running = ctx.failed_running
-        self.failed = [c for c in mine if not c.running or c.id in failed_running]
+        # A run-once container that exited for good holds its slot: neither failed nor alive.
+        self.done = [c for c in mine if finished(c, spec)]
+        self.failed = [
+            c for c in mine if (not c.running or c.id in failed_running) and c not in self.done
+        ]
         alive = [c for c in mine if c.running and c.id not in failed_running]
         self.cur = [c for c in alive if c.spec_hash == spec.spec_hash]
         self.stale = [c for c in alive if c.spec_hash != spec.spec_hash]
@@ -197,8 +207,9 @@ class _Planning:
         """Enough current ones: extras go, not-yet-available and newest first; no old or
         failed container is needed any more."""
         spec, now, desired = self.spec, self.now, self.spec.replicas
-        ranked = sorted(self.cur, key=lambda c: (is_available(c, spec, now), -c.created))
-        extras = ranked[: len(self.cur) - desired]
+        pool = self.cur + self.done
+        ranked = sorted(pool, key=lambda c: (is_available(c, spec, now), -c.created))
+        extras = ranked[: len(pool) - desired]
         for c in extras:
             self.remove(c, f"scale down to {desired}")
         kept = [c for c in self.cur if c not in extras]
@@ -206,7 +217,8 @@ class _Planning:
         _drop_stale(spec, kept, self.stale, len(self.stale), now, self.remove, self.order)
         for c in _oldest_first(self.failed):
             self.remove(c, f"{_failure(c, self.ctx)}, not needed")
-        return _done(self.actions, spec, self.mine, self.cur, self.stale, [], now)
+        self._recreate_outdated(kept)
+        return _done(self.actions, spec, self.mine, self.cur, self.stale, [], now, done=self.done)
 
     def heal_and_roll(self) -> Plan:
         """Replicas missing outright (crashed, removed, scaled up) are made at once with
@@ -218,7 +230,7 @@ class _Planning:
         room permitting, one batch of a rolling update."""
         spec, ctx, cur, stale, held = self.spec, self.ctx, self.cur, self.stale, self.held
         desired = spec.replicas
-        missing = max(0, desired - len(cur) - len(stale) - len(held))
+        missing = max(0, desired - len(cur) - len(stale) - len(held) - len(self.done))
         to_replace = _oldest_first(self.ready_failed)
         n_repl = min(missing, len(to_replace))
         n_extra = missing - n_repl
@@ -228,7 +240,7 @@ class _Planning:
         made = a_repl + a_extra
         # Failed containers beyond what is missing: a surge create may stand in for them.
         self._heal(to_replace[:a_repl], to_replace[n_repl:], made)
-        surplus = len(cur) + len(stale) + len(held) - desired
+        surplus = len(cur) + len(stale) + len(held) + len(self.done) - desired
         step = False
         if surplus > 0 and stale:
             # More alive than wanted (a surge container is up): old ones go.
@@ -237,6 +249,8 @@ class _Planning:
             room = None if ctx.max_extras is None else ctx.max_extras - a_extra
             held_cur = [c for c in held if c.spec_hash == spec.spec_hash]
             step = self._rollout_step(held_cur, made, room)
+        if not made and not waiting:
+            self._recreate_outdated(cur)
         self._settle_replaced()
         return dataclasses.replace(self._done(waiting), rollout_step=step)
 
@@ -286,10 +300,17 @@ class _Planning:
             self._recreate,
         )
 
-    def _recreate(self, c: ObservedContainer) -> None:
-        """A stop-first step for an old container with anonymous volumes: stop it, create
-        its replacement on its volumes, then remove it."""
-        reason = "spec changed: stop-first replacement"
+    def _recreate_outdated(self, cur: list[ObservedContainer]) -> None:
+        """depends_on restart: true (never while a dependency is not ready)."""
+        if self.ctx.rollout_allowed:
+            for c in _oldest_first([c for c in cur if c.id in self.ctx.recreate]):
+                self._recreate(c, self.ctx.recreate[c.id])
+
+    def _recreate(
+        self, c: ObservedContainer, reason: str = "spec changed: stop-first replacement"
+    ) -> None:
+        """A stop-first step for an old container with anonymous volumes (or one to
+        recreate): stop it, create its replacement on its volumes, then remove it."""
         self.actions.append(Action(ActionKind.STOP, self.service, reason, self.spec, c))
         self.actions.append(
             Action(ActionKind.CREATE, self.service, reason, self.spec, c, retire=True)
@@ -298,7 +319,15 @@ class _Planning:
 
     def _done(self, waiting: int) -> Plan:
         return _done(
-            self.actions, self.spec, self.mine, self.cur, self.stale, self.held, self.now, waiting
+            self.actions,
+            self.spec,
+            self.mine,
+            self.cur,
+            self.stale,
+            self.held,
+            self.now,
+            waiting,
+            done=self.done,
         )
 
 
@@ -408,12 +437,14 @@ def _done(
     held: list[ObservedContainer],
     now: float,
     waiting: int = 0,
+    *,
+    done: list[ObservedContainer] | None = None,
 ) -> Plan:
     removed = {a.container.id for a in actions if a.kind is ActionKind.REMOVE and a.container}
     stale_left = [c for c in stale if c.id not in removed]
-    converged = (
-        not actions and not held and not waiting and not stale_left and len(cur) == spec.replicas
-    )
+    finished_left = [c for c in done or [] if c.id not in removed]
+    settled = len(cur) + len(finished_left) == spec.replicas
+    converged = not actions and not held and not waiting and not stale_left and settled
     return Plan(
         actions=tuple(actions),
         converged=converged and len(mine) == spec.replicas,
@@ -423,6 +454,7 @@ def _done(
         alive=len(cur) + len(stale),
         up_to_date=len(cur),
         waiting=waiting,
+        finished=len(finished_left),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from healerd.core.clock import Clock
@@ -125,6 +126,18 @@ class ThrottledEngine:
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._take()
         self._engine.stop(container, stop_timeout)
+
+    def rename(self, container: ObservedContainer, name: str) -> None:
+        self._take()
+        self._engine.rename(container, name)
+
+    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
+        self._take()
+        return self._engine.prune_volumes(keep, dry_run)
+
+    def prune_networks(self, keep: AbstractSet[str]) -> bool:
+        self._take()
+        return self._engine.prune_networks(keep)
 
     def image_present(self, image: str) -> bool:
         self._take()

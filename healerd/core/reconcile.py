@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from healerd.config import DesiredState
-from healerd.core import rollouts
+from healerd.core import jobs, rollouts
 from healerd.core.admission import Admission
 from healerd.core.clock import Clock
 from healerd.core.context import Recall, plan_context
-from healerd.core.dependencies import unmet
+from healerd.core.dependencies import outdated, unmet
 from healerd.core.executor import Executor
 from healerd.core.images import ImagePolicy
 from healerd.core.observe import Memory, as_dead, still_suspect
@@ -83,7 +83,7 @@ class Reconciler:
             self._done_with_room(key)
             return _with(decide(Facts(paused=True)), tally(spec, mine))
         self._track_rollout(key, spec, mine, now, mono)
-        planned = self._plan(key, spec, mine, now, desired)
+        planned = self._plan(key, spec, mine, now, desired, obs.containers)
         planned, waits_for = _ordered(key, spec, obs, mine, planned)
         p = planned.plan
         if spec is not None and (p.creates or p.rollout_step):
@@ -114,6 +114,7 @@ class Reconciler:
             converged=p.converged and spec is not None and p.available >= spec.replicas,
             file_error=_file_error(spec, desired),
             progress=_waiting_reason(spec, p),
+            job=_job(spec, p, mine),
         )
         return _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
 
@@ -123,7 +124,8 @@ class Reconciler:
             return []
         spec = obs.desired.services.get(key)
         mine = [c for c in obs.containers if c.service == key]
-        return list(self._plan(key, spec, mine, self._clock.time(), obs.desired).plan.actions)
+        planned = self._plan(key, spec, mine, self._clock.time(), obs.desired, obs.containers)
+        return list(planned.plan.actions)
 
     def forget(self, key: str) -> None:
         """The service is gone."""
@@ -143,6 +145,7 @@ class Reconciler:
         mine: Sequence[ObservedContainer],
         now: float,
         desired: DesiredState,
+        everything: Sequence[ObservedContainer] = (),
     ) -> _Planned:
         """Turn remembered times into the planner's verdicts, and plan."""
         if spec is None:
@@ -159,7 +162,9 @@ class Reconciler:
         # under pressure.
         pressured = self._admission is not None and self._admission.pressure().any
         ctx, wake, note = plan_context(spec, mine, now, recall, rollout_allowed=not pressured)
-        ctx = replace(ctx, history_limit=self._history_limit)
+        ctx = replace(
+            ctx, history_limit=self._history_limit, recreate=outdated(spec, mine, everything)
+        )
         return _Planned(plan(key, spec, mine, ctx), ctx, min(wake) if wake else None, note)
 
     def _track_rollout(
@@ -250,6 +255,15 @@ def _ordered(
         return planned, ""
     held = replace(planned.ctx, max_replacements=0, max_extras=0, rollout_allowed=False)
     return replace(planned, plan=plan(key, spec, mine, held), ctx=held), reason
+
+
+def _job(
+    spec: ServiceSpec | None, p: Plan, mine: Sequence[ObservedContainer]
+) -> tuple[bool, str] | None:
+    """A run-once service with nothing left to do and every replica finished."""
+    if spec is None or p.actions or not spec.replicas or p.finished != spec.replicas:
+        return None
+    return jobs.verdict(spec, [c for c in mine if jobs.finished(c, spec)])
 
 
 def _with(outcome: Outcome, t: Tally | None) -> Outcome:

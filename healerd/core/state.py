@@ -24,6 +24,9 @@ class ServiceState(StrEnum):
     HELD = "Held"  # orphans kept while a broken file may still declare them
     PAUSED = "Paused"
     CONFIG_ERROR = "ConfigError"  # runs the last good spec of a file that is broken now
+    # A run-once service (restart "no" or on-failure) whose every replica exited for good.
+    COMPLETED = "Completed"  # all with code 0
+    FAILED = "Failed"  # one or more with another code (on-failure: no restart left)
 
     @property
     def claims_room(self) -> bool:
@@ -52,6 +55,8 @@ _NOT_CLAIMING = frozenset(
         ServiceState.ROLLOUT_HALTED,
         ServiceState.DEGRADED,
         ServiceState.WAITING,
+        ServiceState.COMPLETED,
+        ServiceState.FAILED,
     }
 )
 _EVENTS = {
@@ -62,6 +67,8 @@ _EVENTS = {
     ServiceState.DEGRADED: "degraded",
     ServiceState.IMAGE_PULL_BACK_OFF: "imagepullbackoff",
     ServiceState.ERR_IMAGE_NEVER_PULL: "errimageneverpull",
+    ServiceState.COMPLETED: "completed",
+    ServiceState.FAILED: "failed",
 }
 
 __all__ = ["ServiceState"]

@@ -29,6 +29,8 @@ class ServiceStatus:
 def is_converged(st: ServiceStatus) -> bool:
     """The one definition of "converged" (status --check, wait, metrics, the API): what
     runs is what is declared, every container up to date and available, not paused."""
+    if st.state == ServiceState.COMPLETED:
+        return not st.paused  # a run-once service that did its job is what was declared
     return (
         st.state == ServiceState.CONVERGED
         and not st.paused

@@ -116,7 +116,10 @@ def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
         "entrypoint": list(s.entrypoint) if s.entrypoint is not None else None,
         "environment": [k for k, _ in s.environment],  # names only, never values
         "env_files": list(s.env_files),
-        "volumes": [f"{v.source + ':' if v.source else ''}{v.target}" for v in s.volumes],
+        "volumes": [
+            f"{'tmpfs:' if v.kind == 'tmpfs' else v.source + ':' if v.source else ''}{v.target}"
+            for v in s.volumes
+        ],
         "ports": [
             f"{p.host_ip + ':' if p.host_ip else ''}{p.host_port or ''}"
             f"{':' if p.host_port else ''}{p.container_port}/{p.protocol}"

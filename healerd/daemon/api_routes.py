@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from healerd import __version__
+from healerd.core.controller import PruneRefused
 from healerd.core.events import Event
 from healerd.daemon.api_access import AdminPolicy, Peer, peer_label
 from healerd.daemon.api_inspect import (
@@ -144,16 +145,8 @@ class Api:
         if path == "/v1/diff":
             self._only(req, "GET", {"service"})
             return self._diff(req)
-        if path == "/v1/reload":
-            self._only(req, "POST", set())
-            self._authorize(req, "reload")
-            return self._reload(req)
-        if path == "/v1/reconcile":
-            self._only(req, "POST", set())
-            self._authorize(req, "reconcile")
-            self.daemon.controller.reconcile_now(None)
-            log.info("reconcile of every service requested by %s", peer_label(req.peer))
-            return 202, {"ok": True, "message": "reconcile of every service queued"}
+        if path in ("/v1/reload", "/v1/reconcile", "/v1/prune/volumes"):
+            return self._change(req, path)
         m = re.fullmatch(r"/v1/services/([^/]+)/(logs|describe)", path)
         if m:
             return self._inspect(req, check_service_name(unquote(m.group(1))), m.group(2))
@@ -293,6 +286,38 @@ class Api:
             "services": sorted(after.services),
             "config_errors": [config_error_view(e) for e in after.errors],
         }
+
+    def _change(self, req: Request, path: str) -> tuple[int, Any]:
+        """The daemon-wide changes: reload, reconcile everything, prune volumes."""
+        if path == "/v1/reload":
+            self._only(req, "POST", set())
+            self._authorize(req, "reload")
+            return self._reload(req)
+        if path == "/v1/reconcile":
+            self._only(req, "POST", set())
+            self._authorize(req, "reconcile")
+            self.daemon.controller.reconcile_now(None)
+            log.info("reconcile of every service requested by %s", peer_label(req.peer))
+            return 202, {"ok": True, "message": "reconcile of every service queued"}
+        self._only(req, "POST", {"dry_run"})
+        self._authorize(req, "prune")
+        return self._prune_volumes(req)
+
+    def _prune_volumes(self, req: Request) -> tuple[int, Any]:
+        dry_run = req.query.get("dry_run", ["0"])[-1] in ("1", "true")
+        try:
+            names = self.daemon.controller.prune_volumes(dry_run)
+        except PruneRefused as exc:
+            raise ApiError(409, str(exc)) from None
+        log.info(
+            "prune volumes%s requested by %s: %s",
+            " (dry run)" if dry_run else "",
+            peer_label(req.peer),
+            ", ".join(names) or "none",
+        )
+        verb = "would remove" if dry_run else "removed"
+        msg = f"{verb} {len(names)} volume(s)" + (": " + ", ".join(names) if names else "")
+        return 200, {"ok": True, "dry_run": dry_run, "volumes": names, "message": msg}
 
     def _service_verb(self, req: Request, name: str, verb: str) -> tuple[int, Any]:
         c = self.daemon.controller

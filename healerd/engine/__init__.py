@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,6 +80,20 @@ class Engine(Protocol):
 
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         """Stop (unpausing first) and keep the container; already gone is success."""
+        ...
+
+    def rename(self, container: ObservedContainer, name: str) -> None:
+        """Give the container another name (NameConflict when it is taken)."""
+        ...
+
+    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
+        """Remove the named volumes healerd made for a project that are not in `keep` and
+        that no container uses (the engine's `dangling`); returns their names."""
+        ...
+
+    def prune_networks(self, keep: AbstractSet[str]) -> bool:
+        """Remove the networks healerd made for a project (labelled) that are not in
+        `keep`; one still in use stays. True when none is left to remove."""
         ...
 
     def image_present(self, image: str) -> bool:

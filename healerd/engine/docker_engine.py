@@ -7,10 +7,12 @@ It speaks to the low-level API client (`client.api`) because the high-level
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -58,6 +60,9 @@ WATCHED_EVENTS = [
     "oom",
     "health_status",
 ]
+
+
+_log = logging.getLogger("healerd.engine")
 
 
 @contextmanager
@@ -119,10 +124,17 @@ def _observed(raw: dict[str, Any]) -> ObservedContainer:
         source_file=str(labels.get(LABEL_SOURCE_FILE, "")),
         replaces=str(labels.get(LABEL_REPLACES, "")),
         anon_volumes=_anonymous_volumes(raw.get("Mounts") or []),
+        network_of=_network_of(raw),
         owner_labels=tuple(
             sorted((str(k), str(v)) for k, v in labels.items() if k.startswith(OWNER_LABEL_PREFIX))
         ),
     )
+
+
+def _network_of(raw: dict[str, Any]) -> str:
+    """The container whose network namespace a listed container joined, else ""."""
+    mode = str((raw.get("HostConfig") or {}).get("NetworkMode") or "")
+    return mode.removeprefix("container:") if mode.startswith("container:") else ""
 
 
 def _port_bindings(spec: ServiceSpec) -> dict[str, Any]:
@@ -257,17 +269,18 @@ class DockerEngine:
             LABEL_SPEC_HASH: spec.spec_hash,
             **labels,
         }
-        binds, anonymous = self._mounts(spec, inherit)
+        binds, mounts, anonymous = self._mounts(spec, inherit)
         port_bindings = _port_bindings(spec)
         networks = list(spec.networks)
         self._ensure(spec)
         with _translated(f"create {name}"):
             host_config = self._api.create_host_config(
                 binds=binds or None,
+                mounts=[*mounts, *request.secret_mounts(spec)] or None,
                 port_bindings=port_bindings or None,
                 mem_limit=spec.mem_limit,
                 nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-                network_mode=request.network_mode(spec),
+                network_mode=self._network_mode(spec),
                 **request.host_options(spec),
             )
             config = self._api.create_container_config(
@@ -293,8 +306,8 @@ class DockerEngine:
         try:
             with _translated(f"start {name}"):
                 for net in networks[1:]:
-                    aliases = request.aliases(spec, net)
-                    self._api.connect_container_to_network(container_id, net, aliases=aliases)
+                    endpoint = request.endpoint(spec, net)
+                    self._api.connect_container_to_network(container_id, net, **endpoint)
                 self._api.start(container_id)
         except EngineError:
             # Leave nothing half-made behind; the next pass creates a fresh one.
@@ -315,14 +328,31 @@ class DockerEngine:
             ) from exc
 
     def _endpoints(self, spec: ServiceSpec, networks: list[str]) -> Any:
-        """The primary network's endpoint with the service's aliases (None: the engine's
-        default, or a network without aliases such as host)."""
-        with_aliases = {net: request.aliases(spec, net) for net in networks}
-        if not any(with_aliases.values()):
+        """The primary network's endpoint with the service's aliases, fixed addresses and
+        links (None: the engine's default, or a network without aliases such as host)."""
+        endpoints = {net: request.endpoint(spec, net) for net in networks}
+        if not any(endpoints.values()):
             return None
         return self._api.create_networking_config(
-            {net: self._api.create_endpoint_config(aliases=a) for net, a in with_aliases.items()}
+            {net: self._api.create_endpoint_config(**e) for net, e in endpoints.items()}
         )
+
+    def _network_mode(self, spec: ServiceSpec) -> str | None:
+        """network_mode service:NAME is the namespace of the oldest running container of
+        service NAME (as Compose takes its first); none running is an error, retried."""
+        service = request.shared_network(spec)
+        if service is None:
+            return request.network_mode(spec)
+        with _translated(f"list containers of {service}"):
+            found = self._api.containers(
+                filters={"label": f"{LABEL_SERVICE}={service}", "status": "running"}
+            )
+        if not found:
+            raise EngineError(
+                f"network_mode service:{service}: no container of {service} is running yet"
+            )
+        oldest = min(found, key=lambda c: (c.get("Created", 0), str(c["Id"])))
+        return f"container:{oldest['Id']}"
 
     def _ensure(self, spec: ServiceSpec) -> None:
         """The project's networks and volumes this service uses, made when missing (with
@@ -340,6 +370,8 @@ class DockerEngine:
                             internal=n.internal,
                             attachable=n.attachable,
                             labels={**dict(n.labels), **request.owner_labels(n)},
+                            ipam=request.ipam(n),
+                            enable_ipv6=n.enable_ipv6,
                         )
             for v in spec.volumes_to_create:
                 with _translated(f"volume {v.name}"):
@@ -355,18 +387,9 @@ class DockerEngine:
 
     def _mounts(
         self, spec: ServiceSpec, inherit: Sequence[tuple[str, str]]
-    ) -> tuple[list[str], list[str]]:
-        """The binds (host paths, named volumes, inherited anonymous volumes) and the
-        mount points that get a fresh anonymous volume."""
-        binds = [
-            f"{v.source}:{v.target}:{'ro' if v.read_only else 'rw'}"
-            for v in spec.volumes
-            if v.source
-        ]
-        taken = self._inherited(spec, inherit)
-        binds += [f"{volume}:{target}:rw" for volume, target in taken]
-        targets = {target for _, target in taken}
-        return binds, [v.target for v in spec.volumes if not v.source and v.target not in targets]
+    ) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+        """The binds, the Mounts and the mount points that get a fresh anonymous volume."""
+        return request.mounts(spec, self._inherited(spec, inherit))
 
     def _inherited(
         self, spec: ServiceSpec, inherit: Sequence[tuple[str, str]]
@@ -376,8 +399,8 @@ class DockerEngine:
         image a VOLUME; not where the target now has a source of its own, or is gone."""
         if not inherit:
             return []
-        declared = {v.target for v in spec.volumes if not v.source}
-        bound = {v.target for v in spec.volumes if v.source}
+        declared = {v.target for v in spec.volumes if not v.source and v.kind in ("", "volume")}
+        bound = {v.target for v in spec.volumes if v.source or v.kind in ("bind", "tmpfs")}
         with _translated(f"inspect image {spec.image}"):
             config = self._api.inspect_image(spec.image).get("Config") or {}
         declared |= set(config.get("Volumes") or {})
@@ -402,6 +425,52 @@ class DockerEngine:
     def _remove_quietly(self, container_id: str) -> None:
         with suppress(docker.errors.DockerException, requests.exceptions.RequestException):
             self._api.remove_container(container_id, force=True)
+
+    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
+        with _translated("list volumes"):
+            listed = self._api.volumes(filters={"label": request.LABEL_PROJECT, "dangling": True})
+        names = sorted(str(v["Name"]) for v in listed.get("Volumes") or () if v["Name"] not in keep)
+        if dry_run:
+            return names
+        removed = []
+        for name in names:
+            try:
+                with _translated(f"remove volume {name}"):
+                    self._api.remove_volume(name)
+                removed.append(name)
+                _log.info("removed volume %s (healerctl prune volumes)", name)
+            except EngineError as exc:
+                cause = exc.__cause__
+                in_use = isinstance(cause, docker.errors.APIError) and cause.status_code == 409
+                if not (in_use or isinstance(cause, docker.errors.NotFound)):
+                    raise
+        return removed
+
+    def prune_networks(self, keep: AbstractSet[str]) -> bool:
+        with _translated("list networks"):
+            found = self._api.networks(filters={"label": request.LABEL_PROJECT})
+        done = True
+        for net in found:
+            name = str(net.get("Name", ""))
+            if name in keep:
+                continue
+            try:
+                with _translated(f"remove network {name}"):
+                    self._api.remove_network(net["Id"])
+                _log.info("removed network %s: no declared service uses it", name)
+            except EngineError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, docker.errors.NotFound):
+                    continue
+                if isinstance(cause, docker.errors.APIError) and cause.status_code in (403, 409):
+                    done = False  # a container still uses it: the next resync tries again
+                    continue
+                raise
+        return done
+
+    def rename(self, container: ObservedContainer, name: str) -> None:
+        with _translated(f"rename {container.name} to {name}"):
+            self._api.rename(container.id, name)
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         try:

@@ -8,9 +8,10 @@ test_compose_diff.py compares the two).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from healerd.model import NetworkDecl, ServiceSpec, VolumeDecl
+from healerd.model import NetworkDecl, ServiceSpec, VolumeDecl, VolumeSpec
 
 # Networks on which the engine takes no aliases.
 _NO_ALIASES = ("bridge", "host", "none", "default")
@@ -47,6 +48,15 @@ def host_options(spec: ServiceSpec) -> dict[str, Any]:
         ("cpu_shares", spec.cpu_shares),
         ("cpuset_cpus", spec.cpuset),
         ("oom_score_adj", spec.oom_score_adj),
+        ("cpu_period", spec.cpu_period),
+        ("cpu_quota", spec.cpu_quota),
+        ("cpu_rt_period", spec.cpu_rt_period),
+        ("cpu_rt_runtime", spec.cpu_rt_runtime),
+        ("mem_swappiness", spec.mem_swappiness),
+        ("oom_kill_disable", spec.oom_kill_disable),
+        ("cgroup_parent", spec.cgroup_parent),
+        ("storage_opt", dict(spec.storage_opt)),
+        ("uts_mode", spec.uts),
         ("ipc_mode", spec.ipc),
         ("pid_mode", spec.pid),
         ("userns_mode", spec.userns_mode),
@@ -59,7 +69,126 @@ def host_options(spec: ServiceSpec) -> dict[str, Any]:
         out["ulimits"] = [{"name": u.name, "soft": u.soft, "hard": u.hard} for u in spec.ulimits]
     if spec.logging is not None:
         out["log_config"] = {"type": spec.logging.driver, "config": dict(spec.logging.options)}
+    if spec.device_requests:
+        out["device_requests"] = device_requests(spec)
     return out
+
+
+def device_requests(spec: ServiceSpec) -> list[dict[str, Any]]:
+    """`gpus` and deploy.resources.reservations.devices, as the SDK's DeviceRequest takes
+    them (Compose sends the capabilities as one AND-set)."""
+    return [
+        {
+            "driver": d.driver,
+            "count": d.count if d.count is not None else 0,
+            "device_ids": list(d.device_ids) or None,
+            "capabilities": [list(d.capabilities)],
+            "options": dict(d.options) or None,
+        }
+        for d in spec.device_requests
+    ]
+
+
+def secret_mounts(spec: ServiceSpec) -> list[dict[str, Any]]:
+    """Secrets and configs: read-only binds of their host files, as docker-compose
+    1.29.2 sends secrets (Mounts, not Binds)."""
+    return [
+        {"Target": m.target, "Source": m.source, "Type": "bind", "ReadOnly": True}
+        for m in (*spec.secrets, *spec.configs)
+    ]
+
+
+def endpoint(spec: ServiceSpec, network: str) -> dict[str, Any]:
+    """Keyword arguments of the container's endpoint on `network`: its aliases, its fixed
+    addresses and its links (`service:alias`, resolved by the engine through the linked
+    service's name, an alias each of its replicas has)."""
+    out: dict[str, Any] = {"aliases": aliases(spec, network) or None}
+    for e in spec.network_endpoints:
+        if e.network == network:
+            out["ipv4_address"] = e.ipv4_address or None
+            out["ipv6_address"] = e.ipv6_address or None
+            out["link_local_ips"] = list(e.link_local_ips) or None
+    if spec.links and network not in _NO_ALIASES:
+        out["links"] = [(service, alias) for service, alias in spec.links]
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def shared_network(spec: ServiceSpec) -> str | None:
+    """The service whose container's network namespace this one joins
+    (network_mode service:NAME), else None."""
+    mode = spec.network_mode or ""
+    return mode.removeprefix("service:") if mode.startswith("service:") else None
+
+
+def ipam(decl: NetworkDecl) -> dict[str, Any] | None:
+    """A network's IPAM as the engine takes it (Compose sends driver "default")."""
+    if not decl.ipam_pools and not decl.ipam_driver:
+        return None
+    pools = [
+        {
+            k: v
+            for k, v in (("Subnet", p.subnet), ("IPRange", p.ip_range), ("Gateway", p.gateway))
+            if v
+        }
+        for p in decl.ipam_pools
+    ]
+    return {"Driver": decl.ipam_driver or "default", "Config": pools, "Options": None}
+
+
+def _bind_text(v: VolumeSpec) -> str:
+    """The engine's bind string: of a short-syntax mount (its mode as written, as
+    docker-compose sends it), or of a long-syntax bind that may create its host path."""
+    if not v.kind:
+        mode = v.mode or ("ro" if v.read_only else "rw")
+    else:
+        words = ("ro" if v.read_only else "rw", v.selinux, v.propagation, v.consistency)
+        mode = ",".join(w for w in words if w and w != "default")
+    return f"{v.source}:{v.target}:{mode}"
+
+
+def _mount(v: VolumeSpec, inherited: str) -> dict[str, Any]:
+    """A long-syntax mount as docker-compose 1.29.2 sends it (the SDK's Mount)."""
+    out: dict[str, Any] = {
+        "Target": v.target,
+        "Source": v.source or inherited,
+        "Type": v.kind,
+        "ReadOnly": v.read_only,
+    }
+    if v.consistency:
+        out["Consistency"] = v.consistency
+    if v.propagation:
+        out["BindOptions"] = {"Propagation": v.propagation}
+    if v.nocopy:
+        out["VolumeOptions"] = {"NoCopy": True}
+    tmpfs = {"SizeBytes": v.tmpfs_size, "Mode": v.tmpfs_mode}
+    if any(value is not None for value in tmpfs.values()):
+        out["TmpfsOptions"] = {k: value for k, value in tmpfs.items() if value is not None}
+    return out
+
+
+def mounts(
+    spec: ServiceSpec, taken: Sequence[tuple[str, str]]
+) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """The container's binds, its Mounts, and the mount points that get a fresh anonymous
+    volume, given the anonymous volumes (volume, mount point) it takes over (issue 14).
+
+    As docker-compose 1.29.2: short syntax as binds, long syntax as Mounts; except a
+    long-syntax bind that may create its host path (`create_host_path`, true unless
+    said), which only a bind string does (the Mount API refuses a missing path), as
+    Compose v2 sends it. A long-syntax anonymous volume taken over keeps its options."""
+    inherited = {target: volume for volume, target in taken}
+    binds: list[str] = []
+    found: list[dict[str, Any]] = []
+    anonymous: list[str] = []
+    for v in spec.volumes:
+        if v.source and (not v.kind or (v.kind == "bind" and v.create_host_path)):
+            binds.append(_bind_text(v))
+        elif v.kind:
+            found.append(_mount(v, inherited.pop(v.target, "") if v.kind == "volume" else ""))
+        elif v.target not in inherited:
+            anonymous.append(v.target)
+    binds += [f"{volume}:{target}:rw" for target, volume in inherited.items()]
+    return binds, found, anonymous
 
 
 def _expanded(entry: str) -> list[Any]:
@@ -93,6 +222,7 @@ def container_options(spec: ServiceSpec) -> dict[str, Any]:
         ("stop_signal", spec.stop_signal),
         ("tty", spec.tty),
         ("stdin_open", spec.stdin_open),
+        ("mac_address", spec.mac_address),
     ):
         _set(out, key, value)
     return out

@@ -158,3 +158,93 @@ def test_depends_on_service_healthy_orders_the_creates(
         )
 
     assert first("db", "health_status: healthy") < first("app", "create")
+
+
+def _exec(api: docker.APIClient, container: str, *argv: str) -> str:
+    run = api.exec_create(container, list(argv))
+    return str(api.exec_start(run).decode(errors="replace"))
+
+
+def test_secrets_links_and_a_shared_network_namespace(
+    healerd: Healerd, cluster: Cluster, config: ConfigDir, api: docker.APIClient
+) -> None:
+    """A secret's content is readable at /run/secrets/<name> (read-only), a config at
+    /<name>; the linking container resolves the link's alias; a network_mode service:db
+    container shares db's network namespace; editing the secret rolls db."""
+    secret = config.root / "conf.d" / "db_password.txt"
+    config.conf_d.mkdir(parents=True, exist_ok=True)
+    secret.write_text("hunter2\n")
+    (config.conf_d / "app.conf").write_text("level=info\n")
+    config.write(
+        "vault.yaml",
+        textwrap.dedent(
+            f"""\
+            secrets:
+              db_password: {{file: ./db_password.txt}}
+            configs:
+              app_conf: {{file: ./app.conf}}
+            services:
+              db:
+                image: {IMAGE}
+                command: {list(COMMAND)}
+                stop_grace_period: 1s
+                secrets: [db_password, {{source: db_password, target: /etc/pw}}]
+                configs: [app_conf]
+                update_config: {{min_ready_seconds: 0s, order: stop-first}}
+              web:
+                image: {IMAGE}
+                command: {list(COMMAND)}
+                stop_grace_period: 1s
+                links: ["db:database"]
+              side:
+                image: {IMAGE}
+                command: {list(COMMAND)}
+                stop_grace_period: 1s
+                network_mode: service:db
+            """
+        ),
+    )
+    healerd.start()
+    wait_for(
+        "all three running",
+        lambda: all(cluster.converged(s, 1) for s in ("db", "web", "side")),
+        timeout=30,
+    )
+    (db,), (web,), (side,) = (cluster.running(s) for s in ("db", "web", "side"))
+    assert _exec(api, db["Id"], "cat", "/run/secrets/db_password") == "hunter2\n"
+    assert _exec(api, db["Id"], "cat", "/etc/pw") == "hunter2\n"
+    assert _exec(api, db["Id"], "cat", "/app_conf") == "level=info\n"
+    assert "Read-only" in _exec(api, db["Id"], "touch", "/run/secrets/db_password")
+    # The link's alias resolves from web (and only there, as Compose's links do).
+    answer = _exec(api, web["Id"], "/bin/busybox", "nslookup", "database", "127.0.0.11")
+    db_ip = api.inspect_container(db["Id"])["NetworkSettings"]["Networks"]["vault_default"]
+    assert db_ip["IPAddress"] in answer, answer
+    # side joined db's network namespace.
+    info = api.inspect_container(side["Id"])
+    assert info["HostConfig"]["NetworkMode"] == f"container:{db['Id']}"
+    ns = [_exec(api, c["Id"], "ls", "-l", "/proc/self/ns/net").split("->")[-1] for c in (db, side)]
+    assert ns[0] == ns[1], ns
+    # Editing the secret rolls db: its replacement reads the new content.
+    secret.write_text("changed\n")
+    healerd.ctl("reload")
+    wait_for(
+        "db replaced after the secret changed",
+        lambda: cluster.converged("db", 1) and cluster.running("db")[0]["Id"] != db["Id"],
+        timeout=30,
+    )
+    (db2,) = cluster.running("db")
+    assert _exec(api, db2["Id"], "cat", "/run/secrets/db_password") == "changed\n"
+    # db was replaced: side's namespace held only lo, so side is made again in db2's.
+    wait_for(
+        "side recreated in the new db's network namespace",
+        lambda: cluster.converged("side", 1)
+        and api.inspect_container(cluster.running("side")[0]["Id"])["HostConfig"]["NetworkMode"]
+        == f"container:{db2['Id']}",
+        timeout=30,
+    )
+    (side2,) = cluster.running("side")
+    ns = [
+        _exec(api, c["Id"], "ls", "-l", "/proc/self/ns/net").split("->")[-1]
+        for c in (db2, side2)
+    ]
+    assert ns[0] == ns[1], ns

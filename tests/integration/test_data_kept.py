@@ -38,8 +38,7 @@ def write_stack(config: ConfigDir, image: str) -> None:
         "stop_grace_period: 2s",
         "unhealthy_grace: 0s",
         "restart_policy: {delay: 1s, max_delay: 2s}",
-        'healthcheck: {test: ["CMD", "sh", "-c", "test ! -f /tmp/sick"], interval: 1s, '
-        "retries: 1}",
+        'healthcheck: {test: ["CMD", "sh", "-c", "test ! -f /tmp/sick"], interval: 1s, retries: 1}',
     ]
     lines = ["services:"]
     for svc, first in (("anon", [f"image: {image}", 'volumes: ["/data"]']),
@@ -143,21 +142,27 @@ def test_anonymous_volumes_survive_every_heal_and_none_is_left_behind(
         assert len(cluster.history(svc)) <= 1, "history beyond history_limit"
 
 
+@pytest.mark.parametrize(
+    "mount",
+    ['["/data"]', "[{type: volume, target: /data, volume: {nocopy: true}}]"],
+    ids=["short", "long-syntax"],
+)
 def test_a_rollout_keeps_the_volume_and_deleting_the_service_removes_it(
     healerd: Healerd,
     config: ConfigDir,
     cluster: Cluster,
     api: docker.APIClient,
     image: str,
+    mount: str,
 ) -> None:
-    config.service("roll.yaml", "roll", 1, volumes='["/data"]')
+    config.service("roll.yaml", "roll", 1, volumes=mount)
     healerd.start()
     c = the_running(cluster, "roll")
     run(api, c["Id"], "echo kept-roll > /data/marker")
     before = volumes(api)
     mine = {m["Name"] for m in c["Mounts"]}
     assert len(mine) == 1 and mine <= before
-    config.service("roll.yaml", "roll", 1, volumes='["/data"]', environment="{V: '2'}")
+    config.service("roll.yaml", "roll", 1, volumes=mount, environment="{V: '2'}")
     healerd.signal(signal.SIGHUP)
     wait_for(
         "rolled",

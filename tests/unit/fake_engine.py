@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from healerd.core.clock import FakeClock
 from healerd.core.planner import history
@@ -25,19 +26,32 @@ from healerd.engine import (
     EngineUnavailable,
     ImageMissing,
     ImagePullFailed,
+    NameConflict,
 )
 from healerd.model import ContainerState, EngineEvent, ObservedContainer, ServiceSpec
 
 # What a reconcile pass asks of the engine: one list, whether an image is there, creates,
-# starts, stops and removes; and, on first contact and whenever the engine is back, its
-# version and data root.
+# starts, stops, renames (a fixed container_name) and removes; and, on first contact and
+# whenever the engine is back, its version and data root.
 LOOP_CALLS = frozenset(
-    {"list", "version", "data_root", "image_present", "create", "start", "stop", "remove"}
+    {
+        "list",
+        "version",
+        "data_root",
+        "image_present",
+        "create",
+        "start",
+        "stop",
+        "remove",
+        "rename",
+        "prune_networks",
+    }
 )
 # Opt-in: pulls, the image size (the disk check before a pull, with admission), the
 # engine's identity (the daemon's one-healerd-per-engine lock), the event stream.
 OPT_IN_CALLS = frozenset(
     {"pull", "image_size_hint", "identity", "watch", "stop_watch", "logs", "death"}
+    | {"prune_volumes"}
 )
 ALL_CALLS = LOOP_CALLS | OPT_IN_CALLS
 # Without `allow=`: what an ordinary pass does, nothing more.
@@ -85,6 +99,8 @@ class FakeEngine:
         self.output: dict[str, list[str]] = {}  # container id -> lines it wrote
         self.oom: set[str] = set()  # containers the kernel killed for memory
         self.image_sizes: dict[str, int] = {}  # repository -> bytes of a local image
+        self.networks_kept: set[str] | None = None  # the last prune_networks' keep
+        self.project_volumes: set[str] = set()  # unused named volumes prune_volumes sees
         self.root = "/fake/data-root"
         self.clock = clock
         self._ids = itertools.count(1)
@@ -139,6 +155,8 @@ class FakeEngine:
         self.calls.append("create")
         self._check()
         with self._lock:
+            if any(c.name == name for c in self.containers.values()):
+                raise NameConflict(f"name {name} is taken")
             if self.fail_creates:
                 self.fail_creates -= 1
                 raise EngineError("fake create failure")
@@ -173,6 +191,30 @@ class FakeEngine:
         self.calls.append("start")
         self._check()
         self.set(container.id, state=ContainerState.RUNNING, exit_code=None)
+
+    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
+        self._allowed("prune_volumes")
+        self.calls.append("prune_volumes")
+        self._check()
+        return sorted(set(self.project_volumes) - set(keep))
+
+    def prune_networks(self, keep: AbstractSet[str]) -> bool:
+        self._allowed("prune_networks")
+        self.calls.append("prune_networks")
+        self._check()
+        self.networks_kept = set(keep)
+        return True
+
+    def rename(self, container: ObservedContainer, name: str) -> None:
+        self._allowed("rename", container.name, name)
+        self.calls.append("rename")
+        self._check()
+        with self._lock:
+            if any(c.name == name for c in self.containers.values()):
+                raise NameConflict(f"name {name} is taken")
+            c = self.containers.get(container.id)
+            if c is not None:
+                self.containers[c.id] = dataclasses.replace(c, name=name)
 
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._allowed("stop", container.name)

@@ -69,6 +69,7 @@ class FakeController:
     paused: set[str] = field(default_factory=set)
     calls: list[tuple[str, Any]] = field(default_factory=list)
     hooks: list[object] = field(default_factory=list)
+    pruned: list[bool] = field(default_factory=list)  # prune_volumes' dry_run, per call
 
     def statuses(self) -> list[ServiceStatus]:
         # Completed by the real read model, as the Controller does.
@@ -131,6 +132,10 @@ class FakeController:
 
     def deaths(self, service: str) -> list[Dead]:
         return []
+
+    def prune_volumes(self, dry_run: bool) -> list[str]:
+        self.pruned.append(dry_run)
+        return ["p_data"]
 
     def preview(self, service: str | None) -> list[Action]:
         if self.engine_down:
@@ -350,11 +355,11 @@ def test_refused_change_gets_403_and_changes_nothing(
     # The kernel says: nobody is calling.
     monkeypatch.setattr(api_module, "peer_of", lambda sock: Peer(1, 65534, 65534))
     srv.api.policy = AdminPolicy("healerd-admin", getgrnam=_no_group)
-    for target in ("/v1/services/web/pause", "/v1/reconcile", "/v1/reload"):
+    for target in ("/v1/services/web/pause", "/v1/reconcile", "/v1/reload", "/v1/prune/volumes"):
         code, data = call(srv.path, "POST", target)
         assert code == 403, target
         assert "needs root or membership in group 'healerd-admin'" in data["error"]
-    assert d.controller.calls == [] and d.reloads == 0
+    assert d.controller.calls == [] and d.reloads == 0 and d.controller.pruned == []
     assert call(srv.path, "GET", "/v1/status")[0] == 200
 
 

@@ -80,10 +80,10 @@ def test_declared_networks_and_volumes_get_project_names_and_are_made() -> None:
     ("text", "message"),
     [
         ("name: Shop\nservices: {}\n", "p.yaml:1:1: name: 'Shop' is not a project name"),
-        ("networks:\n  n: {ipam: {}}\nservices: {}\n", "networks.n.ipam: 'ipam' is not supported"),
+        ("networks:\n  n: {ipam: []}\nservices: {}\n", "networks.n.ipam: must be a mapping"),
         ("volumes:\n  v: [a]\nservices: {}\n", "volumes.v: must be a mapping (or empty)"),
         ("networks: [a]\nservices: {}\n", "networks: must map names to their settings"),
-        ("configs: {}\nservices: {}\n", "unknown key 'configs'"),
+        ("configs: []\nservices: {}\n", "configs: must map names to their settings"),
         (
             "services:\n  s:\n    image: busybox\n    networks:\n      n: {aliases: x}\n",
             "services.s.networks.n.aliases: must be a list of names",

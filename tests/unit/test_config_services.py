@@ -327,19 +327,6 @@ def test_unknown_service_key_without_suggestion() -> None:
     assert error.reason == "unknown key 'frobnicate'"
 
 
-@pytest.mark.parametrize(
-    ("key", "hint"),
-    [
-        ("deploy: {replicas: 2}", "write replicas, update_config and restart_policy directly"),
-        ("container_name: x", "names containers"),
-    ],
-)
-def test_compose_keys_that_healerd_replaces_say_what_to_write(key: str, hint: str) -> None:
-    error = one_error(key)
-    assert error.reason.startswith(f"unknown key {key.split(':')[0]!r}: ")
-    assert hint in error.reason
-
-
 # --- command / entrypoint ------------------------------------------------------------------
 
 
@@ -397,16 +384,15 @@ def test_environment_list_values() -> None:
 
 
 def test_environment_rejections() -> None:
+    # `"ON": yes` is fine: "yes", as Compose (YAML 1.2) reads it.
     errors = bad(service('environment:\n  "ON": yes\n  L: [1]\n  M: {a: b}\n  1: x\n  NO: x'))
     assert where(errors) == [
-        (5, "services.web.environment.ON"),
         (6, "services.web.environment.L"),
         (7, "services.web.environment.M"),
         (8, "services.web.environment.1"),
         (9, "services.web.environment.NO"),
     ]
-    assert "quote it" in errors[0].reason
-    assert "quote it" in errors[4].reason
+    assert "quote it" in errors[3].reason
 
 
 def test_environment_list_rejections() -> None:
@@ -498,15 +484,15 @@ def test_volume_forms() -> None:
     ("item", "text"),
     [
         ('"data:rel"', "absolute"),
-        ('"dd:/x:z"', "ro or rw"),
+        ('"dd:/x:rx"', "must be ro, rw, z, Z"),
         ('"d:/x"', "2+ characters"),
         ('"a:b:c:d"', "SOURCE:TARGET"),
         ('"data:"', "SOURCE:TARGET"),
         ('""', "SOURCE:TARGET"),
         ('"relative"', "absolute"),
         ('"data:/"', "cannot mount over /"),
-        ("{type: bind}", "short syntax"),
-        ("3", "short syntax"),
+        ("[a]", "string or a mapping"),
+        ("3", "string or a mapping"),
     ],
 )
 def test_volume_rejections(item: str, text: str) -> None:
@@ -560,7 +546,7 @@ def test_port_forms(item: str, expected: PortSpec) -> None:
         ('"a:b:c:d"', "brackets"),
         ('""', "container port"),
         ("true", "must be a number"),
-        ("{target: 80}", "must be a number"),
+        ("[80]", "must be a number"),
         ('" 80"', "container port"),
     ],
 )
@@ -606,7 +592,7 @@ def test_network_rejections() -> None:
         (7, "services.web.networks[2]"),
         (8, "services.web.networks[3]"),
     ]
-    error = one_error("networks:\n  front: {ipv4_address: 10.0.0.2}")
+    error = one_error("networks:\n  front: {ipv4_address: 10.0.0.300}")
     assert (error.line, error.field) == (5, "services.web.networks.front.ipv4_address")
     assert where(bad(service("networks: front"))) == [(4, "services.web.networks")]
 

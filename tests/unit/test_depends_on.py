@@ -52,16 +52,19 @@ def test_short_and_long_syntax() -> None:
         ("depends_on: [nope]", "depends on 'nope', which this file does not declare"),
         ("depends_on: [a]", "service 'a' depends on itself"),
         (
-            "depends_on: {b: {condition: service_completed_successfully}}",
-            "service_completed_successfully is not supported yet",
+            "depends_on: {c: {condition: service_completed_successfully}}",
+            "waits for 'c' to exit with code 0, but it has restart: always",
         ),
         ("depends_on: {b: {condition: started}}", "must be one of service_started"),
-        ("depends_on: {b: {restart: true}}", "restart: true is not supported yet"),
+        ("depends_on: {b: {restart: 1}}", "must be true or false"),
         ("depends_on: b", "must be a list of services or a mapping"),
     ],
 )
 def test_bad_dependencies_are_refused_with_file_line_and_field(body: str, message: str) -> None:
-    text = f"services:\n  a:\n    image: busybox\n    {body}\n  b: {{image: busybox}}\n"
+    text = (
+        f"services:\n  a:\n    image: busybox\n    {body}\n  b: {{image: busybox}}\n"
+        "  c: {image: busybox, restart: always}\n"
+    )
     _, errors = parsed(text)
     assert any(e.startswith("p.yaml:4:") and message in e for e in errors), errors
 
@@ -118,3 +121,44 @@ def test_the_loop_waits_for_the_dependency_then_creates() -> None:
     ctrl.reconcile_now("app")
     drive(ctrl, clock, max_seconds=1)
     assert len(engine.running("app")) == 2
+
+
+def test_restart_true_recreates_dependents_made_before_the_dependency_was_replaced() -> None:
+    from healerd.core.dependencies import outdated
+    from healerd.core.planner import PlanContext, plan
+    from healerd.model import ActionKind
+    from tests.unit.builders import container, spec
+
+    db = spec("db")
+    app = spec("app", depends_on=(Dependency("db", restart=True),))
+    plain = spec("app", depends_on=(Dependency("db"),))
+    a = container(app, created=100.0)
+    same_second = container(db, created=100.0)
+    assert outdated(app, [a], [a, same_second]) == {}
+    newer = container(db, created=200.0)
+    why = "a dependency was replaced (depends_on restart: true)"
+    assert outdated(app, [a], [a, newer]) == {a.id: why}
+    assert outdated(plain, [a], [a, newer]) == {}  # without restart: true
+    p = plan("app", app, [a], PlanContext(now=300.0, recreate={a.id: why}))
+    assert [x.kind for x in p.actions] == [ActionKind.STOP, ActionKind.CREATE, ActionKind.REMOVE]
+    assert "depends_on restart: true" in p.actions[0].reason
+    # Held while the dependency is not ready (the pass replans without rollout steps).
+    held = PlanContext(now=300.0, recreate={a.id: why}, rollout_allowed=False)
+    assert plan("app", app, [a], held).actions == ()
+
+
+def test_a_container_whose_network_owner_is_gone_is_recreated_once_it_runs_again() -> None:
+    import dataclasses
+
+    from healerd.core.dependencies import outdated
+    from tests.unit.builders import container, spec
+
+    vpn = spec("vpn")
+    app = spec("app", network_mode="service:vpn")
+    old_vpn, new_vpn = container(vpn), container(vpn)
+    a = dataclasses.replace(container(app), network_of=old_vpn.id)
+    assert outdated(app, [a], [a, old_vpn]) == {}  # its owner runs
+    assert outdated(app, [a], [a]) == {}  # nothing to join yet: left alone
+    assert outdated(app, [a], [a, new_vpn]) == {
+        a.id: "the vpn container whose network it joined is gone (network_mode service:vpn)"
+    }

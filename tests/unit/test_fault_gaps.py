@@ -145,3 +145,26 @@ def test_a_failed_container_of_another_spec_is_replaced_at_once_with_a_new_strea
     ctx, wake, _ = plan_context(s, [same], 102.0, recall)
     assert not [a for a in plan("edge", s, [same], ctx).actions if a.kind is ActionKind.CREATE]
     assert wake and min(wake) > 102.0
+
+
+def test_project_networks_are_pruned_once_their_services_are_gone() -> None:
+    from healerd.model import NetworkDecl
+
+    ctrl, engine, clock = make()
+    net = NetworkDecl("p_default", "p", "default")
+    a = spec("a", 1, networks_to_create=(net,))
+    b = spec("b", 1)
+    ctrl.set_desired(desired(a, b))
+    drive(ctrl, clock)
+    assert engine.networks_kept == {"p_default"}
+    ctrl.set_desired(desired(b, hold=True))  # a file is broken: nothing goes
+    drive(ctrl, clock)
+    assert engine.networks_kept == {"p_default"} and engine.running("a")
+    ctrl.set_desired(desired(b))
+    drive(ctrl, clock)
+    assert not engine.running("a")
+    assert engine.networks_kept == set()  # asked to remove p_default, after a's containers
+    calls = engine.calls.count("prune_networks")
+    ctrl.reconcile_now()
+    drive(ctrl, clock)
+    assert engine.calls.count("prune_networks") == calls  # nothing changed: no call

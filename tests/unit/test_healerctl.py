@@ -375,3 +375,13 @@ def test_validate_is_the_daemons_code_path(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(v, "load_service_file", spy)
     run("validate", str(REPO / "config" / "conf.d" / "example.yaml"))
     assert seen == [str(REPO / "config" / "conf.d" / "example.yaml")]
+
+
+def test_prune_volumes_says_what_went_and_a_dry_run_removes_nothing(daemon: FakeDaemon) -> None:
+    code, out, _ = ctl(daemon, "prune", "volumes", "--dry-run")
+    assert code == 0 and out.strip() == "would remove 1 volume(s): p_data"
+    code, out, _ = ctl(daemon, "prune", "volumes")
+    assert code == 0 and out.strip() == "removed 1 volume(s): p_data"
+    assert daemon.controller.pruned == [True, False]
+    code, _, _ = ctl(daemon, "prune", "networks")
+    assert code != 0  # only volumes: argparse refuses the rest

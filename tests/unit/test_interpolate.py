@@ -4,6 +4,7 @@ that name file, line and field but never a value."""
 
 from __future__ import annotations
 
+import logging
 import textwrap
 from pathlib import Path
 
@@ -75,15 +76,17 @@ def test_required_variables_fail_with_file_line_and_field_never_a_value() -> Non
     assert all("s3cret" not in e for e in bad + found)
 
 
-def test_an_unset_variable_is_an_error_naming_it_never_a_silent_empty_string() -> None:
-    # Compose warns and uses "": a `$` meant literally (pa$word, sh -c 'echo $HOME') in a
-    # file written before interpolation would silently change a running container.
-    found = errors_of("image: busybox\nenvironment: {DB_PASSWORD: pa$word}\n")
-    assert found == [
-        "web.yaml:4:19: services.web.environment.DB_PASSWORD: variable word is not set: set it "
-        "in the file's .env, give a default (${word:-} for an empty one), or write $$ for a "
-        "literal $"
-    ]
+def test_an_unset_variable_is_an_empty_string_with_a_warning_as_in_compose(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="healerd.config"):
+        s = spec_of("image: busybox\nenvironment: {DB_PASSWORD: pa$word}\n")
+    assert s.environment == (("DB_PASSWORD", "pa"),)  # type: ignore[attr-defined]
+    assert (
+        "web.yaml:4:19: services.web.environment.DB_PASSWORD: variable word is not set, an "
+        "empty string is used: set it in the file's .env, give a default (${word:-}), make it "
+        "required (${word:?reason}) or write $$ for a literal $"
+    ) in caplog.text
     assert spec_of("image: busybox\nhostname: gw${UNSET:-}\n").hostname == "gw"  # type: ignore[attr-defined]
 
 
@@ -124,3 +127,25 @@ def test_the_files_env_file_gives_values_and_the_environment_wins(
     assert result.services is not None
     web = result.services["web"]
     assert (web.image, web.hostname) == ("busybox:1.35", "from-env")
+
+
+def test_a_linked_compose_file_keeps_its_project_directory_and_env(tmp_path: Path) -> None:
+    project = tmp_path / "iotstack"
+    project.mkdir()
+    (project / "docker-compose.yml").write_text(
+        "services:\n  mqtt:\n    image: eclipse-mosquitto:${TAG}\n"
+        "    volumes: [./volumes/mosquitto:/mosquitto/data]\n"
+    )
+    (project / ".env").write_text("TAG=2.0\n")
+    confd = tmp_path / "conf.d"
+    confd.mkdir()
+    (confd / "iotstack.yaml").symlink_to(project / "docker-compose.yml")
+    result = load_service_file(confd / "iotstack.yaml")
+    assert result.errors == ()
+    spec = (result.services or {})["mqtt"]
+    assert spec.image == "eclipse-mosquitto:2.0"
+    assert spec.volumes[0].source == str(project.resolve() / "volumes/mosquitto")
+    # A <name>.env beside the link in conf.d wins over the project's .env.
+    (confd / "iotstack.env").write_text("TAG=2.1\n")
+    again = load_service_file(confd / "iotstack.yaml")
+    assert (again.services or {})["mqtt"].image == "eclipse-mosquitto:2.1"

@@ -7,10 +7,13 @@ import dataclasses
 from typing import Any
 
 from healerd.model import (
+    DeviceRequest,
     HealthcheckSpec,
     LoggingSpec,
+    NetworkEndpoint,
     PortSpec,
     PullPolicy,
+    SecretMount,
     ServiceSpec,
     Ulimit,
     VolumeSpec,
@@ -27,6 +30,7 @@ STEERING_ONLY = {
     "restart_policy",
     "source_file",
     "restart",
+    "profiles",
     "depends_on",
     "project",
     "networks_to_create",
@@ -34,6 +38,7 @@ STEERING_ONLY = {
 }
 # Compose's container settings (issue 16), each with a non-default value.
 HOST_CHANGED: dict[str, Any] = {
+    "container_name": "n",
     "hostname": "h",
     "domainname": "d",
     "privileged": True,
@@ -63,6 +68,16 @@ HOST_CHANGED: dict[str, Any] = {
     "cpu_shares": 512,
     "cpuset": "0",
     "oom_score_adj": 100,
+    "cpu_period": 100000,
+    "cpu_quota": 50000,
+    "cpu_rt_period": 1000000,
+    "cpu_rt_runtime": 950000,
+    "mem_swappiness": 10,
+    "oom_kill_disable": True,
+    "cgroup_parent": "edge.slice",
+    "storage_opt": (("size", "1G"),),
+    "uts": "host",
+    "mac_address": "02:42:ac:11:00:99",
     "ipc": "host",
     "pid": "host",
     "userns_mode": "host",
@@ -71,6 +86,13 @@ HOST_CHANGED: dict[str, Any] = {
     "network_mode": "host",
     "expose": ("80",),
     "network_aliases": (("n", ("a",)),),
+    # Secrets, configs, links, fixed addresses and GPUs (issue 16).
+    "secrets": (SecretMount("pw", "/srv/pw", "/run/secrets/pw"),),
+    "configs": (SecretMount("app", "/srv/app.conf", "/app"),),
+    "secrets_digest": "abc",
+    "links": (("db", "database"),),
+    "network_endpoints": (NetworkEndpoint("n", "10.0.0.2"),),
+    "device_requests": (DeviceRequest(count=-1, capabilities=("gpu",)),),
 }
 # Fields that shape the container: a change rolls the service.
 SHAPES_CONTAINER = {

@@ -71,6 +71,13 @@ TABLE: list[tuple[str, Facts, Outcome]] = [
      Outcome(S.PROGRESSING, "1/2 available", after=(4.0,))),
     ("nothing to do, event unconfirmed", Facts(converged=True, suspect=True),
      Outcome(S.CONVERGED, after=(SUSPECT_RECHECK,))),
+    ("a run-once job exited 0", Facts(job=(True, "exited with code 0")),
+     Outcome(S.COMPLETED, "exited with code 0")),
+    ("a run-once job failed for good", Facts(job=(False, "m exited with code 1")),
+     Outcome(S.FAILED, "m exited with code 1")),
+    ("a crash-loop backoff comes before a job's verdict",
+     Facts(held=True, backoff_note="b", job=(False, "x")),
+     Outcome(S.CRASH_LOOP_BACK_OFF, "b")),
 ]  # fmt: skip
 
 

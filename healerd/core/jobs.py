@@ -1,0 +1,59 @@
+"""Run-once services: Compose's `restart: "no"` and `on-failure[:N]` (pure).
+
+healerd stays the one healer (Docker's own restart policy is always "no"), so these
+meanings live here: a container of such a service that exited is *finished* - it holds
+its replica slot, is never replaced, and says Completed (exit 0) or Failed - unless
+on-failure wants it run again (a non-zero exit, fewer than N restarts so far). A finished
+container of an older spec is run again with the new one, like a Kubernetes Job's pods
+of a new template. No record beyond the engine's: a finished container that someone
+removes is run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from healerd.model import ContainerState, ObservedContainer, ServiceSpec
+
+ON_FAILURE = "on-failure"
+
+
+def run_once(spec: ServiceSpec) -> bool:
+    """Whether its containers may finish (restart "no" or on-failure)."""
+    return spec.restart == "no" or (spec.restart or "").startswith(ON_FAILURE)
+
+
+def restart_limit(spec: ServiceSpec) -> int | None:
+    """on-failure:N's N (None: no limit, or not on-failure)."""
+    mode = spec.restart or ""
+    if mode.startswith(ON_FAILURE + ":"):
+        return int(mode.split(":", 1)[1])
+    return None
+
+
+def finished(c: ObservedContainer, spec: ServiceSpec) -> bool:
+    """Exited for good: restart "no", or on-failure with exit 0 or no restart left."""
+    if not run_once(spec) or c.state is not ContainerState.EXITED:
+        return False
+    if c.spec_hash != spec.spec_hash:
+        return False
+    if spec.restart == "no" or c.exit_code == 0:
+        return True
+    limit = restart_limit(spec)
+    return limit is not None and c.restarts >= limit
+
+
+def verdict(spec: ServiceSpec, done: Sequence[ObservedContainer]) -> tuple[bool, str]:
+    """(succeeded, why) for a service all of whose replicas finished."""
+    bad = sorted((c for c in done if c.exit_code != 0), key=lambda c: c.name)
+    if not bad:
+        n = len(done)
+        return True, f"{n} run(s) exited with code 0" if n != 1 else "exited with code 0"
+    c = bad[0]
+    limit = restart_limit(spec)
+    gave_up = f" after {c.restarts} restart(s) (on-failure:{limit})" if limit is not None else ""
+    more = f"; {len(bad) - 1} more failed" if len(bad) > 1 else ""
+    return False, f"{c.name} exited with code {c.exit_code}{gave_up}{more}"
+
+
+__all__ = ["finished", "restart_limit", "run_once", "verdict"]

@@ -1,0 +1,85 @@
+"""Compose's container_name (issue 16): one replica with a fixed name, taken over by each
+replacement (renamed aside, new one created, old one removed), never from a container
+healerd does not replace."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+from healerd.config import parse_service_text
+from healerd.core.executor import Executor
+from healerd.core.planner import PlanContext, plan
+from healerd.model import Action, ActionKind, ContainerState, UpdateConfig, UpdateOrder
+from tests.unit.builders import container, spec
+from tests.unit.test_controller import desired, drive, make
+
+START_FIRST = UpdateOrder.START_FIRST
+
+
+def _errors(body: str) -> list[str]:
+    text = "services:\n" + textwrap.indent(textwrap.dedent(body), "  ")
+    return [str(e) for e in parse_service_text(text, "n.yaml", env={}).errors]
+
+
+def test_the_file_side() -> None:
+    ok = parse_service_text(
+        "services:\n  mqtt: {image: busybox, container_name: mosquitto}\n", "n.yaml", env={}
+    )
+    assert ok.errors == () and ok.services is not None
+    assert ok.services["mqtt"].container_name == "mosquitto"
+    assert _errors("a: {image: busybox, container_name: -x}\n") == [
+        "n.yaml:2:23: services.a.container_name: '-x' is not a container name "
+        "([a-zA-Z0-9][a-zA-Z0-9_.-]+, <= 128)"
+    ]
+    found = _errors("a: {image: busybox, container_name: x1, replicas: 2}\n")
+    assert len(found) == 1 and "names one container, but replicas is 2" in found[0]
+    found = _errors("a: {image: b, container_name: x1}\nb: {image: b, container_name: x1}\n")
+    assert found == ["n.yaml:3:17: services.b.container_name: 'x1' is also service 'a''s "
+                     "container_name"]  # fmt: skip
+
+
+def test_a_heal_keeps_the_name_and_removes_the_failed_one() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("mqtt", 1, container_name="mosquitto")))
+    drive(ctrl, clock)
+    (c,) = engine.running("mqtt")
+    assert c.name == "mosquitto"
+    engine.kill(c.id, exit_code=1)
+    ctrl.reconcile_now("mqtt")
+    drive(ctrl, clock, max_seconds=60)
+    (new,) = engine.running("mqtt")
+    assert new.name == "mosquitto" and new.id != c.id and new.restarts == 1
+    assert c.id not in engine.containers  # no history under a fixed name
+    assert engine.calls.count("rename") == 1
+
+
+def test_a_failed_create_gives_the_old_one_its_name_back() -> None:
+    _, engine, _ = make()
+    s = spec("mqtt", 1, container_name="mosquitto")
+    ex = Executor(engine, 1)
+    (made,) = ex.apply([Action(ActionKind.CREATE, "mqtt", "1 wanted", spec=s)])
+    old = engine.containers[made.container_id or ""]
+    engine.kill(old.id, exit_code=1)
+    engine.fail_creates = 1
+    (res,) = ex.apply([Action(ActionKind.CREATE, "mqtt", "replace", spec=s, container=old)])
+    assert not res.ok
+    assert engine.containers[old.id].name == "mosquitto"
+
+
+def test_a_name_held_by_a_container_it_does_not_replace_is_an_error() -> None:
+    _, engine, _ = make()
+    s = spec("mqtt", 1, container_name="mosquitto")
+    ex = Executor(engine, 1)
+    (first,) = ex.apply([Action(ActionKind.CREATE, "mqtt", "1 wanted", spec=s)])
+    (res,) = ex.apply([Action(ActionKind.CREATE, "mqtt", "1 wanted", spec=s)])
+    assert res.error is not None and "container_name 'mosquitto' is taken" in res.error
+    assert engine.containers[first.container_id or ""].name == "mosquitto"
+
+
+def test_a_rollout_of_a_fixed_name_is_stop_first() -> None:
+    s = spec("mqtt", 1, container_name="mosquitto", update_config=UpdateConfig(order=START_FIRST))
+    old = container(dataclasses.replace(s, image="img:0"))
+    p = plan("mqtt", s, [old], PlanContext(now=1000.0))
+    assert [a.kind for a in p.actions] == [ActionKind.REMOVE]
+    assert old.state is ContainerState.RUNNING
