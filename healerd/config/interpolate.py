@@ -39,21 +39,37 @@ class _Failed(Exception):
     pass
 
 
-def project_directory(path: Path) -> Path:
-    """Where relative paths start: the file's directory, or, for a service file that is a
+def project_directory(
+    path: Path, data: object = None, errors: list[ConfigError] | None = None, file: str = ""
+) -> Path:
+    """Where relative paths start: the top-level `x-healerd: {project_directory: DIR}`
+    (absolute, or from the file's directory), else, for a service file that is a
     symbolic link in conf.d to a Compose file kept elsewhere (`ln -s
     ~/iotstack/docker-compose.yml /etc/healerd/conf.d/iotstack.yaml`), the directory of
-    the file it leads to, which is that project's directory."""
+    the file it leads to, else the file's directory."""
+    ext = data.get("x-healerd") if isinstance(data, dict) else None
+    declared = ext.get("project_directory") if isinstance(ext, dict) else None
+    if declared is not None:
+        where = path.parent / str(declared)
+        if isinstance(declared, str) and declared and where.is_dir():
+            return where
+        if errors is not None:
+            reason = f"{str(declared)[:200]!r} is not a directory (absolute, or from the file's)"
+            line = ext.line_of("project_directory") if isinstance(ext, LineDict) else None
+            errors.append(ConfigError(file, line, "x-healerd.project_directory", reason))
     return path.resolve().parent if path.is_symlink() else path.parent
 
 
-def project_env(path: Path, *, strict_modes: bool) -> tuple[dict[str, str], list[ConfigError]]:
-    """The variables a service file is interpolated with: for a link, the `.env` of the
-    project directory it leads to; then its `<name>.env` in conf.d; then the environment
-    over both."""
+def project_env(
+    path: Path, project_dir: Path | None = None, *, strict_modes: bool
+) -> tuple[dict[str, str], list[ConfigError]]:
+    """The variables a service file is interpolated with: the `.env` of its project
+    directory when that is not conf.d (a link, or x-healerd.project_directory); then its
+    `<name>.env` in conf.d; then the environment over both."""
     candidates = [path.with_suffix(".env")]
-    if path.is_symlink():
-        candidates.insert(0, project_directory(path) / ".env")
+    project_dir = project_directory(path) if project_dir is None else project_dir
+    if project_dir != path.parent:
+        candidates.insert(0, project_dir / ".env")
     values: dict[str, str] = {}
     errors: list[ConfigError] = []
     for env_path in candidates:

@@ -138,7 +138,13 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
             f"must be a mapping with a 'services' key, not {describe(data)}"
         )
         return {}, {}
-    unknown_keys(data, at, TOP_LEVEL_KEYS)
+    if "include" in data:
+        at.key(data, "include").error(
+            "not supported yet: one file is one project here; link a Compose file kept "
+            "elsewhere into conf.d (ln -s), or name its directory with "
+            "x-healerd: {project_directory: DIR}"
+        )
+    unknown_keys(data, at, (*TOP_LEVEL_KEYS, "include"))
     project = read_project(data, at)
     services = data.get("services")
     services_at = at.key(data, "services")
@@ -224,6 +230,6 @@ def load_service_file(
         )
         return FileResult(file, None, (ConfigError(file, None, "file", reason),))
     data, errors = load_yaml_bytes(raw, file)
-    env, env_errors = project_env(path, strict_modes=strict_modes)
-    project_dir = project_directory(path)
+    project_dir = project_directory(path, data, errors, file)
+    env, env_errors = project_env(path, project_dir, strict_modes=strict_modes)
     return _result(data, errors + env_errors, file, Context(project_dir, strict_modes), env)

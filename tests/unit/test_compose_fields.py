@@ -218,7 +218,7 @@ def test_fields_healerd_does_not_take_say_why() -> None:
 
 # The service properties of compose-spec's schema/compose-spec.json (compose-spec/compose-spec
 # at the commit this was written against).
-SPEC_SERVICE_FIELDS = """
+_SPEC_TEXT = """
 annotations attach blkio_config build cap_add cap_drop cgroup cgroup_parent command configs
 container_name cpu_count cpu_percent cpu_period cpu_quota cpu_rt_period cpu_rt_runtime
 cpu_shares cpus cpuset credential_spec depends_on deploy develop device_cgroup_rules devices
@@ -230,7 +230,8 @@ platform ports post_start pre_stop privileged profiles provider pull_policy
 pull_refresh_after read_only restart runtime scale secrets security_opt shm_size stdin_open
 stop_grace_period stop_signal storage_opt sysctls tmpfs tty ulimits use_api_socket user
 userns_mode uts volumes volumes_from working_dir
-""".split()
+"""
+SPEC_SERVICE_FIELDS = _SPEC_TEXT.split()
 
 
 def test_every_field_of_the_compose_spec_is_taken_or_refused_with_a_reason() -> None:

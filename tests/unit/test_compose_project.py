@@ -103,3 +103,14 @@ def test_build_beside_an_image_is_ignored_and_build_alone_is_refused() -> None:
         "p.yaml:3:5: services.app.build: healerd runs images and builds none: build and tag "
         "the image first (docker build -t NAME .), then name it in image"
     ]
+
+
+def test_include_is_refused_with_what_to_do_instead() -> None:
+    from healerd.config import parse_service_text
+
+    result = parse_service_text("include: [other.yml]\nservices: {}\n", "i.yaml", env={})
+    assert [str(e) for e in result.errors] == [
+        "i.yaml:1:1: include: not supported yet: one file is one project here; link a "
+        "Compose file kept elsewhere into conf.d (ln -s), or name its directory with "
+        "x-healerd: {project_directory: DIR}"
+    ]

@@ -149,3 +149,25 @@ def test_a_linked_compose_file_keeps_its_project_directory_and_env(tmp_path: Pat
     (confd / "iotstack.env").write_text("TAG=2.1\n")
     again = load_service_file(confd / "iotstack.yaml")
     assert (again.services or {})["mqtt"].image == "eclipse-mosquitto:2.1"
+
+
+def test_x_healerd_project_directory_names_a_project_kept_elsewhere(tmp_path: Path) -> None:
+    project = tmp_path / "stack"
+    project.mkdir()
+    (project / ".env").write_text("TAG=3\n")
+    confd = tmp_path / "conf.d"
+    confd.mkdir()
+    (confd / "stack.yaml").write_text(
+        f"x-healerd: {{project_directory: {project}}}\n"
+        "services:\n  a:\n    image: busybox:${TAG}\n    volumes: [./data:/data]\n"
+    )
+    result = load_service_file(confd / "stack.yaml")
+    assert result.errors == ()
+    spec = (result.services or {})["a"]
+    assert spec.image == "busybox:3" and spec.volumes[0].source == str(project / "data")
+    (confd / "bad.yaml").write_text("x-healerd:\n  project_directory: ./nope\nservices: {}\n")
+    (bad,) = load_service_file(confd / "bad.yaml").errors
+    assert str(bad) == (
+        f"{confd / 'bad.yaml'}:2: x-healerd.project_directory: './nope' is not a directory "
+        "(absolute, or from the file's)"
+    )
