@@ -7,6 +7,7 @@ import subprocess
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import docker
 import pytest
@@ -62,6 +63,12 @@ def forwarding() -> Iterator[Callable[[docker.APIClient, str], None]]:
         subprocess.run(["iptables", "-D", *rule], check=False)
 
 
+def _only(cluster: Cluster, service: str) -> dict[str, Any] | None:
+    """The service's one container, running (from one list call: no race between two)."""
+    cs = cluster.containers(service)
+    return cs[0] if len(cs) == 1 and cs[0]["State"] == "running" else None
+
+
 def test_services_reach_each_other_by_name_across_a_heal(
     forwarding: Callable[[docker.APIClient, str], None],
     healerd: Healerd,
@@ -99,7 +106,7 @@ def test_services_reach_each_other_by_name_across_a_heal(
     api.kill(web["Id"])
     wait_for(
         "web replaced",
-        lambda: cluster.converged("web", 1) and cluster.running("web")[0]["Id"] != web["Id"],
+        lambda: (c := _only(cluster, "web")) is not None and c["Id"] != web["Id"],
         timeout=15,
     )
     wait_for(
@@ -227,24 +234,26 @@ def test_secrets_links_and_a_shared_network_namespace(
     # Editing the secret rolls db: its replacement reads the new content.
     secret.write_text("changed\n")
     healerd.ctl("reload")
+
     wait_for(
         "db replaced after the secret changed",
-        lambda: cluster.converged("db", 1) and cluster.running("db")[0]["Id"] != db["Id"],
+        lambda: (c := _only(cluster, "db")) is not None and c["Id"] != db["Id"],
         timeout=30,
     )
-    (db2,) = cluster.running("db")
+    db2 = _only(cluster, "db")
+    assert db2 is not None
     assert _exec(api, db2["Id"], "cat", "/run/secrets/db_password") == "changed\n"
+
     # db was replaced: side's namespace held only lo, so side is made again in db2's.
-    wait_for(
-        "side recreated in the new db's network namespace",
-        lambda: cluster.converged("side", 1)
-        and api.inspect_container(cluster.running("side")[0]["Id"])["HostConfig"]["NetworkMode"]
-        == f"container:{db2['Id']}",
-        timeout=30,
-    )
-    (side2,) = cluster.running("side")
+    def side_in_db2() -> bool:
+        c = _only(cluster, "side")
+        mode = api.inspect_container(c["Id"])["HostConfig"]["NetworkMode"] if c else ""
+        return bool(mode == f"container:{db2['Id']}")
+
+    wait_for("side recreated in the new db's network namespace", side_in_db2, timeout=30)
+    side2 = _only(cluster, "side")
+    assert side2 is not None
     ns = [
-        _exec(api, c["Id"], "ls", "-l", "/proc/self/ns/net").split("->")[-1]
-        for c in (db2, side2)
+        _exec(api, c["Id"], "ls", "-l", "/proc/self/ns/net").split("->")[-1] for c in (db2, side2)
     ]
     assert ns[0] == ns[1], ns
