@@ -426,6 +426,19 @@ class NodeLimits:
     engine_call_burst: int = 200
 
 
+@dataclass(frozen=True)
+class RegistryAuth:
+    """The credentials of one registry for a pull (from auth.json): a user and password
+    (or an identity token), or the name of a credential helper (`docker-credential-NAME`)
+    that the engine adapter asks. Secrets are left out of repr and str."""
+
+    registry: str  # the host as written in image references ("docker.io" for Docker Hub)
+    username: str = ""
+    password: str = field(default="", repr=False)
+    identity_token: str = field(default="", repr=False)
+    helper: str = ""
+
+
 class ContainerState(StrEnum):
     """Docker's container states; only RUNNING counts towards the desired replicas."""
 

@@ -146,17 +146,23 @@ class Ctl:
             )
             for u in unverified:
                 self.say(f"  {u['name']} ({u['id'][:12]}, service {u['service']}): {u['why']}")
-        bad_settings = data.get("settings_errors") or []
-        if bad_settings:
-            self.say("healerd.yaml: not reloaded; the settings in force stay:")
-            for msg in bad_settings:
-                self.say(f"  {msg}")
+        self._not_reloaded(data)
         self.say(engine_host_line(data))
         for reason in (data.get("host") or {}).get("pressure_reasons") or []:
             self.say(f"  {reason}")
         me = self_line(data)
         if me:
             self.say(me)
+
+    def _not_reloaded(self, data: dict[str, Any]) -> None:  # healerd.yaml, auth.json
+        bad_settings = data.get("settings_errors") or []
+        if bad_settings:
+            self.say("healerd.yaml: not reloaded; the settings in force stay:")
+            for msg in bad_settings:
+                self.say(f"  {msg}")
+        if data.get("credentials_error"):
+            self.say("registry credentials: not reloaded; the previous ones stay:")
+            self.say(f"  {data['credentials_error']}")
 
     # -- get ---------------------------------------------------------------------------
 

@@ -57,6 +57,8 @@ class Settings:
     # Refuse config files and directories that others than root (or healerd's own user)
     # could write, like sshd's StrictModes. false is for development only.
     strict_modes: bool = True
+    # Registry credentials (Docker's config.json format); None: CONFIG_DIR/auth.json.
+    registry_auth: Path | None = None
     # Node awareness (see NodeLimits); these take effect on a reload, no restart needed.
     pressure_memory_available: Threshold = NodeLimits.memory_available
     pressure_disk_free: Threshold = NodeLimits.disk_free
@@ -91,6 +93,10 @@ def _absolute_path(value: object) -> Path:
     if not isinstance(value, str | Path) or not str(value).startswith("/"):
         raise ValueError(f"must be an absolute path, not {value!r}")
     return Path(value)
+
+
+def _optional_path(value: object) -> Path | None:
+    return None if value is None else _absolute_path(value)
 
 
 def _at_least(minimum: float) -> Callable[[object], float]:
@@ -285,6 +291,18 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "false is for development only. healerd.yaml itself is always checked.",
         "false",
         _bool,
+    ),
+    _setting(
+        "registry_auth",
+        "absolute path or null",
+        "The registry credentials file, in the format of Docker's config.json (`auths`, "
+        "`credHelpers`, `credsStore`); null means auth.json in the config directory. "
+        "Root-only: refused (like an untrusted config file) when group or others may read "
+        "or write it. Read again at every reload; a broken file keeps the previous "
+        "credentials. See README, Registries and credentials.",
+        "/etc/healerd/auth.json",
+        _optional_path,
+        reloadable=True,
     ),
     _setting(
         "pressure_memory_available",

@@ -8,9 +8,9 @@ can swap the file in it). A sticky world-writable directory such as /tmp counts 
 writable: anyone may create names in it, and a name not there yet is anyone's.
 
 `read_trusted` is the one function that reads config files (service files, healerd.yaml,
-env files), at load and again when an env file is read for a new container, so that what
-was checked is what is read; checking a path and then opening it by name would let the
-file be swapped in between:
+env files, auth.json, which others must not read either), at load and again when an
+env file is read for a new container, so that what was checked is what is read;
+checking a path and then opening it by name would let the file be swapped in between:
 
 - every directory is opened from `/` down, one component at a time with O_NOFOLLOW, and
   checked through its descriptor (fstat), so no component can change between the check
@@ -191,13 +191,31 @@ def _open_file(name: str | Path, flags: int, shown: str, dir_fd: int | None = No
         raise FileRefused(f"refused: {shown} is a socket or a device, not a regular file") from None
 
 
-def _read_fd(fd: int, path: Path, shown: str, limit: int, strict: bool, escape: str) -> bytes:
+def _secret_exposed(path: Path, shown: str, mode: int, escape: str) -> FileRefused | None:
+    """A file of secrets (registry passwords) that group or others may read."""
+    readable = [
+        who for bit, who in ((stat.S_IRGRP, "group"), (stat.S_IROTH, "others")) if mode & bit
+    ]
+    if not readable:
+        return None
+    return FileRefused(
+        f"refused: {shown} is readable by {' and '.join(readable)} (mode "
+        f"{stat.S_IMODE(mode):04o}); it holds secrets that only root may read. Fix it "
+        f"(chmod 600 {path}){escape}"
+    )
+
+
+def _read_fd(
+    fd: int, path: Path, shown: str, limit: int, strict: bool, escape: str, private: bool
+) -> bytes:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise FileRefused(f"refused: {shown} is {_kind(st.st_mode)}, not a regular file")
     if strict and (weak := _weakness(path, st.st_mode, st.st_uid)):
         why, fix = weak
         raise FileRefused(f"refused: {shown} {why}; {_RISK}. Fix it ({fix}){escape}")
+    if strict and private and (exposed := _secret_exposed(path, shown, st.st_mode, escape)):
+        raise exposed
     too_large = FileRefused(
         f"refused: {shown} is larger than {_size_text(limit)}, the most healerd reads of it"
     )
@@ -224,12 +242,15 @@ def read_trusted(
     limit: int,
     follow_symlink: bool = False,
     escape: str = STRICT_ESCAPE,
+    private: bool = False,
 ) -> bytes:
     """The contents of the config file `path` (`what` names its kind in messages, such as
     "env file"), read as the module docstring says.
 
     Raises FileRefused (untrusted, not a regular file, too large) or OSError (missing,
-    unreadable). `escape` ends the advice of a trust refusal.
+    unreadable). `escape` ends the advice of a trust refusal. `private` (a file of
+    secrets, auth.json): with strict checks, also refused when group or others may read
+    it.
     """
     shown = f"{what} {path}"
     if strict:
@@ -237,6 +258,6 @@ def read_trusted(
     else:
         fd = _open_file(path, _FILE_FLAGS, shown)
     try:
-        return _read_fd(fd, path, shown, limit, strict, escape)
+        return _read_fd(fd, path, shown, limit, strict, escape, private)
     finally:
         os.close(fd)

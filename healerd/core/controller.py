@@ -35,7 +35,7 @@ from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.workqueue import WorkQueue
 from healerd.engine import Engine, EngineError
-from healerd.model import Action, EngineEvent, ObservedContainer
+from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth
 
 log = logging.getLogger("healerd.controller")
 
@@ -82,6 +82,7 @@ class Controller:
         on_engine_back: Callable[[], None] = _nothing,
         reader: Engine | None = None,
         name_tag: Callable[[str], str] = plain_tag,
+        credentials: Callable[[str], RegistryAuth | None] | None = None,
     ) -> None:
         self._engine = engine
         # What the API reads through (the list, logs, how a container died): the daemon
@@ -108,8 +109,9 @@ class Controller:
         self._paused: set[str] = set()
         self._book = StatusBook(clock, self.events)
         self._images = ImagePolicy(
-            engine, self._executor, clock, self.events, settings.image_backoff, admission
-        )
+            engine, self._executor, clock, self.events, settings.image_backoff, admission,
+            credentials,
+        )  # fmt: skip
         self._reconciler = Reconciler(
             clock, self._executor, self._images, self._report, admission, self._mem,
             self._lock, self._is_paused, settings.history_limit,
@@ -199,6 +201,11 @@ class Controller:
                 self.queue.add(name, force=True)
         if old.hold_orphans != state.hold_orphans:
             self.queue.add(DISCOVER, force=True)
+
+    def retry_pulls(self) -> None:
+        """New registry credentials: each service waiting for its image tries now."""
+        for key in self._images.waiting_keys():
+            self.queue.add(key, force=True)
 
     def enqueue_all(self, *, force: bool = False) -> None:
         """Queue every known service plus a discovery pass (resync, engine back)."""

@@ -28,6 +28,7 @@ from healerd.model import (
     Action,
     ActionKind,
     ContainerState,
+    RegistryAuth,
     ServiceSpec,
 )
 
@@ -202,10 +203,10 @@ class Executor:
         self._engine.remove(dataclasses.replace(old, name=aside), spec.stop_grace_period)
         return ActionResult(action, container_id=cid, container_name=name)
 
-    def pull(self, image: str) -> None:
+    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
         """Pull an image (raises ImagePullFailed): one of the other ways healerd changes
         the engine, so it is here with the container actions."""
-        self._engine.pull(image)
+        self._engine.pull(image, auth)
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
         """Remove the unused project volumes no declared service names (on request)."""

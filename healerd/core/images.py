@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,7 +21,7 @@ from healerd.core.events import EventLog
 from healerd.core.executor import Executor
 from healerd.core.state import ServiceState
 from healerd.engine import ImagePullFailed
-from healerd.model import ServiceSpec
+from healerd.model import RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
 
@@ -29,6 +30,10 @@ log = logging.getLogger("healerd.controller")
 IMAGE_SEEN_TTL = 30.0
 # How often a service whose pull was refused for lack of disk looks again.
 PULL_DISK_RECHECK = 10.0
+
+
+def _anonymous(_image: str) -> RegistryAuth | None:
+    return None
 
 
 class ImageReader(Protocol):
@@ -54,8 +59,12 @@ class ImagePolicy:
         events: EventLog,
         backoff: Backoff,
         admission: Admission | None,
+        auth_for: Callable[[str], RegistryAuth | None] | None = None,
     ) -> None:
+        """`auth_for`: the credentials of an image's registry (auth.json), None for an
+        anonymous pull; looked up at each pull, so new credentials apply at once."""
         self._engine = engine
+        self._auth_for = auth_for or _anonymous
         self._executor = executor
         self._clock = clock
         self._events = events
@@ -82,6 +91,10 @@ class ImagePolicy:
         if problem.state is ServiceState.WAITING_FOR_RESOURCES:
             return problem
         return ImageProblem(problem.state, problem.reason, self._backoff.delay(n))
+
+    def waiting_keys(self) -> list[str]:
+        with self._lock:
+            return sorted(self.waiting)
 
     def forget(self, key: str) -> None:
         """The service is gone: nothing of it is remembered."""
@@ -126,12 +139,14 @@ class ImagePolicy:
             extra={"healerd_service": key, "action": "pull", "reason": image},
         )
         try:
-            self._executor.pull(image)
+            self._executor.pull(image, self._auth_for(image))
         except ImagePullFailed as exc:
-            self._events.record("pull-failed", key, str(exc))
+            # The registry's own words (unauthorized, manifest unknown); never a secret.
+            why = str(exc).removeprefix(f"pull {image}: ")
+            self._events.record("pull-failed", key, f"cannot pull {image}: {why}")
             if not present:
                 return ImageProblem(
-                    ServiceState.IMAGE_PULL_BACK_OFF, f"cannot pull {image}: {exc}", 0.0
+                    ServiceState.IMAGE_PULL_BACK_OFF, f"cannot pull {image}: {why}", 0.0
                 )
             # pull_policy always, registry away, image on disk: a heal must not wait for
             # the registry. Use the local image; the next spec change pulls again.

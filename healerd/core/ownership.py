@@ -37,6 +37,7 @@ from healerd.model import (
     SIGNED_LABELS,
     EngineEvent,
     ObservedContainer,
+    RegistryAuth,
     ServiceSpec,
 )
 
@@ -181,8 +182,8 @@ class SignedEngine:
     def image_size_hint(self, image: str) -> int | None:
         return self._engine.image_size_hint(image)
 
-    def pull(self, image: str) -> None:
-        self._engine.pull(image)
+    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
+        self._engine.pull(image, auth)
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._engine.remove(container, stop_timeout)

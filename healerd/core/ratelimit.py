@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from healerd.core.clock import Clock
 from healerd.engine import Death, Engine
-from healerd.model import EngineEvent, ObservedContainer, ServiceSpec
+from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 # A list younger than this is what readers are shown, rather than a list of their own.
 READ_MAX_AGE = 1.0
@@ -147,9 +147,9 @@ class ThrottledEngine:
         self._take()
         return self._engine.image_size_hint(image)
 
-    def pull(self, image: str) -> None:
+    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
         self._take()
-        self._engine.pull(image)
+        self._engine.pull(image, auth)
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._take()

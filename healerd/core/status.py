@@ -70,3 +70,5 @@ class NodeReport:
     engine_throttled_seconds: float = 0.0
     # Why healerd.yaml was not reloaded: the settings in force stay until it is fixed.
     settings_errors: tuple[str, ...] = ()
+    # Why auth.json was not applied at the last reload (file and reason, no secret).
+    credentials_error: str = ""

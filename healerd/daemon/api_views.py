@@ -192,6 +192,7 @@ def status_payload(
         "config_errors": [config_error_view(e) for e in desired.errors],
         "broken_files": list(desired.broken_files),
         "settings_errors": list(node.settings_errors) if node else [],
+        "credentials_error": node.credentials_error if node else "",
         "paused": sorted(controller.paused_services()),
         # Containers with healerd's labels it cannot prove it made: left alone.
         "unverified": [

@@ -31,6 +31,7 @@ from healerd.config import (
     load_conf_dir,
     load_settings,
 )
+from healerd.config.registryauth import auth_file
 from healerd.core.admission import Admission
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock, SystemClock
@@ -42,6 +43,7 @@ from healerd.core.status import NodeReport
 from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
+from healerd.daemon.credentials import CredentialsFile
 from healerd.daemon.hostkey import HostKeyError, load_or_create
 from healerd.daemon.journal import make_handler
 from healerd.daemon.metrics import LoopMetrics, Metrics
@@ -187,6 +189,7 @@ class Daemon:
         self.admission = Admission(self.probe, self.clock, limits, self._data_root)
         self.store = DesiredStore()
         loop_metrics = LoopMetrics()
+        self.credentials = CredentialsFile()
         self.controller = Controller(
             self.engine,
             self.clock,
@@ -198,13 +201,11 @@ class Daemon:
             on_engine_back=lambda: self.watcher.kick(),
             reader=read_engine(engine, self.clock),
             name_tag=name_tag,
+            credentials=self.credentials.for_image,
         )
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.watcher = EventWatcher(
-            self.engine,
-            self.controller,
-            self.clock,
-            log_interval=settings.engine_down_log_interval,
+            self.engine, self.controller, self.clock, log_interval=settings.engine_down_log_interval
         )
         self._stop = threading.Event()
         self._wake_r, self._wake_w = _self_pipe()
@@ -272,6 +273,7 @@ class Daemon:
             engine_calls_throttled=calls.throttled,
             engine_throttled_seconds=calls.throttled_seconds,
             settings_errors=tuple(self._settings_errors),
+            credentials_error=self.credentials.error,
         )
 
     # -- signals: flags only ----------------------------------------------------
@@ -371,6 +373,9 @@ class Daemon:
         """Re-read every config file; broken files keep their last good services, and so
         do files still being written (their state of the previous reload stands)."""
         self.reload_settings()
+        s = self.settings
+        if self.credentials.reload(auth_file(s.config_dir, s.registry_auth), strict=s.strict_modes):
+            self.controller.retry_pulls()
         conf_dir = self.settings.config_dir / "conf.d"
         writing = sorted(str(p) for p in self.confwatch.writing() if p.parent == conf_dir)
         for file in writing:

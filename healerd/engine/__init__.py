@@ -10,7 +10,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
 
-from healerd.model import EngineEvent, ObservedContainer, ServiceSpec
+from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 
 class EngineError(Exception):
@@ -105,8 +105,9 @@ class Engine(Protocol):
         guess of what a pull of `image` takes on disk; None if there is none."""
         ...
 
-    def pull(self, image: str) -> None:
-        """Pull the image; raises ImagePullFailed (or EngineUnavailable)."""
+    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
+        """Pull the image with the credentials of its registry (None: anonymously);
+        raises ImagePullFailed with the registry's reason (or EngineUnavailable)."""
         ...
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:

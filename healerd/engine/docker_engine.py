@@ -17,6 +17,8 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import docker
+import docker.auth
+import docker.credentials
 import docker.errors
 import requests.exceptions
 
@@ -41,6 +43,7 @@ from healerd.model import (
     EngineEvent,
     Health,
     ObservedContainer,
+    RegistryAuth,
     ServiceSpec,
 )
 
@@ -137,15 +140,6 @@ def _network_of(raw: dict[str, Any]) -> str:
     return mode.removeprefix("container:") if mode.startswith("container:") else ""
 
 
-def _port_bindings(spec: ServiceSpec) -> dict[str, Any]:
-    bindings: dict[str, Any] = {}
-    for p in spec.ports:
-        key = f"{p.container_port}/{p.protocol}"
-        host = str(p.host_port) if p.host_port is not None else None
-        bindings.setdefault(key, []).append((p.host_ip, host) if p.host_ip else host)
-    return bindings
-
-
 # The engine names an anonymous volume with 64 hex digits.
 _ANONYMOUS = re.compile(r"[0-9a-f]{64}")
 
@@ -159,37 +153,26 @@ def _anonymous_volumes(mounts: list[dict[str, Any]]) -> tuple[tuple[str, str], .
     )
 
 
-def _split_reference(image: str) -> tuple[str, str | None]:
-    """`repo[:tag][@digest]` -> (repo, tag or digest); a port in the host is no tag."""
-    if "@" in image:
-        repo, digest = image.split("@", 1)
-        return repo, digest
-    last = image.rsplit("/", 1)[-1]
-    if ":" in last:
-        repo, tag = image.rsplit(":", 1)
-        return repo, tag
-    return image, "latest"
-
-
-def _ns(seconds: float | None) -> int | None:
-    return None if seconds is None else int(seconds * 1e9)
-
-
-def _healthcheck(spec: ServiceSpec) -> dict[str, Any] | None:
-    """None keeps the image's own healthcheck; disable turns it off."""
-    hc = spec.healthcheck
-    if hc is None:
-        return None
-    if hc.disable:
-        return {"test": ["NONE"]}
-    out: dict[str, Any] = {"test": list(hc.test) if hc.test else None}
-    for key in ("interval", "timeout", "start_period"):
-        value = _ns(getattr(hc, key))
-        if value is not None:
-            out[key] = value
-    if hc.retries is not None:
-        out["retries"] = hc.retries
-    return out
+def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
+    """The X-Registry-Auth of a pull: {} (anonymous), the user and password or identity
+    token, or what the credential helper docker-credential-NAME gives (through the SDK's
+    credential store support); no credentials found by the helper is an anonymous pull."""
+    if auth is None:
+        return {}
+    if auth.helper:
+        store = docker.auth.AuthConfig({"credsStore": auth.helper})
+        try:
+            found = store.resolve_authconfig(auth.registry)
+        except (docker.errors.DockerException, docker.credentials.StoreError) as exc:
+            # SDK 5 (Debian 12) raises StoreError for a helper that is not installed.
+            raise ImagePullFailed(
+                f"pull {image}: credential helper docker-credential-{auth.helper} for "
+                f"{auth.registry}: {exc}"
+            ) from None
+        return {str(k).lower(): str(v) for k, v in (found or {}).items()}
+    if auth.identity_token:
+        return {"identitytoken": auth.identity_token, "serveraddress": auth.registry}
+    return {"username": auth.username, "password": auth.password, "serveraddress": auth.registry}
 
 
 class DockerEngine:
@@ -238,21 +221,29 @@ class DockerEngine:
         return True
 
     def image_size_hint(self, image: str) -> int | None:
-        repo, _ = _split_reference(image)
+        repo, _ = request.split_reference(image)
         with _translated(f"list images {repo}"):
             found = self._api.images(name=repo)
         sizes = [int(i.get("Size") or 0) for i in found if isinstance(i, dict)]
         return max(sizes) if sizes and max(sizes) > 0 else None
 
-    def pull(self, image: str) -> None:
-        repo, tag = _split_reference(image)
+    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
+        """Never with the SDK's own credentials (~/.docker/config.json): only `auth`."""
+        repo, tag = request.split_reference(image)
+        config = _auth_config(image, auth)
         try:
             with _translated(f"pull {image}"):
-                self._api.pull(repo, tag=tag)
+                progress = self._api.pull(
+                    repo, tag=tag, auth_config=config, stream=True, decode=True
+                )
+                # A failure after the pull began comes in the stream, not as a status.
+                failed = [p["error"] for p in progress if isinstance(p, dict) and p.get("error")]
         except EngineUnavailable:
             raise
         except EngineError as exc:
             raise ImagePullFailed(str(exc)) from exc
+        if failed:
+            raise ImagePullFailed(f"pull {image}: {failed[-1]}")
 
     def create_and_start(
         self,
@@ -270,7 +261,7 @@ class DockerEngine:
             **labels,
         }
         binds, mounts, anonymous = self._mounts(spec, inherit)
-        port_bindings = _port_bindings(spec)
+        port_bindings = request.port_bindings(spec)
         networks = list(spec.networks)
         self._ensure(spec)
         with _translated(f"create {name}"):
@@ -294,7 +285,7 @@ class DockerEngine:
                 volumes=anonymous or None,
                 ports=request.exposed(spec) or None,
                 host_config=host_config,
-                healthcheck=_healthcheck(spec),
+                healthcheck=request.healthcheck(spec),
                 stop_timeout=int(spec.stop_grace_period),
                 networking_config=self._endpoints(spec, networks[:1]),
                 **request.container_options(spec),

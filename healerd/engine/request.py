@@ -245,3 +245,45 @@ def aliases(spec: ServiceSpec, network: str) -> list[str]:
 def owner_labels(decl: NetworkDecl | VolumeDecl) -> dict[str, str]:
     kind = "io.healerd.network" if isinstance(decl, NetworkDecl) else "io.healerd.volume"
     return {LABEL_PROJECT: decl.project, kind: decl.key}
+
+
+def port_bindings(spec: ServiceSpec) -> dict[str, Any]:
+    bindings: dict[str, Any] = {}
+    for p in spec.ports:
+        key = f"{p.container_port}/{p.protocol}"
+        host = str(p.host_port) if p.host_port is not None else None
+        bindings.setdefault(key, []).append((p.host_ip, host) if p.host_ip else host)
+    return bindings
+
+
+def split_reference(image: str) -> tuple[str, str | None]:
+    """`repo[:tag][@digest]` -> (repo, tag or digest); a port in the host is no tag."""
+    if "@" in image:
+        repo, digest = image.split("@", 1)
+        return repo, digest
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = image.rsplit(":", 1)
+        return repo, tag
+    return image, "latest"
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1e9)
+
+
+def healthcheck(spec: ServiceSpec) -> dict[str, Any] | None:
+    """None keeps the image's own healthcheck; disable turns it off."""
+    hc = spec.healthcheck
+    if hc is None:
+        return None
+    if hc.disable:
+        return {"test": ["NONE"]}
+    out: dict[str, Any] = {"test": list(hc.test) if hc.test else None}
+    for key in ("interval", "timeout", "start_period"):
+        value = _ns(getattr(hc, key))
+        if value is not None:
+            out[key] = value
+    if hc.retries is not None:
+        out["retries"] = hc.retries
+    return out

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Make sure Debian's docker.io and busybox-static are installed and that a Docker
+# Make sure Debian's docker.io, busybox-static, docker-registry and apache2-utils
+# (htpasswd, for the registry's basic auth) are installed and that a Docker
 # engine answers on the default socket (started in the background if not).
 # Used by .ci/run, the README's example command and the benchmarks.
 set -euo pipefail
@@ -10,10 +11,15 @@ dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 # The differential oracle for Compose semantics (tests/integration/test_compose_diff.py).
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+# A real registry for the pull tests (tests/support/registry.py), with htpasswd -B.
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "engine.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # docker-registry's package enables a service of its own (port 5000) where systemd
+  # runs; the tests never use it: they start their own registries on free ports.
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 

@@ -28,7 +28,7 @@ from healerd.engine import (
     ImagePullFailed,
     NameConflict,
 )
-from healerd.model import ContainerState, EngineEvent, ObservedContainer, ServiceSpec
+from healerd.model import ContainerState, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 # What a reconcile pass asks of the engine: one list, whether an image is there, creates,
 # starts, stops, renames (a fixed container_name) and removes; and, on first contact and
@@ -94,6 +94,7 @@ class FakeEngine:
         self.fail_creates = 0
         self.images: set[str] | None = None  # None: every image is present
         self.pullable: set[str] = set()
+        self.pull_auths: list[tuple[str, RegistryAuth | None]] = []  # what each pull was given
         self.crash_images: set[str] = set()  # containers of these exit at once
         self.image_volumes = False  # images declare a VOLUME: containers get one each
         self.output: dict[str, list[str]] = {}  # container id -> lines it wrote
@@ -235,9 +236,10 @@ class FakeEngine:
         self._check()
         return self.image_sizes.get(image.rsplit(":", 1)[0])
 
-    def pull(self, image: str) -> None:
+    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
         self._allowed("pull", image)
         self.calls.append("pull")
+        self.pull_auths.append((image, auth))
         self._check()
         if image not in self.pullable:
             raise ImagePullFailed(f"pull {image}: no registry")
