@@ -1,4 +1,5 @@
-"""Run the benchmarks: `python -m bench.run [all|heal|fleet|scale|reload]` (from the repo).
+"""Run the benchmarks (from the repo):
+`python -m bench.run [all|heal|fleet|scale|reload|restart|slowpull|autoupdate]`.
 
 Writes bench/results.json and prints the figures with their ratios and goals.
 """
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import fleet, heal, restart
+from bench import auto_update, fleet, heal, restart, slow_pull
 from bench.lib import api, cleanup, private_engine
 
 SUITES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -22,6 +23,8 @@ SUITES: dict[str, Callable[[], dict[str, Any]]] = {
     "scale": fleet.scale_and_idle,
     "reload": fleet.reload_latency,
     "restart": restart.run,
+    "slowpull": slow_pull.run,
+    "autoupdate": auto_update.run,
 }
 
 

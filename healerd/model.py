@@ -351,6 +351,9 @@ class ServiceSpec:
     device_requests: tuple[DeviceRequest, ...] = ()
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: PullPolicy = field(default=PullPolicy.MISSING, metadata=STEERING)
+    # "registry": follow the tag's digest in its registry, roll out and roll back
+    # (healerd.core.updates); "" never looks.
+    auto_update: str = steering("")
     unhealthy_grace: float = steering(0.0)
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)

@@ -12,6 +12,7 @@ from typing import Any
 
 from healerd.config.composeopts import COMPOSE_FIELDS
 from healerd.config.envfile import MAX_ENV_FILES, env_files
+from healerd.config.extension import EXTENSION_FIELDS, x_healerd
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS, healthcheck
 from healerd.config.hostopts import HOST_FIELDS
 from healerd.config.imageref import IMAGE_REFERENCE_PATTERN
@@ -332,6 +333,17 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         check=pull_policy,
         default="missing",
         compose="pull_policy",
+    ),
+    Key(
+        "x-healerd",
+        "mapping",
+        "healerd's own keys for this service (Compose ignores x- keys).",
+        "{auto_update: registry}",
+        schema={},
+        check=x_healerd,
+        default="",
+        attr="auto_update",
+        children=EXTENSION_FIELDS,
     ),
     Key(
         "unhealthy_grace",

@@ -256,10 +256,18 @@ def _setting_default(key: Key) -> str:
 def _settings_table() -> list[str]:
     rows = ["| Key | Type | Default | Example | Meaning |", "|---|---|---|---|---|"]
     for key in SETTINGS_FIELDS:
+        default = "see below" if key.children else f"`{_setting_default(key)}`"
         rows.append(
-            f"| `{key.name}` | {_cell(key.type)} | `{_setting_default(key)}` "
+            f"| `{key.name}` | {_cell(key.type)} | {default} "
             f"| `{key.name}: {_cell(key.example)}` | {_cell(key.doc)} |"
         )
+        # A nested section's keys, each a row of its own.
+        for child in key.children:
+            rows.append(
+                f"| `{key.name}.{child.name}` | {_cell(child.type)} "
+                f"| `{_setting_default(child)}` "
+                f"| `{key.name}: {{{child.name}: {_cell(child.example)}}}` | {_cell(child.doc)} |"
+            )
     return rows
 
 

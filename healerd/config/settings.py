@@ -7,7 +7,7 @@ to fall back on, and guessing at timeouts or the engine address would hide the m
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from healerd.config.errors import (
     sort_errors,
     unknown_key_reason,
 )
+from healerd.config.imagegc import IMAGE_GC_CHILDREN, ImageGcSettings, check_image_gc
 from healerd.config.keys import At, Key, check_keys, parsed
 from healerd.config.units import format_duration, parse_duration, parse_size
 from healerd.config.yamlload import LineDict, load_yaml_bytes, read_config_file
@@ -59,6 +60,8 @@ class Settings:
     strict_modes: bool = True
     # Registry credentials (Docker's config.json format); None: CONFIG_DIR/auth.json.
     registry_auth: Path | None = None
+    # How often services with x-healerd.auto_update ask their registry for the tag's digest.
+    auto_update_interval: float = 300.0
     # Node awareness (see NodeLimits); these take effect on a reload, no restart needed.
     pressure_memory_available: Threshold = NodeLimits.memory_available
     pressure_disk_free: Threshold = NodeLimits.disk_free
@@ -67,6 +70,8 @@ class Settings:
     pull_disk_margin: int = NodeLimits.pull_disk_margin
     engine_calls_per_second: float = NodeLimits.engine_calls_per_second
     engine_call_burst: int = NodeLimits.engine_call_burst
+    # Image garbage collection (the `image_gc:` section; see healerd.config.imagegc).
+    image_gc: ImageGcSettings = field(default_factory=ImageGcSettings)
 
     @property
     def node_limits(self) -> NodeLimits:
@@ -305,6 +310,17 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         reloadable=True,
     ),
     _setting(
+        "auto_update_interval",
+        "duration 1s to 168h",
+        "How often a service with `x-healerd: {auto_update: registry}` (or the label "
+        "io.containers.autoupdate=registry) asks its registry for the digest of its tag: "
+        "one manifest request per image, no pull unless the digest moved. See README, "
+        "Image updates.",
+        "1h",
+        _interval,
+        reloadable=True,
+    ),
+    _setting(
         "pressure_memory_available",
         "size or percentage",
         "Memory pressure below this much available memory (kubelet's memory.available). "
@@ -364,6 +380,19 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "50",
         _burst,
         reloadable=True,
+    ),
+    Setting(
+        "image_gc",
+        "mapping",
+        "Image garbage collection, as kubelet's: unused images that healerd pulled (or of "
+        "a declared service's repository) are removed, oldest first, when the engine's "
+        "data root fills up, and after an update; the keys are below. See README, Image "
+        "garbage collection.",
+        "{high_threshold_percent: 90, low_threshold_percent: 70}",
+        default=_DEFAULTS.image_gc,
+        check=check_image_gc,
+        reloadable=True,
+        children=IMAGE_GC_CHILDREN,
     ),
 )
 SETTING_KEYS = frozenset(key.name for key in SETTINGS_FIELDS)

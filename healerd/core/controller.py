@@ -24,7 +24,7 @@ from healerd.core.executor import Executor, plain_tag
 from healerd.core.images import ImagePolicy
 from healerd.core.inspect import Dead, deaths, pick
 from healerd.core.observe import Memory, note_event, observe
-from healerd.core.outcome import Outcome, Requeue
+from healerd.core.outcome import Outcome, Requeue, Tally
 from healerd.core.pressure import Pressure
 from healerd.core.ratelimit import LastLook
 from healerd.core.readmodel import StatusBook, container_statuses, summary
@@ -33,9 +33,10 @@ from healerd.core.report import LoopHooks, Reporter, Stats
 from healerd.core.room import claims
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
+from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
 from healerd.engine import Engine, EngineError
-from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth
+from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
 
@@ -62,6 +63,10 @@ class LoopSettings:
 
 def _nothing() -> None:
     pass
+
+
+def _anonymous(_image: str) -> RegistryAuth | None:
+    return None
 
 
 class Controller:
@@ -99,22 +104,23 @@ class Controller:
         self._slots = threading.Semaphore(settings.workers)
         self._lock = threading.Lock()
         # Until a config has been read, nothing counts as undeclared: a conf.d that cannot
-        # be read at start must not read as "remove everything".
-        self._desired = DesiredState(services={}, errors=(), hold_orphans=True, broken_files=())
+        # be read at start must not read as "remove everything". `_declared` is what the
+        # files say, `_desired` the same with followed tags pinned (healerd.core.updates).
+        self._declared = self._desired = DesiredState({}, (), hold_orphans=True, broken_files=())
         self._seen: set[str] = set()
-        # The declared project networks when the last network prune finished (None: not
-        # yet): a prune runs again only when they change, or a network was still in use.
+        # Declared networks at the last network prune (None: none yet; see _prune_networks).
         self._networks_kept: frozenset[str] | None = None
         self._mem = Memory()
         self._paused: set[str] = set()
         self._book = StatusBook(clock, self.events)
         self._images = ImagePolicy(
             engine, self._executor, clock, self.events, settings.image_backoff, admission,
-            credentials,
+            credentials, self._pulling,
         )  # fmt: skip
+        self.updates = Updates(engine, self.events, credentials or _anonymous, self._repinned)
         self._reconciler = Reconciler(
             clock, self._executor, self._images, self._report, admission, self._mem,
-            self._lock, self._is_paused, settings.history_limit,
+            self._lock, self._is_paused, settings.history_limit, self.updates, self._spec_now,
         )  # fmt: skip
         self._health = EngineHealth(
             engine, clock, self.events, settings.engine_down_log_interval,
@@ -151,6 +157,10 @@ class Controller:
     @property
     def engine_data_root(self) -> str | None:
         return self._health.data_root
+
+    def pulled_images(self) -> frozenset[str]:
+        """The references healerd pulled since it started (for image GC)."""
+        return self._executor.pulled()
 
     def statuses(self) -> list[ServiceStatus]:
         """Every declared service and every service with containers, by name."""
@@ -189,8 +199,10 @@ class Controller:
 
     def set_desired(self, state: DesiredState) -> None:
         """Swap in a new desired state and queue every service whose spec changed."""
-        old = self._desired
-        self._desired = state
+        with self._lock:
+            old = self._declared
+            self._declared = state
+        self._desired = self.updates.apply_all(state)
         for err in state.errors:
             if err not in old.errors:
                 self.events.record("config-error", "", str(err))
@@ -201,6 +213,24 @@ class Controller:
                 self.queue.add(name, force=True)
         if old.hold_orphans != state.hold_orphans:
             self.queue.add(DISCOVER, force=True)
+
+    def _spec_now(self, key: str) -> ServiceSpec | None:
+        return self._desired.services.get(key)
+
+    def _repinned(self, key: str) -> None:
+        """A followed tag's pin moved (a new digest, a rollback, a first pin): the specs
+        everyone reads are pinned again and the service looks at once."""
+        with self._lock:
+            declared = self._declared
+        self._desired = self.updates.apply_all(declared)
+        self.queue.add(key, force=True)
+
+    def check_updates(self) -> list[str]:
+        """Ask the registry about every service that follows its tag (the checker
+        thread, every auto_update_interval); returns the services that got a new digest."""
+        with self._lock:
+            declared = self._declared
+        return [s.name for s in following(declared.services) if self.updates.check(s)]
 
     def retry_pulls(self) -> None:
         """New registry credentials: each service waiting for its image tries now."""
@@ -321,6 +351,13 @@ class Controller:
             self.admission.set_claims(claims(obs.desired.services, seen, states, self.admission))
         return obs
 
+    def _pulling(self, key: str, reason: str, tally: Tally | None) -> None:
+        """A pull began in `key`'s pass: until the pass settles (minutes, on a slow link)
+        the status says so, not what it said before the pass (Pending, say)."""
+        self._book.set(
+            key, ServiceState.PROGRESSING, reason, tally=tally, paused=self._is_paused(key)
+        )
+
     def _engine_back(self) -> None:
         log.info("engine reachable again: resyncing every service")
         with self._lock:
@@ -415,7 +452,8 @@ class Controller:
     def _prune_networks(self, obs: Observation) -> None:
         """Compose's `down` for networks, level-triggered: once no container of a removed
         service is left (and no file is broken), the project networks healerd made that
-        no declared service names go. Volumes stay (healerctl prune volumes)."""
+        no declared service names go. Volumes stay (healerctl prune volumes). It runs
+        again only when the declared networks change, or a network was still in use."""
         keep = frozenset(
             n.name for s in obs.desired.services.values() for n in s.networks_to_create
         )

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import secrets
 import string
+import threading
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +70,8 @@ class Executor:
         self._engine = engine
         self._name_tag = name_tag
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
+        self._pulled_lock = threading.Lock()
+        self._pulled: set[str] = set()
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         """Run all actions, at most `parallel` at once, and wait for every one.
@@ -207,6 +210,13 @@ class Executor:
         """Pull an image (raises ImagePullFailed): one of the other ways healerd changes
         the engine, so it is here with the container actions."""
         self._engine.pull(image, auth)
+        with self._pulled_lock:
+            self._pulled.add(image)
+
+    def pulled(self) -> frozenset[str]:
+        """The references pulled since start: image GC may collect their repositories."""
+        with self._pulled_lock:
+            return frozenset(self._pulled)
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
         """Remove the unused project volumes no declared service names (on request)."""

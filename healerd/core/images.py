@@ -19,6 +19,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
+from healerd.core.outcome import Tally
 from healerd.core.state import ServiceState
 from healerd.engine import ImagePullFailed
 from healerd.model import RegistryAuth, ServiceSpec
@@ -60,10 +61,14 @@ class ImagePolicy:
         backoff: Backoff,
         admission: Admission | None,
         auth_for: Callable[[str], RegistryAuth | None] | None = None,
+        on_pull: Callable[[str, str, Tally | None], None] | None = None,
     ) -> None:
         """`auth_for`: the credentials of an image's registry (auth.json), None for an
-        anonymous pull; looked up at each pull, so new credentials apply at once."""
+        anonymous pull; looked up at each pull, so new credentials apply at once.
+        `on_pull(key, reason, tally)`: a pull begins (it may take minutes on a slow link),
+        for the status to say so meanwhile."""
         self._engine = engine
+        self._on_pull = on_pull
         self._auth_for = auth_for or _anonymous
         self._executor = executor
         self._clock = clock
@@ -77,9 +82,12 @@ class ImagePolicy:
         # Services whose image cannot be had now: they claim no room.
         self.waiting: set[str] = set()
 
-    def ensure(self, key: str, spec: ServiceSpec) -> ImageProblem | None:
-        """Make sure the image is there before anything is created or stopped for it."""
-        problem = self._ensure(key, spec)
+    def ensure(
+        self, key: str, spec: ServiceSpec, tally: Tally | None = None
+    ) -> ImageProblem | None:
+        """Make sure the image is there before anything is created or stopped for it.
+        `tally`: the service's counts, for the status shown while a pull runs."""
+        problem = self._ensure(key, spec, tally)
         with self._lock:
             if problem is None:
                 self._failures.pop(key, None)
@@ -112,7 +120,7 @@ class ImagePolicy:
         with self._lock:
             return self._pulled.get(key) == spec.spec_hash
 
-    def _ensure(self, key: str, spec: ServiceSpec) -> ImageProblem | None:
+    def _ensure(self, key: str, spec: ServiceSpec, tally: Tally | None) -> ImageProblem | None:
         image, policy = spec.image, spec.pull_policy
         if self._fresh(key, spec):
             return None
@@ -128,9 +136,11 @@ class ImagePolicy:
             refusal = self._admission.pull_refusal(image, self._engine.image_size_hint(image))
             if refusal is not None:
                 return ImageProblem(ServiceState.WAITING_FOR_RESOURCES, refusal, PULL_DISK_RECHECK)
-        return self._pull(key, spec, present)
+        return self._pull(key, spec, present, tally)
 
-    def _pull(self, key: str, spec: ServiceSpec, present: bool) -> ImageProblem | None:
+    def _pull(
+        self, key: str, spec: ServiceSpec, present: bool, tally: Tally | None
+    ) -> ImageProblem | None:
         image = spec.image
         log.info(
             "%s: pulling %s",
@@ -138,6 +148,8 @@ class ImagePolicy:
             image,
             extra={"healerd_service": key, "action": "pull", "reason": image},
         )
+        if self._on_pull is not None:
+            self._on_pull(key, f"pulling {image}", tally)
         try:
             self._executor.pull(image, self._auth_for(image))
         except ImagePullFailed as exc:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from healerd.engine import Death, Engine
+from healerd.engine import Death, Engine, LocalImage
 from healerd.model import (
     LABEL_SERVICE,
     LABEL_SIGNATURE,
@@ -185,6 +185,12 @@ class SignedEngine:
     def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
         self._engine.pull(image, auth)
 
+    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
+        return self._engine.registry_digest(image, auth)
+
+    def local_digests(self, image: str) -> tuple[str, ...]:
+        return self._engine.local_digests(image)
+
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._engine.remove(container, stop_timeout)
 
@@ -201,3 +207,12 @@ class SignedEngine:
 
     def stop_watch(self) -> None:
         self._engine.stop_watch()
+
+    def list_images(self) -> list[LocalImage]:
+        return self._engine.list_images()
+
+    def images_in_use(self) -> set[str]:
+        return self._engine.images_in_use()
+
+    def remove_image(self, image_id: str) -> bool:
+        return self._engine.remove_image(image_id)

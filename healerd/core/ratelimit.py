@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from healerd.core.clock import Clock
-from healerd.engine import Death, Engine
+from healerd.engine import Death, Engine, LocalImage
 from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 # A list younger than this is what readers are shown, rather than a list of their own.
@@ -151,6 +151,14 @@ class ThrottledEngine:
         self._take()
         self._engine.pull(image, auth)
 
+    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
+        self._take()
+        return self._engine.registry_digest(image, auth)
+
+    def local_digests(self, image: str) -> tuple[str, ...]:
+        self._take()
+        return self._engine.local_digests(image)
+
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._take()
         self._engine.remove(container, stop_timeout)
@@ -171,6 +179,18 @@ class ThrottledEngine:
     def death(self, container_id: str) -> Death:
         self._take()
         return self._engine.death(container_id)
+
+    def list_images(self) -> list[LocalImage]:
+        self._take()
+        return self._engine.list_images()
+
+    def images_in_use(self) -> set[str]:
+        self._take()
+        return self._engine.images_in_use()
+
+    def remove_image(self, image_id: str) -> bool:
+        self._take()
+        return self._engine.remove_image(image_id)
 
 
 class LastLook:

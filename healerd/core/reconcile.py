@@ -27,6 +27,8 @@ from healerd.core.readmodel import tally
 from healerd.core.report import Reporter
 from healerd.core.rollouts import Rollout
 from healerd.core.room import admit
+from healerd.core.state import ServiceState
+from healerd.core.updates import Updates, follows
 from healerd.model import Action, ActionKind, ObservedContainer, ServiceSpec
 
 
@@ -44,6 +46,7 @@ class _Planned:
     ctx: PlanContext
     wake_at: float | None
     backoff_note: str
+    forgiven: frozenset[str] = frozenset()
 
 
 class Reconciler:
@@ -58,7 +61,11 @@ class Reconciler:
         lock: threading.Lock,
         is_paused: Callable[[str], bool],
         history_limit: int = 1,
+        updates: Updates | None = None,
+        spec_now: Callable[[str], ServiceSpec | None] | None = None,
     ) -> None:
+        """`updates`: the pins of services that follow their tag; `spec_now(key)` the
+        service's spec as the loop has it now (after a rollback moved its pin)."""
         self._clock = clock
         self._executor = executor
         self._images = images
@@ -69,6 +76,8 @@ class Reconciler:
         self._lock = lock
         self._is_paused = is_paused
         self._history_limit = history_limit
+        self._updates = updates
+        self._spec_now = spec_now
         self.rollouts: dict[str, Rollout] = {}
 
     def reconcile(self, key: str, obs: Observation) -> Outcome:
@@ -82,16 +91,23 @@ class Reconciler:
         if self._is_paused(key):
             self._done_with_room(key)
             return _with(decide(Facts(paused=True)), tally(spec, mine))
+        if self._updates is not None and spec is not None and follows(spec):
+            spec = self._first_pin(key, spec, mine)
         self._track_rollout(key, spec, mine, now, mono)
         planned = self._plan(key, spec, mine, now, desired, obs.containers)
+        if spec is not None and self._rolled_back(spec, mine, now, planned):
+            spec = self._spec_now(key) if self._spec_now is not None else spec
+            self._track_rollout(key, spec, mine, now, mono)
+            planned = self._plan(key, spec, mine, now, desired, obs.containers)
         planned, waits_for = _ordered(key, spec, obs, mine, planned)
         p = planned.plan
         if spec is not None and (p.creates or p.rollout_step):
-            problem = self._images.ensure(key, spec)
+            counts = tally(spec, mine, p.available, p.up_to_date)
+            problem = self._images.ensure(key, spec, counts)
             if problem is not None:
                 self._done_with_room(key)
                 facts = Facts(image_problem=(problem.state, problem.reason, problem.retry_in))
-                return _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
+                return _with(decide(facts), counts)
         p, wait_reason = self._room(key, spec, mine, planned)
         errors = self._act(key, p, mono)
         with self._lock:
@@ -116,7 +132,8 @@ class Reconciler:
             progress=_waiting_reason(spec, p),
             job=_job(spec, p, mine),
         )
-        return _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
+        outcome = _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
+        return self._with_update_note(key, outcome)
 
     def preview(self, key: str, obs: Observation) -> list[Action]:
         """What a pass would do right now, without doing it."""
@@ -132,11 +149,49 @@ class Reconciler:
         if self._admission is not None:
             self._admission.done(key)
         self._images.forget(key)
+        if self._updates is not None:
+            self._updates.forget(key)
         with self._lock:
             self.rollouts.pop(key, None)
             self._mem.suspects.pop(key, None)
 
     # -- the steps of a pass --------------------------------------------------------
+
+    def _first_pin(
+        self, key: str, spec: ServiceSpec, mine: Sequence[ObservedContainer]
+    ) -> ServiceSpec:
+        """A service following its tag, not pinned yet: pin it before planning, so that
+        its first containers are made from the digest (no rollout just to pin them)."""
+        assert self._updates is not None
+        return self._updates.first_pin(spec, mine, lambda: self._images.ensure(key, spec) is None)
+
+    def _rolled_back(
+        self,
+        spec: ServiceSpec,
+        mine: Sequence[ObservedContainer],
+        now: float,
+        planned: _Planned,
+    ) -> bool:
+        """A new digest under way that failed: its pin goes back (the caller plans again)."""
+        if self._updates is None:
+            return False
+        with self._lock:
+            r = self.rollouts.get(spec.name)
+        return self._updates.judge(
+            spec,
+            mine,
+            now,
+            unhealthy=planned.ctx.failed_running,
+            forgiven=planned.forgiven,
+            halted=rollouts.halted(r, spec, self._clock.monotonic()),
+        )
+
+    def _with_update_note(self, key: str, outcome: Outcome) -> Outcome:
+        """A converged service that follows its tag says what its last update did."""
+        note = self._updates.note(key) if self._updates is not None else ""
+        if note and outcome.state is ServiceState.CONVERGED and not outcome.reason:
+            return replace(outcome, reason=note)
+        return outcome
 
     def _plan(
         self,
@@ -165,7 +220,13 @@ class Reconciler:
         ctx = replace(
             ctx, history_limit=self._history_limit, recreate=outdated(spec, mine, everything)
         )
-        return _Planned(plan(key, spec, mine, ctx), ctx, min(wake) if wake else None, note)
+        return _Planned(
+            plan(key, spec, mine, ctx),
+            ctx,
+            min(wake) if wake else None,
+            note,
+            frozenset(recall.forgiven),
+        )
 
     def _track_rollout(
         self,

@@ -24,6 +24,9 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._waiting: dict[str, float] = {}
         self._failures: dict[str, int] = {}
+        # Keys added with `force` while processed: queued again at `done` even if their
+        # pass ended in a backoff.
+        self._forced: set[str] = set()
         self._shutdown = False
 
     # -- adding -------------------------------------------------------------
@@ -38,7 +41,9 @@ class WorkQueue:
         with self._cond:
             if force:
                 self._failures.pop(key, None)
-            elif self._failures.get(key, 0) > 0 and key in self._waiting:
+                if key in self._processing:
+                    self._forced.add(key)
+            elif self._backing_off(key):
                 return
             self._add_now(key)
 
@@ -129,9 +134,19 @@ class WorkQueue:
     def done(self, key: str) -> None:
         with self._cond:
             self._processing.discard(key)
-            if key in self._dirty and not self._shutdown:
+            forced = key in self._forced
+            self._forced.discard(key)
+            if key in self._dirty and not forced and self._backing_off(key):
+                # The pass ended in a backoff (a pull that failed after a minute, during
+                # which a resync or an event came): those hints wait for it too, as they
+                # would have had they come a moment later.
+                self._dirty.discard(key)
+            elif key in self._dirty and not self._shutdown:
                 self._queue.append(key)
                 self._cond.notify_all()
+
+    def _backing_off(self, key: str) -> bool:
+        return self._failures.get(key, 0) > 0 and key in self._waiting
 
     def _promote_due(self) -> None:
         now = self._clock.monotonic()

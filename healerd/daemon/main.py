@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -45,6 +45,7 @@ from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.credentials import CredentialsFile
 from healerd.daemon.hostkey import HostKeyError, load_or_create
+from healerd.daemon.imagework import ImageWork
 from healerd.daemon.journal import make_handler
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notify import Notifier
@@ -190,20 +191,12 @@ class Daemon:
         self.store = DesiredStore()
         loop_metrics = LoopMetrics()
         self.credentials = CredentialsFile()
-        self.controller = Controller(
-            self.engine,
-            self.clock,
-            loop_settings(settings),
-            admission=self.admission,
-            hooks=[loop_metrics],
-            engine_guard=self.guard_engine,
-            # When a list call finds the engine back, do not wait out the stream's backoff.
-            on_engine_back=lambda: self.watcher.kick(),
-            reader=read_engine(engine, self.clock),
-            name_tag=name_tag,
-            credentials=self.credentials.for_image,
-        )
+        self.controller = self._controller(engine, name_tag, loop_metrics)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
+        self.images = ImageWork(
+            self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc,
+            lambda: self.settings,
+        )  # fmt: skip
         self.watcher = EventWatcher(
             self.engine, self.controller, self.clock, log_interval=settings.engine_down_log_interval
         )
@@ -219,6 +212,24 @@ class Daemon:
         self.id_lock_dir = id_lock_dir
         self._id_lock: int | None = None
         self.exit_code = 0
+
+    def _controller(
+        self, engine: Engine, name_tag: Callable[[str], str], metrics: LoopMetrics
+    ) -> Controller:
+        """The loop, on the throttled engine; readers get a bucket of their own."""
+        return Controller(
+            self.engine,
+            self.clock,
+            loop_settings(self.settings),
+            admission=self.admission,
+            hooks=[metrics],
+            engine_guard=self.guard_engine,
+            # When a list call finds the engine back, do not wait out the stream's backoff.
+            on_engine_back=lambda: self.watcher.kick(),
+            reader=read_engine(engine, self.clock),
+            name_tag=name_tag,
+            credentials=self.credentials.for_image,
+        )
 
     @functools.cached_property
     def confwatch(self) -> ConfigWatcher:
@@ -456,6 +467,7 @@ class Daemon:
             threading.Thread(
                 target=self.watcher.run, args=(self._stop,), name="healerd-events", daemon=True
             ),
+            *self.images.threads(self._stop),
         ]
         for t in threads:
             t.start()

@@ -74,6 +74,31 @@ class LoopMetrics:
             self.heal.labels(service).observe(max(0.0, latency_seconds))
 
 
+class ImageGcMetrics:
+    """What image garbage collection removed (healerd.core.imagegc), fed by its hook."""
+
+    def __init__(self) -> None:
+        self.images = Counter(
+            "healerd_images_removed",
+            "Images healerd's image garbage collection removed (thresholds or after an update).",
+            registry=None,
+        )
+        self.bytes = Counter(
+            "healerd_image_bytes_freed",
+            "Bytes of the images image garbage collection removed, as the engine sized them "
+            "(shared layers included).",
+            registry=None,
+        )
+
+    @property
+    def counters(self) -> tuple[Counter, Counter]:
+        return self.images, self.bytes
+
+    def on_removed(self, size: int) -> None:
+        self.images.inc()
+        self.bytes.inc(max(0, size))
+
+
 class Metrics:
     """Everything /metrics serves: the loop's counters, the services' state read from the
     controller at scrape time, and the host."""
@@ -85,7 +110,9 @@ class Metrics:
         node: Callable[[], NodeReport | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        for metric in (loop.actions, loop.reconcile, loop.heal):
+        # Fed by image garbage collection's hook (ImageCollector's on_removed).
+        self.image_gc = ImageGcMetrics()
+        for metric in (loop.actions, loop.reconcile, loop.heal, *self.image_gc.counters):
             self.registry.register(metric)
         self.state = StateCollector(controller)
         self.registry.register(self.state)

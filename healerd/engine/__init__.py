@@ -43,6 +43,17 @@ class Death:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class LocalImage:
+    """One image of the engine's local store, as its image list shows it."""
+
+    id: str
+    tags: tuple[str, ...]  # repo:tag references ("<none>:<none>" dropped)
+    digests: tuple[str, ...]  # repo@sha256:... references
+    created: float  # when the image was built (epoch seconds), not when it was pulled
+    size: int  # bytes, shared layers included
+
+
 class Engine(Protocol):
     def version(self) -> str:
         """The engine's version string; raises EngineUnavailable when unreachable."""
@@ -110,6 +121,16 @@ class Engine(Protocol):
         raises ImagePullFailed with the registry's reason (or EngineUnavailable)."""
         ...
 
+    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
+        """The digest the registry gives for `image`'s tag now (one manifest request
+        through the engine, no pull); raises ImagePullFailed with the registry's reason."""
+        ...
+
+    def local_digests(self, image: str) -> tuple[str, ...]:
+        """The local image's repository digests (`repo@sha256:...`); () when it came from
+        no registry; raises ImageMissing when it is not there."""
+        ...
+
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         """Stop (gracefully, if running) and remove; a container already gone is success.
         `stop_timeout` None keeps the container's own stop timeout. Its anonymous volumes
@@ -135,4 +156,18 @@ class Engine(Protocol):
 
     def stop_watch(self) -> None:
         """Make a running `watch` return soon (called from another thread)."""
+        ...
+
+    def list_images(self) -> list[LocalImage]:
+        """Every top-level image of the local store (dangling ones too), in one call."""
+        ...
+
+    def images_in_use(self) -> set[str]:
+        """The image IDs of every container on the engine, running or not, healerd's or
+        not, in one list call."""
+        ...
+
+    def remove_image(self, image_id: str) -> bool:
+        """Remove an image by ID, never forced (its untagged parent layers go too). False
+        when the engine refuses because a container uses it or it is gone: no error."""
         ...

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,6 +20,7 @@ import docker.auth
 import docker.credentials
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 
 from healerd.engine import (
     Death,
@@ -28,20 +28,17 @@ from healerd.engine import (
     EngineUnavailable,
     ImageMissing,
     ImagePullFailed,
+    LocalImage,
     NameConflict,
+    imagelist,
     request,
 )
+from healerd.engine.listing import int_or_none, observed
 from healerd.model import (
-    LABEL_CRASH_STREAK,
-    LABEL_REPLACES,
-    LABEL_RESTARTS,
     LABEL_SERVICE,
-    LABEL_SOURCE_FILE,
     LABEL_SPEC_HASH,
-    OWNER_LABEL_PREFIX,
     ContainerState,
     EngineEvent,
-    Health,
     ObservedContainer,
     RegistryAuth,
     ServiceSpec,
@@ -78,79 +75,12 @@ def _translated(what: str) -> Iterator[None]:
         if exc.status_code == 409 and "already in use" in str(exc.explanation or ""):
             raise NameConflict(f"{what}: {exc.explanation}") from exc
         raise EngineError(f"{what}: {exc.explanation or exc}") from exc
-    except (requests.exceptions.RequestException, ValueError) as exc:
-        # Also a response cut short or garbled by an engine that restarts mid-answer.
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, ValueError) as exc:
+        # Also a response cut short or garbled by an engine that restarts mid-answer (a
+        # streamed body, a pull's, is read through urllib3 itself: its errors unwrapped).
         raise EngineUnavailable(f"{what}: engine unreachable ({type(exc).__name__})") from exc
     except docker.errors.DockerException as exc:
         raise EngineUnavailable(f"{what}: {exc}") from exc
-
-
-_HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
-_EXIT = re.compile(r"^Exited \((-?\d+)\)")
-
-
-def _int_or_none(value: object) -> int | None:
-    try:
-        return int(str(value))
-    except ValueError:
-        return None
-
-
-def _int_label(labels: dict[str, str], key: str) -> int:
-    try:
-        return max(0, int(labels.get(key, "0")))
-    except ValueError:
-        return 0
-
-
-def _observed(raw: dict[str, Any]) -> ObservedContainer:
-    labels = raw.get("Labels") or {}
-    names = raw.get("Names") or [""]
-    status = str(raw.get("Status", ""))
-    # The list call carries health and exit code only inside its Status text; parsing
-    # it saves one inspect per container.
-    health = _HEALTH.search(status)
-    exited = _EXIT.match(status)
-    return ObservedContainer(
-        id=str(raw["Id"]),
-        name=str(names[0]).lstrip("/"),
-        service=str(labels.get(LABEL_SERVICE, "")),
-        spec_hash=str(labels.get(LABEL_SPEC_HASH, "")),
-        state=ContainerState.parse(str(raw.get("State", ""))),
-        created=float(raw.get("Created", 0)),
-        status=status,
-        image=str(raw.get("Image", "")),
-        health=Health.parse(health.group(1).replace("health: ", "") if health else None),
-        exit_code=int(exited.group(1)) if exited else None,
-        restarts=_int_label(labels, LABEL_RESTARTS),
-        crash_streak=_int_label(labels, LABEL_CRASH_STREAK),
-        source_file=str(labels.get(LABEL_SOURCE_FILE, "")),
-        replaces=str(labels.get(LABEL_REPLACES, "")),
-        anon_volumes=_anonymous_volumes(raw.get("Mounts") or []),
-        network_of=_network_of(raw),
-        owner_labels=tuple(
-            sorted((str(k), str(v)) for k, v in labels.items() if k.startswith(OWNER_LABEL_PREFIX))
-        ),
-    )
-
-
-def _network_of(raw: dict[str, Any]) -> str:
-    """The container whose network namespace a listed container joined, else ""."""
-    mode = str((raw.get("HostConfig") or {}).get("NetworkMode") or "")
-    return mode.removeprefix("container:") if mode.startswith("container:") else ""
-
-
-# The engine names an anonymous volume with 64 hex digits.
-_ANONYMOUS = re.compile(r"[0-9a-f]{64}")
-
-
-def _anonymous_volumes(mounts: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
-    """(volume, mount point) of each anonymous volume the list call shows mounted."""
-    return tuple(
-        (str(m["Name"]), str(m.get("Destination", "")))
-        for m in mounts
-        if m.get("Type") == "volume" and _ANONYMOUS.fullmatch(str(m.get("Name", "")))
-    )
 
 
 def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
@@ -178,6 +108,7 @@ def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
 class DockerEngine:
     def __init__(self, base_url: str, timeout: float = 30.0, pool_size: int = 16) -> None:
         self._base_url = base_url
+        self._timeout = float(int(timeout))
         self._api = docker.APIClient(
             base_url=base_url, version=API_VERSION, timeout=int(timeout), max_pool_size=pool_size
         )
@@ -206,7 +137,7 @@ class DockerEngine:
     def list_managed(self) -> list[ObservedContainer]:
         with _translated("list containers"):
             raw = self._api.containers(all=True, filters={"label": LABEL_SERVICE})
-        return [_observed(r) for r in raw]
+        return [observed(r) for r in raw]
 
     def image_present(self, image: str) -> bool:
         try:
@@ -228,22 +159,70 @@ class DockerEngine:
         return max(sizes) if sizes and max(sizes) > 0 else None
 
     def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
-        """Never with the SDK's own credentials (~/.docker/config.json): only `auth`."""
+        """Never with the SDK's own credentials (~/.docker/config.json): only `auth`.
+
+        The engine streams progress while it pulls. engine_timeout bounds the wait for
+        its next word, not the whole pull (the SDK's own pull() waits for ever, and a
+        registry that accepts and then says nothing held a worker as long as the engine
+        waited): a slow pull that moves is never cut; a silent one is ImagePullFailed,
+        so that a service whose image is on disk heals from it. An engine that goes away
+        mid-pull is EngineUnavailable."""
         repo, tag = request.split_reference(image)
         config = _auth_config(image, auth)
         try:
             with _translated(f"pull {image}"):
-                progress = self._api.pull(
-                    repo, tag=tag, auth_config=config, stream=True, decode=True
+                response = self._api._post(
+                    self._api._url("/images/create"),
+                    params={"fromImage": repo, "tag": tag or "latest"},
+                    headers={"X-Registry-Auth": docker.auth.encode_header(config)},
+                    stream=True,
+                    timeout=self._timeout,
                 )
-                # A failure after the pull began comes in the stream, not as a status.
-                failed = [p["error"] for p in progress if isinstance(p, dict) and p.get("error")]
-        except EngineUnavailable:
+                try:
+                    self._api._raise_for_status(response)
+                    progress = self._api._stream_helper(response, decode=True)
+                    # A failure after the pull began comes in the stream, not as a status.
+                    failed = [
+                        p["error"] for p in progress if isinstance(p, dict) and p.get("error")
+                    ]
+                finally:
+                    response.close()
+        except EngineUnavailable as exc:
+            if isinstance(
+                exc.__cause__,
+                (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError),
+            ):
+                raise ImagePullFailed(
+                    f"pull {image}: no progress for {self._timeout:g}s (engine_timeout): the "
+                    "registry does not answer or the transfer stalled"
+                ) from exc
             raise
         except EngineError as exc:
             raise ImagePullFailed(str(exc)) from exc
         if failed:
             raise ImagePullFailed(f"pull {image}: {failed[-1]}")
+
+    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
+        """GET /distribution/NAME/json: the engine asks the registry for the manifest's
+        descriptor (a HEAD or GET of one manifest), with `auth` only."""
+        try:
+            with _translated(f"check {image}"):
+                found = self._api.inspect_distribution(
+                    image, auth_config=_auth_config(image, auth) or None
+                )
+        except EngineUnavailable:
+            raise
+        except EngineError as exc:
+            raise ImagePullFailed(str(exc)) from exc
+        digest = (found.get("Descriptor") or {}).get("digest")
+        if not isinstance(digest, str) or not digest.startswith("sha256:"):
+            raise ImagePullFailed(f"check {image}: the registry gave no digest")
+        return digest
+
+    def local_digests(self, image: str) -> tuple[str, ...]:
+        with _translated(f"inspect image {image}"):
+            found = self._api.inspect_image(image)
+        return tuple(str(d) for d in found.get("RepoDigests") or ())
 
     def create_and_start(
         self,
@@ -515,7 +494,7 @@ class DockerEngine:
             state = self._api.inspect_container(container_id).get("State") or {}
         running = bool(state.get("Running"))
         return Death(
-            exit_code=None if running else _int_or_none(state.get("ExitCode")),
+            exit_code=None if running else int_or_none(state.get("ExitCode")),
             oom_killed=bool(state.get("OOMKilled")),
             finished_at="" if running else str(state.get("FinishedAt", "")),
             error=str(state.get("Error") or ""),
@@ -560,7 +539,7 @@ class DockerEngine:
                                 container_id=str(actor.get("ID", "")),
                                 action=str(event.get("Action", "")),
                                 signal=str(attrs.get("signal", "")),
-                                exit_code=_int_or_none(attrs.get("exitCode")),
+                                exit_code=int_or_none(attrs.get("exitCode")),
                             )
                         )
         except (AttributeError, ValueError, OSError, requests.exceptions.RequestException) as exc:
@@ -586,3 +565,25 @@ class DockerEngine:
         if isinstance(sock, socket.socket):
             with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def list_images(self) -> list[LocalImage]:
+        with _translated("list images"):
+            return imagelist.local_images(self._api.images())
+
+    def images_in_use(self) -> set[str]:
+        with _translated("list containers"):
+            return {str(c["ImageID"]) for c in self._api.containers(all=True) if c.get("ImageID")}
+
+    def remove_image(self, image_id: str) -> bool:
+        try:
+            with _translated(f"remove image {image_id[:19]}"):
+                self._api.remove_image(image_id, force=False, noprune=False)
+        except EngineError as exc:
+            # 409: a container uses it (perhaps one made a moment ago) or several
+            # repositories name it. Never forced.
+            cause = exc.__cause__
+            if isinstance(cause, docker.errors.APIError) and cause.status_code in (404, 409):
+                _log.info("image %s kept: %s", image_id[:19], cause.explanation or cause)
+                return False
+            raise
+        return True

@@ -260,9 +260,7 @@ class Soak:
         info: dict[str, Any] = self.call(lambda a: a.inspect_container(cid))
         return info
 
-    def managed(
-        self, running_only: bool = False, *, history: bool = False
-    ) -> list[dict[str, Any]]:
+    def managed(self, running_only: bool = False, *, history: bool = False) -> list[dict[str, Any]]:
         """healerd's containers; without `history`, not the replaced failed ones it keeps,
         stopped, for their logs (tests/support/cluster.live). Never the forged ones the
         soak made: healerd leaves them alone (issue 15), and they are checked as unowned."""

@@ -195,7 +195,9 @@ def test_a_second_healerd_for_the_same_engine_refuses_to_start(
     api.kill(victim["Id"])
     wait_for(
         "the first healerd to heal",
-        lambda: cluster.converged("one", 1)
-        and victim["Id"] not in {c["Id"] for c in cluster.containers("one")},
+        lambda: (
+            cluster.converged("one", 1)
+            and victim["Id"] not in {c["Id"] for c in cluster.containers("one")}
+        ),
         timeout=5,
     )

@@ -74,8 +74,8 @@ def test_copied_and_made_up_healerd_labels_are_left_alone_and_reported(
         wait_for("the real one replaced", mine, timeout=10)
         holds_for(
             "every forged container untouched and still running",
-            lambda: set(forged.values()) <= running_ids(cluster, "own") | running_ids(
-                cluster, "ghost"
+            lambda: (
+                set(forged.values()) <= running_ids(cluster, "own") | running_ids(cluster, "ghost")
             ),
             3.0,
         )

@@ -58,8 +58,11 @@ def test_rolling_update_of_four_never_drops_below_four(
     config.service("roll.yaml", "roll", 4, environment="{VERSION: '2'}")
     with Sampler(cluster, "roll") as sampler:
         healerd.signal(signal.SIGHUP)
-        wait_for("all 4 on the new spec", lambda: cluster.converged("roll", 4)
-                 and old_hash not in hashes(cluster, "roll"), timeout=60)
+        wait_for(
+            "all 4 on the new spec",
+            lambda: cluster.converged("roll", 4) and old_hash not in hashes(cluster, "roll"),
+            timeout=60,
+        )
     print(f"rolling update: lowest number of running containers sampled: {sampler.lowest}")
     assert sampler.lowest is not None and sampler.lowest >= 4
     assert len(hashes(cluster, "roll")) == 1
@@ -72,24 +75,41 @@ def test_a_rollout_to_a_crashing_spec_halts_and_the_old_ones_keep_serving(
     healerd.start()
     wait_for("3 replicas", lambda: cluster.converged("halt", 3), timeout=30)
     olds = {c["Id"] for c in cluster.running("halt")}
-    config.write("halt.yaml", f"""\
+    config.write(
+        "halt.yaml",
+        f"""\
         services:
           halt:
             image: {IMAGE}
             command: ["sh", "-c", "exit 3"]
             replicas: 3
             update_config: {{progress_deadline: 6s}}
-        """)
+        """,
+    )
     with Sampler(cluster, "halt") as sampler:
         healerd.signal(signal.SIGHUP)
-        wait_for("the rollout to halt", lambda: "halt: RolloutHalted" in healerd.log()
-                 or ("halt: CrashLoopBackOff" in healerd.log() and
-                 "progress deadline" in healerd.log()), timeout=30)
-        holds_for("the old containers keep running",
-                  lambda: olds <= {c["Id"] for c in cluster.running("halt")}, 3.0)
+        wait_for(
+            "the rollout to halt",
+            lambda: (
+                "halt: RolloutHalted" in healerd.log()
+                or (
+                    "halt: CrashLoopBackOff" in healerd.log()
+                    and "progress deadline" in healerd.log()
+                )
+            ),
+            timeout=30,
+        )
+        holds_for(
+            "the old containers keep running",
+            lambda: olds <= {c["Id"] for c in cluster.running("halt")},
+            3.0,
+        )
     assert sampler.lowest is not None and sampler.lowest >= 3
-    line = next(ln for ln in healerd.log().splitlines() if "halt: RolloutHalted" in ln
-                or "progress deadline" in ln)
+    line = next(
+        ln
+        for ln in healerd.log().splitlines()
+        if "halt: RolloutHalted" in ln or "progress deadline" in ln
+    )
     print(f"status: {line.split('healerd.controller: ')[-1]}")
 
 
@@ -112,8 +132,11 @@ def test_a_fixed_host_port_updates_stop_first_without_deadlock(
     (old_hash,) = hashes(cluster, "port")
     config.service("port.yaml", "port", 1, environment="{V: '2'}", **fields)
     healerd.signal(signal.SIGHUP)
-    wait_for("the new spec on the port", lambda: cluster.converged("port", 1)
-             and old_hash not in hashes(cluster, "port"), timeout=30)
+    wait_for(
+        "the new spec on the port",
+        lambda: cluster.converged("port", 1) and old_hash not in hashes(cluster, "port"),
+        timeout=30,
+    )
     (c,) = cluster.running("port")
     assert any(p.get("PublicPort") == 18080 for p in c["Ports"])
 
@@ -123,8 +146,11 @@ def test_two_replicas_on_a_fixed_host_port_is_a_config_error(
 ) -> None:
     config.service("two.yaml", "two", 2, ports='["127.0.0.1:18081:8080"]')
     healerd.start()
-    log = wait_for("the config error", lambda: healerd.log() if "config error" in healerd.log()
-                   else "", timeout=10)
+    log = wait_for(
+        "the config error",
+        lambda: healerd.log() if "config error" in healerd.log() else "",
+        timeout=10,
+    )
     assert re.search(r"two\.yaml:\d+(:\d+)?: services\.two\.ports: .*fixed host port", log)
     assert cluster.containers("two") == []
 
@@ -132,12 +158,15 @@ def test_two_replicas_on_a_fixed_host_port_is_a_config_error(
 def test_pull_policy_never_with_a_missing_image_blocks_only_that_service(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
 ) -> None:
-    config.write("never.yaml", """\
+    config.write(
+        "never.yaml",
+        """\
         services:
           never:
             image: healerd-test/absent:1
             pull_policy: never
-        """)
+        """,
+    )
     config.service("fine.yaml", "fine", 1)
     healerd.start()
     wait_for("fine runs", lambda: cluster.converged("fine", 1), timeout=30)
@@ -146,8 +175,11 @@ def test_pull_policy_never_with_a_missing_image_blocks_only_that_service(
     (victim,) = cluster.running("fine")
     t0 = time.monotonic()
     api.kill(victim["Id"])
-    wait_for("fine healed", lambda: cluster.converged("fine", 1)
-             and cluster.running("fine")[0]["Id"] != victim["Id"], timeout=5)
+    wait_for(
+        "fine healed",
+        lambda: cluster.converged("fine", 1) and cluster.running("fine")[0]["Id"] != victim["Id"],
+        timeout=5,
+    )
     assert time.monotonic() - t0 < 2.0
     assert cluster.containers("never") == []
 
@@ -155,41 +187,72 @@ def test_pull_policy_never_with_a_missing_image_blocks_only_that_service(
 def test_unhealthy_is_replaced_after_the_grace_and_starting_is_left_alone(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
 ) -> None:
-    config.service("sick.yaml", "sick", 1, unhealthy_grace="2s", healthcheck=(
-        '{test: ["CMD", "test", "!", "-e", "/tmp/sick"], interval: 1s, retries: 1}'))
-    config.service("slow.yaml", "slow", 1, healthcheck=(
-        '{test: ["CMD", "false"], interval: 1s, retries: 1, start_period: 60s}'))
+    config.service(
+        "sick.yaml",
+        "sick",
+        1,
+        unhealthy_grace="2s",
+        healthcheck=('{test: ["CMD", "test", "!", "-e", "/tmp/sick"], interval: 1s, retries: 1}'),
+    )
+    config.service(
+        "slow.yaml",
+        "slow",
+        1,
+        healthcheck=('{test: ["CMD", "false"], interval: 1s, retries: 1, start_period: 60s}'),
+    )
     healerd.start()
-    wait_for("sick healthy", lambda: cluster.converged("sick", 1)
-             and "(healthy)" in cluster.running("sick")[0]["Status"], timeout=30)
+    wait_for(
+        "sick healthy",
+        lambda: (
+            cluster.converged("sick", 1) and "(healthy)" in cluster.running("sick")[0]["Status"]
+        ),
+        timeout=30,
+    )
     wait_for("slow starting", lambda: cluster.running("slow"), timeout=30)
     (victim,) = cluster.running("sick")
     exec_id = api.exec_create(victim["Id"], ["touch", "/tmp/sick"])
     api.exec_start(exec_id)
-    wait_for("docker to call it unhealthy", lambda: "(unhealthy)" in next(
-        (c["Status"] for c in cluster.containers("sick") if c["Id"] == victim["Id"]), ""),
-        timeout=15, interval=0.1)
+    wait_for(
+        "docker to call it unhealthy",
+        lambda: (
+            "(unhealthy)"
+            in next(
+                (c["Status"] for c in cluster.containers("sick") if c["Id"] == victim["Id"]), ""
+            )
+        ),
+        timeout=15,
+        interval=0.1,
+    )
     unhealthy_at = time.monotonic()
-    wait_for("a replacement", lambda: [c for c in cluster.running("sick")
-                                       if c["Id"] != victim["Id"]], timeout=20)
+    wait_for(
+        "a replacement",
+        lambda: [c for c in cluster.running("sick") if c["Id"] != victim["Id"]],
+        timeout=20,
+    )
     waited = time.monotonic() - unhealthy_at
     print(f"unhealthy -> replaced after {waited:.1f}s (grace 2s)")
     assert waited >= 1.5
     (slow,) = cluster.running("slow")
     assert "health: starting" in slow["Status"]
-    holds_for("the container in its start period is left alone",
-              lambda: [c["Id"] for c in cluster.containers("slow")] == [slow["Id"]], 3.0)
+    holds_for(
+        "the container in its start period is left alone",
+        lambda: [c["Id"] for c in cluster.containers("slow")] == [slow["Id"]],
+        3.0,
+    )
 
 
 def test_a_crash_loop_backs_off_and_a_neighbour_still_heals_in_two_seconds(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
 ) -> None:
-    config.write("crash.yaml", f"""\
+    config.write(
+        "crash.yaml",
+        f"""\
         services:
           crash:
             image: {IMAGE}
             command: ["sh", "-c", "exit 1"]
-        """)
+        """,
+    )
     config.service("steady.yaml", "steady", 2)
     t0 = time.time()
     healerd.start()
@@ -200,21 +263,32 @@ def test_a_crash_loop_backs_off_and_a_neighbour_still_heals_in_two_seconds(
         victim = cluster.running("steady")[0]["Id"]
         k0 = time.monotonic()
         api.kill(victim)
-        wait_for("steady healed", lambda v=victim: cluster.converged("steady", 2)
-                 and v not in {c["Id"] for c in cluster.containers("steady")}, timeout=10,
-                 interval=0.01)
+        wait_for(
+            "steady healed",
+            lambda v=victim: (
+                cluster.converged("steady", 2)
+                and v not in {c["Id"] for c in cluster.containers("steady")}
+            ),
+            timeout=10,
+            interval=0.01,
+        )
         latencies.append(time.monotonic() - k0)
         time.sleep(5)  # pacing between disruptions, not a wait for an outcome
     creates = cluster.count_events("crash", "create", t0)
     restarts = max(int(c["Labels"].get(LABEL_RESTARTS, "0")) for c in cluster.containers("crash"))
-    print(f"crash loop over 60 s: {creates} creates, restarts label {restarts}; "
-          f"neighbour heal latencies: {', '.join(f'{s * 1000:.0f}ms' for s in latencies)}")
+    print(
+        f"crash loop over 60 s: {creates} creates, restarts label {restarts}; "
+        f"neighbour heal latencies: {', '.join(f'{s * 1000:.0f}ms' for s in latencies)}"
+    )
     # 0, 0, 10, 20 s: four or five creates in a minute, not dozens.
     assert 3 <= creates <= 6
     assert max(latencies) < 2.0
     log = healerd.log()
-    assert re.search(r"crash: CrashLoopBackOff .*back-off \d+s restarting failed container "
-                     r"crash-\w+-\w+, exit code 1; next try in \d+s", log)
+    assert re.search(
+        r"crash: CrashLoopBackOff .*back-off \d+s restarting failed container "
+        r"crash-\w+-\w+, exit code 1; next try in \d+s",
+        log,
+    )
 
 
 def test_env_file_values_reach_the_container_roll_on_change_and_are_never_logged(
@@ -231,12 +305,23 @@ def test_env_file_values_reach_the_container_roll_on_change_and_are_never_logged
     assert "DB_PASSWORD=hunter2-first" in api.inspect_container(c["Id"])["Config"]["Env"]
     secrets.write_text("DB_PASSWORD=hunter2-second\n")
     healerd.signal(signal.SIGHUP)
-    wait_for("a container with the new value", lambda: [
-        x for x in cluster.running("envf")
-        if "DB_PASSWORD=hunter2-second" in api.inspect_container(x["Id"])["Config"]["Env"]
-    ] and cluster.converged("envf", 1), timeout=30)
+    wait_for(
+        "a container with the new value",
+        lambda: (
+            [
+                x
+                for x in cluster.running("envf")
+                if "DB_PASSWORD=hunter2-second" in api.inspect_container(x["Id"])["Config"]["Env"]
+            ]
+            and cluster.converged("envf", 1)
+        ),
+        timeout=30,
+    )
     (new_hash,) = hashes(cluster, "envf")
-    holds_for("no churn: one container with the current hash",
-              lambda: cluster.converged("envf", 1, new_hash), 1.5)
+    holds_for(
+        "no churn: one container with the current hash",
+        lambda: cluster.converged("envf", 1, new_hash),
+        1.5,
+    )
     assert "hunter2" not in healerd.log(since_start=False)
     assert cluster.count_events("envf", "create", t0) == 2

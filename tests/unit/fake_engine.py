@@ -12,6 +12,7 @@ Call names are those of `engine.calls`: "list" (list_managed), "create"
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import itertools
 import threading
@@ -26,6 +27,7 @@ from healerd.engine import (
     EngineUnavailable,
     ImageMissing,
     ImagePullFailed,
+    LocalImage,
     NameConflict,
 )
 from healerd.model import ContainerState, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
@@ -51,9 +53,12 @@ LOOP_CALLS = frozenset(
 # engine's identity (the daemon's one-healerd-per-engine lock), the event stream.
 OPT_IN_CALLS = frozenset(
     {"pull", "image_size_hint", "identity", "watch", "stop_watch", "logs", "death"}
-    | {"prune_volumes"}
+    | {"prune_volumes", "registry_digest", "local_digests"}
 )
-ALL_CALLS = LOOP_CALLS | OPT_IN_CALLS
+# Image garbage collection (healerd.core.imagegc): the image list, which images
+# containers use, removing one.
+IMAGE_GC_CALLS = frozenset({"list_images", "images_in_use", "remove_image"})
+ALL_CALLS = LOOP_CALLS | OPT_IN_CALLS | IMAGE_GC_CALLS
 # Without `allow=`: what an ordinary pass does, nothing more.
 DEFAULT_ALLOW = LOOP_CALLS
 
@@ -102,7 +107,14 @@ class FakeEngine:
         self.image_sizes: dict[str, int] = {}  # repository -> bytes of a local image
         self.networks_kept: set[str] | None = None  # the last prune_networks' keep
         self.project_volumes: set[str] = set()  # unused named volumes prune_volumes sees
+        self.registry: dict[str, str] = {}  # image (repo:tag) -> the digest its registry has
+        self.repo_digests: dict[str, tuple[str, ...]] = {}  # local image -> RepoDigests
         self.root = "/fake/data-root"
+        # Image garbage collection: the local store by ID, image IDs that containers
+        # healerd does not list use, and the IDs removed, in order.
+        self.local_images: dict[str, LocalImage] = {}
+        self.foreign_image_users: set[str] = set()
+        self.removed_images: list[str] = []
         self.clock = clock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -171,6 +183,7 @@ class FakeEngine:
                 name=name,
                 service=spec.name,
                 spec_hash=spec.spec_hash,
+                image=spec.image,
                 state=ContainerState.EXITED if crash else ContainerState.RUNNING,
                 created=self.now(),
                 exit_code=1 if crash else None,
@@ -246,6 +259,22 @@ class FakeEngine:
         if self.images is not None:
             self.images.add(image)
 
+    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
+        self._allowed("registry_digest", image)
+        self.calls.append("registry_digest")
+        self._check()
+        if image not in self.registry:
+            raise ImagePullFailed(f"check {image}: manifest unknown")
+        return self.registry[image]
+
+    def local_digests(self, image: str) -> tuple[str, ...]:
+        self._allowed("local_digests", image)
+        self.calls.append("local_digests")
+        self._check()
+        if self.images is not None and image not in self.images:
+            raise ImageMissing(f"inspect image {image}: no such image")
+        return self.repo_digests.get(image, ())
+
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._allowed("remove", container.name)
         self.calls.append("remove")
@@ -300,3 +329,37 @@ class FakeEngine:
 
     def running(self, service: str) -> list[ObservedContainer]:
         return [c for c in self.containers.values() if c.service == service and c.running]
+
+    # -- image garbage collection ----------------------------------------------------
+
+    def list_images(self) -> list[LocalImage]:
+        self._allowed("list_images")
+        self.calls.append("list_images")
+        self._check()
+        with self._lock:
+            return list(self.local_images.values())
+
+    def images_in_use(self) -> builtins.set[str]:  # `set` is a method here
+        """The image IDs of `foreign_image_users` and of containers whose image is the ID
+        of a local image or one of its references."""
+        self._allowed("images_in_use")
+        self.calls.append("images_in_use")
+        self._check()
+        with self._lock:
+            used = set(self.foreign_image_users)
+            for c in self.containers.values():
+                for img in self.local_images.values():
+                    if c.image in (img.id, *img.tags, *img.digests):
+                        used.add(img.id)
+            return used
+
+    def remove_image(self, image_id: str) -> bool:
+        self._allowed("remove_image", image_id)
+        self.calls.append("remove_image")
+        self._check()
+        with self._lock:
+            if image_id in self.foreign_image_users or image_id not in self.local_images:
+                return False
+            del self.local_images[image_id]
+            self.removed_images.append(image_id)
+            return True

@@ -79,8 +79,13 @@ class FakeController:
         now = time.time()
         return [
             ServiceStatus(
-                "db", desired=1, running=1, available=1, up_to_date=1,
-                state=ServiceState.CONVERGED, since=now,
+                "db",
+                desired=1,
+                running=1,
+                available=1,
+                up_to_date=1,
+                state=ServiceState.CONVERGED,
+                since=now,
             ),
             ServiceStatus(
                 "web",
@@ -141,7 +146,6 @@ class FakeController:
         if self.engine_down:
             raise EngineUnavailable("connection refused")
         return [Action(ActionKind.CREATE, "web", "1/2 running", spec=spec("web", 2))]
-
 
 
 class FakeDaemon:

@@ -172,7 +172,7 @@ def test_the_sdk_takes_the_endpoints() -> None:
 
 
 def test_the_list_call_shows_whose_network_a_container_joined() -> None:
-    from healerd.engine.docker_engine import _observed
+    from healerd.engine.listing import observed as _observed
 
     raw = {"Id": "c" * 64, "Names": ["/x"], "Labels": {}, "State": "running", "Status": "Up"}
     assert (

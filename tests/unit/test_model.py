@@ -24,6 +24,7 @@ STEERING_ONLY = {
     "name",
     "replicas",
     "pull_policy",
+    "auto_update",
     "unhealthy_grace",
     "priority",
     "update_config",

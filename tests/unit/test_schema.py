@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from healerd.config.extension import EXTENSION_FIELDS
 from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS
 from healerd.config.rollout import RESTART_POLICY_FIELDS, UPDATE_CONFIG_FIELDS
@@ -78,9 +79,11 @@ def test_the_table_covers_the_model() -> None:
         "healthcheck": HEALTHCHECK_FIELDS,
         "update_config": UPDATE_CONFIG_FIELDS,
         "restart_policy": RESTART_POLICY_FIELDS,
+        "x-healerd": EXTENSION_FIELDS,
     }
+    models = {**model_fields(), "x-healerd": {"auto_update"}}  # one value, not a class
     for name, children in nested.items():
-        assert {key.name for key in children} == model_fields()[name], name
+        assert {key.name for key in children} == models[name], name
 
 
 def test_table_defaults_are_the_models() -> None:

@@ -169,3 +169,27 @@ def test_model_no_key_is_lost_or_duplicated(seq) -> None:  # type: ignore[no-unt
     clock.advance(10)
     drained = q.get_batch(10, timeout=0)
     assert len(drained) == len(set(drained))
+
+
+def test_a_hint_during_a_pass_that_ends_in_a_backoff_waits_for_the_backoff() -> None:
+    # A pull that fails after a minute: the resync that came meanwhile must not make the
+    # first retry immediate (issue 17, point 5).
+    q, clock = new_queue()
+    q.add("web")
+    assert q.get_batch(10, timeout=0) == ["web"]
+    q.add("web")  # the resync, while the pull runs
+    q.add_backoff("web", 2.0)
+    q.done("web")
+    assert q.get_batch(10, timeout=0) == []
+    clock.advance(2.0)
+    assert q.get_batch(10, timeout=0) == ["web"]
+
+
+def test_a_forced_add_during_a_pass_that_ends_in_a_backoff_runs_at_once() -> None:
+    q, _ = new_queue()
+    q.add("web")
+    assert q.get_batch(10, timeout=0) == ["web"]
+    q.add("web", force=True)  # new credentials, a reload: retry now
+    q.add_backoff("web", 2.0)
+    q.done("web")
+    assert q.get_batch(10, timeout=0) == ["web"]

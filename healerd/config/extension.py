@@ -1,0 +1,62 @@
+"""A service's `x-healerd:` mapping: healerd's own keys inside a Compose file (Compose
+ignores `x-` keys, so the file still runs with `docker compose`)."""
+
+from __future__ import annotations
+
+from healerd.config.errors import describe, unknown_key_reason
+from healerd.config.keys import At, Key
+from healerd.config.yamlload import LineDict
+
+AUTO_UPDATE_MODES = ("registry", "disabled")
+# Podman's label for the same thing (io.containers.autoupdate=registry), accepted as is.
+PODMAN_AUTOUPDATE = "io.containers.autoupdate"
+
+EXTENSION_FIELDS = (
+    Key(
+        "auto_update",
+        "registry | disabled",
+        "registry: follow the image's tag. Every auto_update_interval (healerd.yaml) healerd "
+        "asks the registry for the tag's digest (one manifest request); a new digest is "
+        "pulled and rolled out with update_config, and rolled back by itself if a new "
+        "container exits or turns unhealthy before the rollout completes (that digest is "
+        "then not tried again until the tag moves). The label io.containers.autoupdate="
+        "registry (Podman's) does the same. An image pinned by digest never updates.",
+        "registry",
+        schema={"enum": list(AUTO_UPDATE_MODES)},
+    ),
+)
+
+
+def x_healerd(value: object, at: At) -> str:
+    """The mode `auto_update` names ("registry", "disabled" or "" when absent)."""
+    if not isinstance(value, LineDict):
+        at.error(f"must be a mapping such as {{auto_update: registry}}, not {describe(value)}")
+        return ""
+    names = [k.name for k in EXTENSION_FIELDS]
+    for key in value:
+        if key not in names:
+            at.key(value, key).error(unknown_key_reason(key, names))
+    mode = value.get("auto_update")
+    if mode is None:
+        return ""
+    if mode not in AUTO_UPDATE_MODES:
+        at.key(value, "auto_update").error(
+            "must be registry (follow the tag's digest in its registry) or disabled, "
+            f"not {describe(mode)}"
+        )
+        return ""
+    return str(mode)
+
+
+def auto_update(declared: str, labels: tuple[tuple[str, str], ...], at: At) -> str:
+    """x-healerd's mode, else Podman's label's; "" (never) for disabled or neither."""
+    label = dict(labels).get(PODMAN_AUTOUPDATE)
+    mode = declared
+    if not mode and label is not None:
+        if label not in AUTO_UPDATE_MODES:
+            at.error(
+                f"{PODMAN_AUTOUPDATE}={label!r}: healerd follows a registry (registry) or "
+                "nothing (disabled); Podman's local policy has no registry to follow"
+            )
+        mode = label
+    return "registry" if mode == "registry" else ""

@@ -1,0 +1,444 @@
+"""Image garbage collection: which unused images healerd may remove, and removing them.
+
+Like kubelet's: when the engine's data root is at least `high_threshold_percent` full,
+unused images go, oldest first, until it is at most `low_threshold_percent` full; and
+right after an update, `trim` removes the older images of the updated repository.
+
+healerd keeps no database, so "an image healerd pulled" is judged from what is known
+now: an image may go only when every repository it is named in (its tags and digests)
+is the repository of a declared service's image, or of an image this daemon pulled
+since it started. An image also named in any other repository, or in none (one built or
+loaded by hand), is someone else's. Never removed, whatever the disk:
+
+- an image any container uses, running or stopped, healerd's or not (the engine also
+  refuses such a removal, which covers a container made meanwhile);
+- an image a declared service names, by tag or digest;
+- an image the `protected` references name (the auto-updater's current and previous
+  pinned digests);
+- under the thresholds, the previous image of each declared repository, for rollback:
+  the protected one if there is one, else the one most recently seen to fall unused.
+
+"Oldest" is the time healerd first saw the image unused (kubelet's last-used time, as
+well as healerd can tell without a database); images seen unused at the same moment
+(all of them, at start) go by the image's build time (`Created`). `min_age` counts from
+when healerd first saw the image unused, so a restart of healerd delays removals by
+`min_age`, never hastens them.
+
+The choice (`for_space`, `for_trim`) is pure; `ImageCollector` does the I/O through the
+engine protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from healerd.config.imagegc import ImageGcSettings, describe_image_gc
+from healerd.core.clock import Clock
+from healerd.core.events import EventLog
+from healerd.engine import EngineError, LocalImage
+
+log = logging.getLogger("healerd.imagegc")
+
+# How long after healerd's start the first collection waits at most.
+FIRST_RUN_DELAY = 60.0
+# Docker Hub's names, shortened as the engine lists them (its "familiar" form).
+_HUB_PREFIXES = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A parsed image reference: repository (familiar form), tag and digest (or None)."""
+
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+
+def parse_ref(reference: str) -> Ref:
+    """`[host[:port]/]path[:tag][@sha256:...]`, with Docker Hub names made familiar
+    (`docker.io/library/busybox` is `busybox`), as the engine's image list writes them."""
+    name, _, digest = reference.partition("@")
+    tag: str | None = None
+    slash, colon = name.rfind("/"), name.rfind(":")
+    if colon > slash:
+        name, tag = name[:colon], name[colon + 1 :]
+    return Ref(familiar(name), tag, digest or None)
+
+
+def familiar(name: str) -> str:
+    for prefix in _HUB_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    rest = name.removeprefix("library/")
+    return rest if rest != name and "/" not in rest else name
+
+
+def repositories(image: LocalImage) -> frozenset[str]:
+    return frozenset(parse_ref(r).repository for r in (*image.tags, *image.digests))
+
+
+def names(image: LocalImage, reference: str) -> bool:
+    """Whether `reference` names `image`: by digest when it has one (the engine ignores
+    the tag of `repo:tag@digest`), else by tag (`latest` when none), or by ID."""
+    if reference.startswith("sha256:") and "/" not in reference:
+        return image.id == reference
+    ref = parse_ref(reference)
+    if ref.digest is not None:
+        return any(
+            (d.repository, d.digest) == (ref.repository, ref.digest)
+            for d in map(parse_ref, image.digests)
+        )
+    tag = ref.tag or "latest"
+    return any((t.repository, t.tag) == (ref.repository, tag) for t in map(parse_ref, image.tags))
+
+
+def label(image: LocalImage) -> str:
+    """How an event names an image: a tag, else a digest, else its short ID."""
+    if image.tags:
+        return image.tags[0]
+    if image.digests:
+        return image.digests[0]
+    return image.id.removeprefix("sha256:")[:12]
+
+
+def size_text(size: int) -> str:
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor:
+            return f"{size / factor:.1f} {unit}"
+    return f"{size} B"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """One look at the engine's images and what healerd knows about them."""
+
+    images: Sequence[LocalImage]
+    in_use: AbstractSet[str]  # image IDs of every container, healerd's or not
+    declared: AbstractSet[str]  # the references the declared services name
+    protected: AbstractSet[str] = frozenset()  # kept as well (the auto-updater's)
+    pulled: AbstractSet[str] = frozenset()  # references this daemon pulled
+    unused_since: Mapping[str, float] = field(default_factory=dict)  # ID -> first seen unused
+
+    @property
+    def known(self) -> frozenset[str]:
+        """The repositories healerd may collect images of."""
+        return frozenset(parse_ref(r).repository for r in (*self.declared, *self.pulled))
+
+    def named(self, refs: Iterable[str]) -> frozenset[str]:
+        refs = tuple(refs)
+        return frozenset(i.id for i in self.images if any(names(i, r) for r in refs))
+
+    def collectable(self, extra_repositories: AbstractSet[str] = frozenset()) -> list[LocalImage]:
+        """The images nothing keeps: every repository of theirs healerd's, no container
+        using them, named by no declared service nor protected reference."""
+        known = self.known | extra_repositories
+        kept = self.named((*self.declared, *self.protected))
+        out = []
+        for image in self.images:
+            repos = repositories(image)
+            if repos and repos <= known and image.id not in self.in_use and image.id not in kept:
+                out.append(image)
+        return out
+
+    def age_key(self, image: LocalImage) -> tuple[float, float, str]:
+        """Oldest first: first seen unused, then built, then ID (a stable order)."""
+        return (self.unused_since.get(image.id, math.inf), image.created, image.id)
+
+    def rollback(self) -> frozenset[str]:
+        """The previous image of each declared repository: the protected ones (the
+        auto-updater knows), else the one most recently seen to fall unused."""
+        protected = self.named(self.protected)
+        current = self.named(self.declared)
+        keep: set[str] = set()
+        for repo in sorted({parse_ref(r).repository for r in self.declared}):
+            mine = [i for i in self.images if repo in repositories(i)]
+            if any(i.id in protected and i.id not in current for i in mine):
+                continue  # kept anyway, as protected
+            older = [i for i in mine if i.id not in current and i.id not in self.in_use]
+            if older:
+                keep.add(max(older, key=self.age_key).id)
+        return frozenset(keep)
+
+
+def bytes_to_free(total: int, free: int, high: int, low: int) -> int:
+    """Kubelet's rule: nothing below `high` percent used, else down to `low` percent."""
+    if total <= 0:
+        return 0
+    used = total - free
+    if used * 100 < high * total:
+        return 0
+    return max(0, used - total * low // 100)
+
+
+def used_percent(total: int, free: int) -> float:
+    return 100.0 * (total - free) / total if total > 0 else 0.0
+
+
+def ripe(inv: Inventory, now: float, min_age: float) -> list[LocalImage]:
+    """Every image a threshold run may remove, oldest first: collectable, not the
+    previous image of a declared repository, and unused for `min_age`."""
+    rollback = inv.rollback()
+    found = [
+        i
+        for i in inv.collectable()
+        if i.id not in rollback
+        and i.id in inv.unused_since
+        and now - inv.unused_since[i.id] >= min_age
+    ]
+    return sorted(found, key=inv.age_key)
+
+
+def for_space(inv: Inventory, to_free: int, now: float, min_age: float) -> list[LocalImage]:
+    """What to remove, oldest first, to free `to_free` bytes (as the image sizes say:
+    shared layers make that an overestimate, which the next run makes up for)."""
+    chosen: list[LocalImage] = []
+    freed = 0
+    for image in ripe(inv, now, min_age):
+        if freed >= to_free:
+            break
+        chosen.append(image)
+        freed += image.size
+    return chosen
+
+
+def for_trim(inv: Inventory, repository: str, keep: Iterable[str]) -> list[LocalImage]:
+    """The unused images of `repository` but those `keep` names, oldest first, after an
+    update: no threshold, no minimum age. `repository` counts as healerd's."""
+    repo = parse_ref(repository).repository
+    kept = inv.named(keep)
+    found = [
+        i
+        for i in inv.collectable(frozenset({repo}))
+        if repo in repositories(i) and i.id not in kept
+    ]
+    return sorted(found, key=inv.age_key)
+
+
+# -- the collector ------------------------------------------------------------------------
+
+
+class ImageEngine(Protocol):
+    def list_images(self) -> list[LocalImage]: ...
+    def images_in_use(self) -> set[str]: ...
+    def remove_image(self, image_id: str) -> bool: ...
+
+
+def _nothing_removed(_size: int) -> None:
+    pass
+
+
+class ImageCollector:
+    """Runs the collection every `interval`, and `trim` on request (the auto-updater's
+    thread); one at a time. Remembers, in memory only, when it first saw each image
+    unused and which references healerd pulled (`note_pull`).
+
+    `declared()` maps each declared service to its image, or is None while that is not
+    known (a config file broken since start): then nothing is removed. `disk()` is the
+    data root's (total, free) bytes, None when unknown. `pulled()` the references
+    healerd pulled (the executor's record; `note_pull` adds others). `protect` adds a
+    source of references to keep."""
+
+    def __init__(
+        self,
+        engine: ImageEngine,
+        clock: Clock,
+        events: EventLog,
+        settings: Callable[[], ImageGcSettings],
+        declared: Callable[[], Mapping[str, str] | None],
+        disk: Callable[[], tuple[int, int] | None],
+        *,
+        pulled: Callable[[], Iterable[str]] = frozenset,
+        on_removed: Callable[[int], None] = _nothing_removed,
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._events = events
+        self._settings = settings
+        self._declared = declared
+        self._disk = disk
+        self._on_removed = on_removed
+        self._pulled_by = pulled
+        self._run_lock = threading.Lock()  # one collection or trim at a time
+        self._lock = threading.Lock()  # the memory below
+        self._protectors: list[Callable[[], Iterable[str]]] = []
+        self._pulled: set[str] = set()
+        self._unused_since: dict[str, float] = {}
+        self.removed = 0  # images removed since start
+        self.freed = 0  # their bytes, as the engine sized them
+
+    # -- inputs -----------------------------------------------------------------------
+
+    def protect(self, source: Callable[[], Iterable[str]]) -> None:
+        """Keep every image the references `source()` returns name (asked at each run)."""
+        with self._lock:
+            self._protectors.append(source)
+
+    def note_pull(self, reference: str) -> None:
+        """healerd pulled `reference`: its repository's unused images may be collected."""
+        with self._lock:
+            self._pulled.add(reference)
+
+    # -- runs ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Collect every `interval` until `stop` is set (a thread's body). The first run
+        waits up to FIRST_RUN_DELAY: healerd's start (the heals after a reboot) goes first."""
+        log.info("%s", describe_image_gc(self._settings()))
+        if stop.wait(min(self._settings().interval, FIRST_RUN_DELAY)):
+            return
+        while not stop.is_set():
+            try:
+                self.collect()
+            except EngineError as exc:
+                log.info("image garbage collection skipped: %s", exc)
+            except Exception:
+                log.exception("image garbage collection failed unexpectedly")
+            stop.wait(self._settings().interval)
+
+    def collect(self) -> list[LocalImage]:
+        """One run: note which images are unused, and when the disk is over the high
+        threshold, remove the oldest unused images healerd may remove until it is at
+        the low one. Returns the images removed."""
+        settings = self._settings()
+        if not settings.enabled:
+            return []
+        with self._run_lock:
+            inv = self._look()
+            if inv is None:
+                return []
+            disk = self._disk()
+            if disk is None:
+                return []
+            total, free = disk
+            high, low = settings.high_threshold_percent, settings.low_threshold_percent
+            to_free = bytes_to_free(total, free, high, low)
+            if to_free <= 0:
+                return []
+            used = used_percent(total, free)
+            candidates = ripe(inv, self._clock.monotonic(), settings.min_age)
+            log.log(
+                logging.INFO if candidates else logging.DEBUG,
+                "data root %.0f%% full (image_gc high threshold %d%%): freeing %s, %d image(s) "
+                "may go",
+                used,
+                high,
+                size_text(to_free),
+                len(candidates),
+            )
+            why = f"data root {used:.0f}% full, at or above image_gc.high_threshold_percent {high}%"
+            # Removed one by one until enough is freed: one the engine refuses (a container
+            # made meanwhile) frees nothing, and the next oldest goes instead.
+            return self._remove(candidates, why, to_free)
+
+    def trim(self, repository: str, keep: Iterable[str]) -> list[LocalImage]:
+        """After an update of `repository`: remove its unused images but those `keep`
+        names (the current and previous references), whatever the disk. Never an image
+        a container uses, a declared service or a protected reference names, or also
+        named in a repository that is not healerd's. Returns the images removed; an
+        engine error is logged, not raised (the next trim or run tries again)."""
+        keep = tuple(keep)
+        if not self._settings().enabled:
+            return []
+        with self._run_lock:
+            try:
+                inv = self._look()
+                if inv is None:
+                    return []
+                chosen = for_trim(inv, repository, keep)
+                kept = ", ".join(keep) or "nothing"
+                why = f"after the update of {parse_ref(repository).repository} (kept {kept})"
+                return self._remove(chosen, why)
+            except EngineError as exc:
+                log.info("image trim of %s skipped: %s", repository, exc)
+                return []
+
+    def _look(self) -> Inventory | None:
+        """The engine's images, those in use, and what healerd knows; None while the
+        declared services are not known."""
+        if self._declared() is None:
+            log.info("image garbage collection waits: the declared services are not known")
+            return None
+        images = self._engine.list_images()
+        in_use = self._engine.images_in_use()
+        # The declaration is read again after the lists: an image pulled for a service
+        # declared meanwhile is in the list only if its declaration is in this one.
+        declared = self._declared()
+        if declared is None:
+            return None
+        now = self._clock.monotonic()
+        with self._lock:
+            listed = {i.id for i in images}
+            for gone in set(self._unused_since) - listed:
+                del self._unused_since[gone]
+            for image in images:
+                if image.id in in_use:
+                    self._unused_since.pop(image.id, None)
+                else:
+                    self._unused_since.setdefault(image.id, now)
+            protectors, pulled = list(self._protectors), set(self._pulled)
+            unused = dict(self._unused_since)
+        protected = frozenset(r for source in protectors for r in source())
+        pulled.update(self._pulled_by())
+        return Inventory(
+            images=images,
+            in_use=frozenset(in_use),
+            declared=frozenset(declared.values()),
+            protected=protected,
+            pulled=frozenset(pulled),
+            unused_since=unused,
+        )
+
+    def _remove(
+        self, chosen: Sequence[LocalImage], why: str, enough: int | None = None
+    ) -> list[LocalImage]:
+        """Remove `chosen` in order (until `enough` bytes are freed, if given)."""
+        declared = self._declared() or {}
+        removed: list[LocalImage] = []
+        freed = 0
+        for image in chosen:
+            if enough is not None and freed >= enough:
+                break
+            if not self._engine.remove_image(image.id):
+                continue  # a container uses it after all (made meanwhile), or it is gone
+            removed.append(image)
+            freed += image.size
+            with self._lock:
+                self._unused_since.pop(image.id, None)
+                self.removed += 1
+                self.freed += image.size
+            self._on_removed(image.size)
+            service = _service_of(image, declared)
+            message = f"removed image {label(image)} ({size_text(image.size)}): {why}"
+            log.info("%s%s", f"{service}: " if service else "", message)
+            self._events.record("image-removed", service, message)
+        return removed
+
+
+def _service_of(image: LocalImage, declared: Mapping[str, str]) -> str:
+    """The first declared service (by name) whose image is of the image's repository."""
+    repos = repositories(image)
+    for name in sorted(declared):
+        if parse_ref(declared[name]).repository in repos:
+            return name
+    return ""
+
+
+__all__ = [
+    "ImageCollector",
+    "Inventory",
+    "Ref",
+    "bytes_to_free",
+    "for_space",
+    "for_trim",
+    "names",
+    "parse_ref",
+    "repositories",
+    "ripe",
+]

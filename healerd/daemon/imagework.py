@@ -1,0 +1,81 @@
+"""The daemon's image work beside the loop: garbage collection (healerd.core.imagegc)
+and the auto-update checker (healerd.daemon.updater), each in a thread of its own, and
+wired together: the updater's pinned and previous digests are kept, and a proven update
+trims its repository's older images."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from healerd.config import Settings
+from healerd.core.clock import Clock
+from healerd.core.controller import Controller
+from healerd.core.imagegc import ImageCollector
+from healerd.daemon.metrics import ImageGcMetrics
+from healerd.daemon.updater import UpdateChecker
+from healerd.engine import Engine
+from healerd.host import HostProbe
+
+
+class ImageWork:
+    def __init__(
+        self,
+        controller: Controller,
+        engine: Engine,
+        clock: Clock,
+        probe: HostProbe,
+        metrics: ImageGcMetrics,
+        settings: Callable[[], Settings],
+    ) -> None:
+        """`settings()`: the settings as they are now (image_gc and the interval reload)."""
+        self._controller = controller
+        self._probe = probe
+        self.gc = ImageCollector(
+            engine,
+            clock,
+            controller.events,
+            settings=lambda: settings().image_gc,
+            declared=self._declared_images,
+            disk=self._data_root_disk,
+            pulled=controller.pulled_images,
+            on_removed=metrics.on_removed,
+        )
+        self.gc.protect(controller.updates.protected)
+        controller.updates.after_update = self._trim_later
+        self.updates = UpdateChecker(controller, clock, lambda: settings().auto_update_interval)
+
+    def threads(self, stop: threading.Event) -> list[threading.Thread]:
+        return [
+            threading.Thread(
+                target=self.gc.run, args=(stop,), name="healerd-image-gc", daemon=True
+            ),
+            threading.Thread(
+                target=self.updates.run, args=(stop,), name="healerd-updates", daemon=True
+            ),
+        ]
+
+    def _trim_later(self, repository: str, keep: tuple[str, ...]) -> None:
+        """In a thread: removing images must not hold the reconcile worker that proved
+        the update."""
+        threading.Thread(
+            target=self.gc.trim, args=(repository, keep), name="healerd-trim", daemon=True
+        ).start()
+
+    def _data_root_disk(self) -> tuple[int, int] | None:
+        """(total, free) bytes of the engine's data root filesystem, None when unknown."""
+        root = self._controller.engine_data_root
+        if not root:
+            return None
+        sample = self._probe.sample(root)
+        if sample.disk_total is None or sample.disk_free is None:
+            return None
+        return sample.disk_total, sample.disk_free
+
+    def _declared_images(self) -> dict[str, str] | None:
+        """Each declared service's image (pinned where it follows its tag); None while a
+        file broken since start may declare more (then image GC removes nothing)."""
+        desired = self._controller.desired
+        if desired.hold_orphans:
+            return None
+        return {name: spec.image for name, spec in desired.services.items()}

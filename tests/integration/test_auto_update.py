@@ -1,0 +1,144 @@
+"""Image updates from a real registry (issue 17, point 3): a service that follows its tag
+(`x-healerd: {auto_update: registry}`) picks up a new digest pushed under the same tag
+within one check interval, never going below its availability floor; a digest whose
+containers exit is rolled back by healerd itself and not tried again; a good one pushed
+later is picked up. Real dockerd, Debian's docker-registry, healerd as a process."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from healerd.cli.client import Client
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.healerd_process import Healerd
+from tests.support.polling import holds_for, wait_for
+from tests.support.registry import Registry
+from tests.support.variants import push_digest, variant
+
+REPLICAS = 2
+INTERVAL = 2.0
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    r = Registry()
+    r.start()
+    yield r
+    r.stop()
+
+
+def push(api: docker.APIClient, registry: Registry, image: str) -> str:
+    """Push under app:stable; returns the digest the registry gives the tag now."""
+    return push_digest(api, registry, image, "app", "stable")
+
+
+def digests(cluster: Cluster) -> list[str]:
+    """The digest each running container of `app` was made from."""
+    return sorted(c["Image"].rpartition("@")[2] for c in cluster.running("app"))
+
+
+def status(healerd: Healerd) -> dict[str, object]:
+    code, out, err = healerd.ctl("status", "app", "-o", "json")
+    assert code in (0, 1), err
+    rows: list[dict[str, object]] = json.loads(out)["services"]
+    return next(r for r in rows if r["name"] == "app")
+
+
+class Floor:
+    """Samples the running count every 50 ms while a rollout happens."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster, self.low, self._stop = cluster, 1 << 30, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.low = min(self.low, len(self.cluster.running("app")))
+
+    def __enter__(self) -> Floor:
+        self._t.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def test_follows_the_tag_rolls_back_a_crashing_digest_and_takes_a_later_good_one(
+    healerd: Healerd,
+    config: ConfigDir,
+    cluster: Cluster,
+    api: docker.APIClient,
+    image: str,
+    registry: Registry,
+) -> None:
+    v1 = push(api, registry, variant(api, image, "v1"))
+    config.settings(f"auto_update_interval: {INTERVAL:g}s\n")
+    config.write(
+        "app.yaml",
+        f"""\
+        services:
+          app:
+            image: {registry.ref("app", "stable")}
+            x-healerd: {{auto_update: registry}}
+            stop_grace_period: 2s
+            replicas: {REPLICAS}
+            update_config: {{order: start-first, min_ready_seconds: 1s}}
+        """,
+    )
+    healerd.start()
+    wait_for("app on v1", lambda: digests(cluster) == [v1] * REPLICAS, timeout=60)
+
+    # v2 under the same tag: within one interval (plus the rollout), never below 2.
+    v2 = push(api, registry, variant(api, image, "v2"))
+    with Floor(cluster) as floor:
+        wait_for("app on v2", lambda: digests(cluster) == [v2] * REPLICAS, timeout=INTERVAL + 30)
+    assert floor.low >= REPLICAS, f"the rollout went down to {floor.low} running"
+    wait_for("v2 proven", lambda: "updated to" in str(status(healerd)["reason"]), timeout=20)
+
+    # v3 exits at once: rolled back to v2 by healerd itself, v2 kept serving.
+    v3 = push(api, registry, variant(api, image, "v3", crash=True))
+    with Floor(cluster) as floor:
+        wait_for(
+            "the rollback",
+            lambda: "rolled back" in str(status(healerd)["reason"]),
+            timeout=INTERVAL + 30,
+        )
+        wait_for("app on v2 only", lambda: digests(cluster) == [v2] * REPLICAS, timeout=30)
+    assert floor.low >= REPLICAS, f"the failed update went down to {floor.low} running"
+    row = status(healerd)
+    assert v3.removeprefix("sha256:")[:12] in str(row["reason"])
+    assert "exited with code 1" in str(row["reason"]), row
+    events = healerd.ctl("events", "--service", "app")[1]
+    assert "image-rollback" in events and "image-update" in events
+    metrics = Client(str(healerd.socket)).request("GET", "/metrics", raw=True).decode()
+    assert 'healerd_events_total{kind="image-rollback"} 1.0' in metrics, [
+        line for line in metrics.splitlines() if "image-" in line
+    ]
+
+    # The tag still names v3: not tried again (no container of it is made).
+    def made_of_v3() -> int:
+        return sum(v3 in c["Image"] for c in cluster.containers("app", history=True))
+
+    tried = made_of_v3()
+    holds_for("v3 not tried again", lambda: made_of_v3() == tried, 3 * INTERVAL)
+
+    # v4 (good) pushed later is picked up.
+    v4 = push(api, registry, variant(api, image, "v4"))
+    wait_for("app on v4", lambda: digests(cluster) == [v4] * REPLICAS, timeout=INTERVAL + 30)
+
+    # Once v4 is proven, image GC trims the repository: v1 goes; v4 (current) and v2
+    # (previous, for a rollback) stay, and v3 while its failed containers are kept.
+    def local() -> set[str]:
+        repo = registry.ref("app", "stable").rsplit(":", 1)[0]
+        return {d.rpartition("@")[2] for i in api.images(name=repo) for d in i["RepoDigests"]}
+
+    wait_for("v1 removed", lambda: v1 not in local(), timeout=30)
+    assert {v2, v4} <= local()
+    assert "image-removed" in healerd.ctl("events")[1]

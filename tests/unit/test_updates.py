@@ -1,0 +1,199 @@
+"""Image updates (issue 17, point 3): a service that follows its tag runs it pinned to a
+digest; a new digest rolls out, a failed one rolls back by itself and is marked bad. The
+loop with an injected clock and the in-memory engine, plus the pure rules."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from healerd.config import DesiredState
+from healerd.config.servicefile import parse_service_text
+from healerd.core.backoff import Backoff
+from healerd.core.clock import FakeClock
+from healerd.core.controller import Controller, LoopSettings
+from healerd.core.state import ServiceState
+from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
+from healerd.model import ContainerState, EngineEvent, ServiceSpec, UpdateConfig, UpdateOrder
+from tests.unit.builders import container, spec
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.test_controller import drive, state
+
+TAG = "reg.local:5000/app:stable"
+REPO = "reg.local:5000/app"
+V1, V2, V3, V4 = (f"sha256:{c * 64}" for c in "1234")
+UPDATE_CALLS = LOOP_CALLS | {"pull", "registry_digest", "local_digests"}
+
+
+def desired(*specs: ServiceSpec) -> DesiredState:
+    return DesiredState(
+        services={s.name: s for s in specs}, errors=(), hold_orphans=False, broken_files=()
+    )
+
+
+def follower(replicas: int = 2, **kw: object) -> ServiceSpec:
+    update = UpdateConfig(order=UpdateOrder.START_FIRST, progress_deadline=60.0)
+    return spec("app", replicas, TAG, auto_update="registry", update_config=update, **kw)
+
+
+def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=UPDATE_CALLS)
+    engine.registry[TAG] = registry
+    engine.repo_digests[TAG] = (f"{REPO}@{V1}",)
+    engine.pullable = {f"{REPO}@{d}" for d in (V1, V2, V3, V4)}
+    settings = LoopSettings(workers=2, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(2.0, 8.0))
+    return Controller(engine, clock, settings), engine, clock
+
+
+def images(engine: FakeEngine) -> list[str]:
+    return sorted(c.image for c in engine.containers.values() if c.running)
+
+
+def test_the_pure_rules() -> None:
+    s = follower()
+    assert follows(s) and not follows(spec("x", 1, TAG))
+    assert not follows(dataclasses.replace(s, image=f"{REPO}@{V1}")), "pinned by digest"
+    assert digest_in(pinned_ref(TAG, V2), TAG) == V2
+    assert digest_in(TAG, TAG) is None and digest_in(f"{REPO}:other@{V2}", TAG) is None
+    pinned = dataclasses.replace(s, image=pinned_ref(TAG, V2))
+    ok = container(pinned)
+    dead = dataclasses.replace(container(pinned, ContainerState.EXITED), exit_code=3)
+    assert failure(pinned, [ok], set(), set(), "") == ""
+    assert "exited with code 3" in failure(pinned, [ok, dead], set(), set(), "")
+    assert failure(pinned, [ok, dead], set(), {dead.id}, "") == "", "stopped by an operator"
+    assert "unhealthy" in failure(pinned, [ok], {ok.id}, set(), "")
+    assert failure(pinned, [ok], set(), set(), "deadline") == "deadline"
+    old = container(s)
+    assert not proven(pinned, [ok, old], 1e9) and proven(pinned, [ok, container(pinned)], 1e9)
+
+
+def test_the_first_containers_are_made_from_the_local_digest_not_the_tag() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(follower()))
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2
+    assert state(ctrl, "app") == ServiceState.CONVERGED
+    assert ctrl.desired.services["app"].image == pinned_ref(TAG, V1)
+    assert engine.calls.count("registry_digest") == 0  # no check before the checker's
+
+
+def test_a_new_digest_rolls_out_and_a_check_is_one_manifest_request() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(follower()))
+    drive(ctrl, clock)
+    assert ctrl.check_updates() == []  # the same digest: nothing pulled
+    assert engine.calls.count("registry_digest") == 1 and engine.calls.count("pull") == 0
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == ["app"]
+    assert engine.calls.count("registry_digest") == 2
+    assert [a for a, _ in engine.pull_auths] == [f"{REPO}@{V2}"]
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V2)] * 2
+    kinds = [e.kind for e in ctrl.events.since(0)]
+    assert "image-update" in kinds and "image-updated" in kinds
+    assert "updated to 222222222222 (from 111111111111)" in reason(ctrl)
+    assert ctrl.updates.protected() == {pinned_ref(TAG, V2), pinned_ref(TAG, V1)}
+
+
+def reason(ctrl: Controller) -> str:
+    return {s.name: s.reason for s in ctrl.statuses()}["app"]
+
+
+def test_a_failing_digest_is_rolled_back_and_not_tried_again_until_the_tag_moves() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(follower()))
+    drive(ctrl, clock)
+    old = set(engine.containers)
+    engine.crash_images.add(pinned_ref(TAG, V3))
+    engine.registry[TAG] = V3
+    assert ctrl.check_updates() == ["app"]
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2
+    running = {cid for cid, c in engine.containers.items() if c.running}
+    assert running == old, "start-first: the old containers served throughout"
+    assert any(e.kind == "image-rollback" for e in ctrl.events.since(0))
+    assert "rolled back to 111111111111: 333333333333 failed" in reason(ctrl)
+    assert "exited with code 1" in reason(ctrl)
+    # The tag still names the bad digest: no pull, no rollout.
+    pulls = engine.calls.count("pull")
+    assert ctrl.check_updates() == [] and engine.calls.count("pull") == pulls
+    # The tag moves to a good one: picked up.
+    engine.registry[TAG] = V4
+    assert ctrl.check_updates() == ["app"]
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V4)] * 2
+    assert ctrl.updates.protected() == {pinned_ref(TAG, V4), pinned_ref(TAG, V1)}
+
+
+def test_an_unhealthy_new_digest_is_rolled_back_too() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(follower(1, unhealthy_grace=5.0)))
+    drive(ctrl, clock)
+    engine.registry[TAG] = V2
+    ctrl.check_updates()
+    ctrl.process_once()
+    new = [c for c in engine.containers.values() if c.image == pinned_ref(TAG, V2)]
+    assert len(new) == 1
+    engine.set(new[0].id, health="unhealthy")
+    ctrl.on_event(EngineEvent("app", new[0].id, "health_status: unhealthy"))
+    drive(ctrl, clock, 30)
+    assert images(engine) == [pinned_ref(TAG, V1)]
+    assert "turned unhealthy" in reason(ctrl)
+
+
+def test_after_a_restart_the_pin_comes_back_from_the_containers() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(follower()))
+    drive(ctrl, clock)
+    engine.registry[TAG] = V2
+    ctrl.check_updates()
+    drive(ctrl, clock)
+    # A new healerd: the local tag's digest is V1, but the containers say V2.
+    fresh = Controller(engine, clock, LoopSettings())
+    fresh.set_desired(desired(follower()))
+    creates = engine.calls.count("create")
+    drive(fresh, clock)
+    assert engine.calls.count("create") == creates, "nothing rolled"
+    assert fresh.desired.services["app"].image == pinned_ref(TAG, V2)
+
+
+def test_an_image_from_no_registry_runs_by_its_tag_and_says_so() -> None:
+    ctrl, engine, clock = make()
+    engine.repo_digests[TAG] = ()
+    ctrl.set_desired(desired(follower(1)))
+    drive(ctrl, clock)
+    assert images(engine) == [TAG]
+    assert "came from no registry" in reason(ctrl)
+
+
+def test_an_unreachable_registry_changes_nothing() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(follower()))
+    drive(ctrl, clock)
+    del engine.registry[TAG]
+    assert ctrl.check_updates() == []
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2
+
+
+def test_config_x_healerd_and_podmans_label() -> None:
+    def parse(body: str) -> tuple[ServiceSpec | None, list[str]]:
+        text = f"services:\n  app:\n    image: {TAG}\n{body}"
+        result = parse_service_text(text, "app.yaml", env={})
+        services = result.services or {}
+        return services.get("app"), [str(e) for e in result.errors]
+
+    s, errors = parse("    x-healerd: {auto_update: registry}\n")
+    assert not errors and s is not None and s.auto_update == "registry"
+    s, errors = parse("    labels: {io.containers.autoupdate: registry}\n")
+    assert not errors and s is not None and s.auto_update == "registry"
+    s, errors = parse(
+        "    x-healerd: {auto_update: disabled}\n    labels: {io.containers.autoupdate: registry}\n"
+    )
+    assert not errors and s is not None and s.auto_update == ""
+    _, errors = parse("    x-healerd: {auto_update: always}\n")
+    assert errors and "x-healerd.auto_update" in errors[0] and "registry" in errors[0]
+    _, errors = parse("    x-healerd: {auto_updte: registry}\n")
+    assert errors and "did you mean 'auto_update'" in errors[0]
+    _, errors = parse("    labels: {io.containers.autoupdate: local}\n")
+    assert errors and "local" in errors[0]
