@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from healerd.core.jobs import run_once
-from healerd.core.planner import PlanContext, Replacement, replacement_verdict
+from healerd.core.planner import PlanContext, Replacement, min_ready_at, replacement_verdict
 from healerd.model import ContainerState, ObservedContainer, ServiceSpec
 
 
@@ -69,8 +69,7 @@ def plan_context(
                 )
     if recall.rollout is not None:
         rollout_allowed = _rollout_pacing(spec, recall.rollout, now, wake) and rollout_allowed
-    min_ready = spec.update_config.min_ready_seconds
-    wake.extend(c.created + min_ready for c in mine if c.running and c.created + min_ready > now)
+    wake.extend(at for c in mine if c.running and (at := min_ready_at(c, spec)) > now)
     ctx = PlanContext(
         now=now,
         failed_running=frozenset(failed_running),

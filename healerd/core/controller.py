@@ -103,6 +103,7 @@ class Controller:
         self._key_pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="healerd-key")
         self._slots = threading.Semaphore(settings.workers)
         self._lock = threading.Lock()
+        self._pin_lock = threading.Lock()  # `_declared` and `_desired` change together
         # Until a config has been read, nothing counts as undeclared: a conf.d that cannot
         # be read at start must not read as "remove everything". `_declared` is what the
         # files say, `_desired` the same with followed tags pinned (healerd.core.updates).
@@ -117,7 +118,8 @@ class Controller:
             engine, self._executor, clock, self.events, settings.image_backoff, admission,
             credentials, self._pulling,
         )  # fmt: skip
-        self.updates = Updates(engine, self.events, credentials or _anonymous, self._repinned)
+        auth = credentials or _anonymous
+        self.updates = Updates(engine, self.events, auth, self._repinned, clock.time)
         self._reconciler = Reconciler(
             clock, self._executor, self._images, self._report, admission, self._mem,
             self._lock, self._is_paused, settings.history_limit, self.updates, self._spec_now,
@@ -128,10 +130,7 @@ class Controller:
         )  # fmt: skip
         self._on_engine_back = on_engine_back
         self._last_look = LastLook(clock, self._reader.list_managed)  # what readers are shown
-        # True until the first list: containers found stopped when healerd starts may
-        # have been stopped by an engine restart or a reboot (which also restarted
-        # healerd): like those stopped while the engine was away, no crash.
-        self._first_look = True
+        self._first_look = True  # until the first list (see _observe)
         self.last_progress = clock.monotonic()
         if admission is not None:
             admission.subscribe(self._pressure_changed)
@@ -199,10 +198,10 @@ class Controller:
 
     def set_desired(self, state: DesiredState) -> None:
         """Swap in a new desired state and queue every service whose spec changed."""
-        with self._lock:
+        with self._pin_lock:
             old = self._declared
             self._declared = state
-        self._desired = self.updates.apply_all(state)
+            self._desired = self.updates.apply_all(state)
         for err in state.errors:
             if err not in old.errors:
                 self.events.record("config-error", "", str(err))
@@ -220,17 +219,23 @@ class Controller:
     def _repinned(self, key: str) -> None:
         """A followed tag's pin moved (a new digest, a rollback, a first pin): the specs
         everyone reads are pinned again and the service looks at once."""
-        with self._lock:
-            declared = self._declared
-        self._desired = self.updates.apply_all(declared)
+        with self._pin_lock:  # never a stale declaration, never a stale pin
+            self._desired = self.updates.apply_all(self._declared)
         self.queue.add(key, force=True)
 
     def check_updates(self) -> list[str]:
         """Ask the registry about every service that follows its tag (the checker
         thread, every auto_update_interval); returns the services that got a new digest."""
-        with self._lock:
+        with self._pin_lock:
             declared = self._declared
-        return [s.name for s in following(declared.services) if self.updates.check(s)]
+        updated = []
+        for spec in following(declared.services):
+            try:
+                if self.updates.check(spec):
+                    updated.append(spec.name)
+            except Exception:
+                log.exception("%s: checking for an image update failed unexpectedly", spec.name)
+        return updated
 
     def retry_pulls(self) -> None:
         """New registry credentials: each service waiting for its image tries now."""
@@ -332,7 +337,10 @@ class Controller:
     # -- observing --------------------------------------------------------------------
 
     def _observe(self, keys: Iterable[str]) -> Observation | None:
-        """One list call for the whole batch; None when the engine cannot be read."""
+        """One list call for the whole batch; None when the engine cannot be read. At
+        the first look, containers found stopped may have been stopped by an engine
+        restart or a reboot (which also restarted healerd): like those stopped while the
+        engine was away, no crash."""
         self._report.count("list_calls")
         listed = self._health.list_managed(keys)
         if listed is None:
@@ -372,6 +380,7 @@ class Controller:
         try:
             if obs is None:
                 reason = f"cannot list containers: {self._health.list_error}"
+                self._reconciler.hold_rollout(key)  # an outage is no lack of progress
                 state = ServiceState.ENGINE_UNREACHABLE
                 self._settle(key, Outcome(state, reason, _RETRY, cap=ENGINE_RECHECK))
             elif key == DISCOVER:

@@ -104,7 +104,15 @@ def is_available(c: ObservedContainer, spec: ServiceSpec, now: float) -> bool:
         return False
     if c.spec_hash != spec.spec_hash:
         return True
-    return now - c.created >= spec.update_config.min_ready_seconds
+    return now >= min_ready_at(c, spec)
+
+
+def min_ready_at(c: ObservedContainer, spec: ServiceSpec) -> float:
+    """When a container of the current spec has run min_ready_seconds. The engine's
+    list gives creation times in whole seconds: such a time is taken as the end of its
+    second, so that a container up for 0.2 s never counts as up for 1.2 s."""
+    created = c.created + 1.0 if c.created == int(c.created) else c.created
+    return created + spec.update_config.min_ready_seconds
 
 
 def min_available(spec: ServiceSpec, order: UpdateOrder | None = None) -> int:

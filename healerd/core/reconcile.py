@@ -90,6 +90,7 @@ class Reconciler:
         self._report.count("passes")
         if self._is_paused(key):
             self._done_with_room(key)
+            self.hold_rollout(key)
             return _with(decide(Facts(paused=True)), tally(spec, mine))
         if self._updates is not None and spec is not None and follows(spec):
             spec = self._first_pin(key, spec, mine)
@@ -100,6 +101,8 @@ class Reconciler:
             self._track_rollout(key, spec, mine, now, mono)
             planned = self._plan(key, spec, mine, now, desired, obs.containers)
         planned, waits_for = _ordered(key, spec, obs, mine, planned)
+        if waits_for:
+            self.hold_rollout(key)
         p = planned.plan
         if spec is not None and (p.creates or p.rollout_step):
             counts = tally(spec, mine, p.available, p.up_to_date)
@@ -143,6 +146,15 @@ class Reconciler:
         mine = [c for c in obs.containers if c.service == key]
         planned = self._plan(key, spec, mine, self._clock.time(), obs.desired, obs.containers)
         return list(planned.plan.actions)
+
+    def hold_rollout(self, key: str) -> None:
+        """healerd itself holds the service's rollout (paused, a dependency not ready,
+        the engine away): that is no lack of progress, so its deadline starts again
+        (else a long pause would roll a followed tag back as failed)."""
+        with self._lock:
+            r = self.rollouts.get(key)
+            if r is not None:
+                r.last_progress = self._clock.monotonic()
 
     def forget(self, key: str) -> None:
         """The service is gone."""

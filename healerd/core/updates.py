@@ -26,7 +26,7 @@ from typing import Protocol
 from healerd.config import DesiredState
 from healerd.core import jobs
 from healerd.core.events import EventLog
-from healerd.core.planner import is_available
+from healerd.core.planner import history, is_available
 from healerd.engine import EngineError, ImagePullFailed
 from healerd.engine.request import split_reference
 from healerd.model import ContainerState, ObservedContainer, RegistryAuth, ServiceSpec
@@ -48,6 +48,7 @@ class Pin:
     digest: str  # sha256:...
     previous: str = ""  # the digest before it: a rollback's target, kept by image GC
     trying: bool = False  # rolled out, not proven yet
+    since: float = 0.0  # when the trial began (wall clock): older containers say nothing
 
 
 def follows(spec: ServiceSpec | None) -> bool:
@@ -57,6 +58,14 @@ def follows(spec: ServiceSpec | None) -> bool:
 
 def repository(image: str) -> str:
     return split_reference(image)[0]
+
+
+def _hub_short(repo: str) -> str:
+    """Docker Hub's repositories as the engine writes them in RepoDigests (`nginx`,
+    `user/app`), whatever the file wrote (`docker.io/library/nginx`)."""
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        repo = repo.removeprefix(prefix)
+    return repo.removeprefix("library/")
 
 
 def pinned_ref(declared: str, digest: str) -> str:
@@ -79,12 +88,18 @@ def failure(
     unhealthy: Set[str],
     forgiven: Set[str],
     halted: str,
+    since: float = 0.0,
 ) -> str:
     """Why the pinned spec's containers failed ("" while they may still succeed): one
-    exited (not by an operator's stop or an engine restart; a run-once one with code 0
-    is a success), one is unhealthy past its grace, or the rollout passed its deadline."""
+    made since the trial began exited (not by an operator's stop or an engine restart; a
+    run-once one with code 0 is a success), one is unhealthy past its grace, or the
+    rollout passed its deadline. Failed containers kept as history of an earlier trial
+    say nothing of this one."""
+    old = {c.id for c in history(mine)}
     for c in mine:
-        if c.spec_hash != spec.spec_hash or c.id in forgiven:
+        if c.spec_hash != spec.spec_hash or c.id in forgiven or c.id in old:
+            continue
+        if c.created < since - 1:  # the list's creation times are whole seconds
             continue
         if c.id in unhealthy:
             return f"container {c.name} turned unhealthy"
@@ -108,6 +123,19 @@ def proven(spec: ServiceSpec, mine: Sequence[ObservedContainer], now: float) -> 
     return ok >= spec.replicas
 
 
+def _adopted(spec: ServiceSpec, mine: Sequence[ObservedContainer]) -> str | None:
+    """The digest a restarted healerd pins again: the oldest running container's (the
+    proven one, if a rollout was under way), else the newest stopped one's (after a
+    reboot); never a failed container kept as history (a rolled-back digest)."""
+    old = {c.id for c in history(mine)}
+    live = [c for c in mine if c.id not in old and digest_in(c.image, spec.image)]
+    running = sorted((c for c in live if c.running), key=lambda c: c.created)
+    stopped = sorted((c for c in live if not c.running), key=lambda c: -c.created)
+    for c in (*running, *stopped):
+        return digest_in(c.image, spec.image)
+    return None
+
+
 class Updates:
     """The pins of the services that follow their tag; thread-safe (the checker thread
     and the reconcile workers share it). `on_change(key)` is called after a pin moved."""
@@ -118,8 +146,11 @@ class Updates:
         events: EventLog,
         auth_for: Callable[[str], RegistryAuth | None],
         on_change: Callable[[str], None],
+        now: Callable[[], float],
     ) -> None:
+        """`now`: the wall clock (a trial's start, compared with containers' creation)."""
         self._engine = engine
+        self._now = now
         self._events = events
         self._auth_for = auth_for
         self._on_change = on_change
@@ -127,6 +158,7 @@ class Updates:
         self._pins: dict[str, Pin] = {}
         self._bad: dict[str, str] = {}  # service -> the digest it rolled back from
         self._notes: dict[str, str] = {}
+        self._pulling: dict[str, str] = {}  # service -> the new digest being pulled
         self._no_digest: set[str] = set()  # services whose local image has no registry digest
         self.checks = 0  # registry digest requests made (benchmarks, tests)
         # Called with (repository, references to keep) once an update is proven: image GC
@@ -161,7 +193,8 @@ class Updates:
         """The references image GC keeps: every pinned digest and the one before it."""
         with self._lock:
             pins = list(self._pins.values())
-        refs = {pinned_ref(p.declared, p.digest) for p in pins}
+            refs = set(self._pulling.values())
+        refs |= {pinned_ref(p.declared, p.digest) for p in pins}
         refs |= {pinned_ref(p.declared, p.previous) for p in pins if p.previous}
         return refs
 
@@ -189,8 +222,7 @@ class Updates:
         with self._lock:
             if spec.name in self._no_digest:
                 return spec  # until the next check
-        ordered = sorted(mine, key=lambda c: (not c.running, c.created))
-        digest = next((d for c in ordered if (d := digest_in(c.image, spec.image))), None)
+        digest = _adopted(spec, mine)
         if digest is None and ensure():
             try:
                 digest = self._local_digest(spec.name, spec.image)
@@ -206,10 +238,10 @@ class Updates:
         return self.apply(spec)
 
     def _local_digest(self, key: str, image: str) -> str | None:
-        repo = repository(image)
+        repo = _hub_short(repository(image))
         for ref in self._engine.local_digests(image):
             name, _, digest = ref.partition("@")
-            if name == repo and digest.startswith("sha256:"):
+            if _hub_short(name) == repo and digest.startswith("sha256:"):
                 return digest
         with self._lock:
             self._no_digest.add(key)
@@ -233,18 +265,19 @@ class Updates:
             pin = self._pins.get(key)
         if pin is None or not pin.trying or spec.image != pinned_ref(pin.declared, pin.digest):
             return False
-        why = failure(spec, mine, unhealthy, forgiven, halted)
+        why = failure(spec, mine, unhealthy, forgiven, halted, pin.since)
         if why:
             self._roll_back(key, pin, why)
             return True
         if proven(spec, mine, now):
             with self._lock:
-                if self._pins.get(key) == pin:
-                    self._pins[key] = replace(pin, trying=False)
-                    self._bad.pop(key, None)
-                    self._notes[key] = f"updated to {short(pin.digest)}" + (
-                        f" (from {short(pin.previous)})" if pin.previous else ""
-                    )
+                if self._pins.get(key) != pin:
+                    return False
+                self._pins[key] = replace(pin, trying=False)
+                self._bad.pop(key, None)
+                self._notes[key] = f"updated to {short(pin.digest)}" + (
+                    f" (from {short(pin.previous)})" if pin.previous else ""
+                )
             self._events.record(
                 "image-updated", key, f"all replicas run {pin.declared}@{short(pin.digest)}"
             )
@@ -291,6 +324,8 @@ class Updates:
             self._on_change(key)
         if not follows(spec) or pin is None or pin.declared != spec.image or pin.trying:
             return ""
+        if spec.replicas == 0 or spec.pull_policy == "never":
+            return ""  # nothing runs it, or nothing may be pulled for it
         auth = self._auth_for(spec.image)
         self.checks += 1
         try:
@@ -302,12 +337,17 @@ class Updates:
         if digest == pin.digest or digest == bad:
             return ""
         ref = f"{repository(spec.image)}@{digest}"
+        with self._lock:
+            self._pulling[key] = pinned_ref(spec.image, digest)  # image GC keeps it
         try:
             self._engine.pull(ref, auth)
         except (ImagePullFailed, EngineError) as exc:
             self._events.record("pull-failed", key, f"update {short(digest)}: {exc}")
             return ""
-        new = Pin(spec.image, digest, previous=pin.digest, trying=True)
+        finally:
+            with self._lock:
+                self._pulling.pop(key, None)
+        new = Pin(spec.image, digest, previous=pin.digest, trying=True, since=self._now())
         with self._lock:
             if self._pins.get(key) != pin:
                 return ""  # rolled back or re-pinned meanwhile

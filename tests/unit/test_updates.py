@@ -11,9 +11,17 @@ from healerd.config.servicefile import parse_service_text
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.planner import is_available
 from healerd.core.state import ServiceState
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
-from healerd.model import ContainerState, EngineEvent, ServiceSpec, UpdateConfig, UpdateOrder
+from healerd.model import (
+    ContainerState,
+    Dependency,
+    EngineEvent,
+    ServiceSpec,
+    UpdateConfig,
+    UpdateOrder,
+)
 from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import drive, state
@@ -197,3 +205,83 @@ def test_config_x_healerd_and_podmans_label() -> None:
     assert errors and "did you mean 'auto_update'" in errors[0]
     _, errors = parse("    labels: {io.containers.autoupdate: local}\n")
     assert errors and "local" in errors[0]
+
+
+def test_a_restart_never_pins_a_rolled_back_digest_kept_as_history() -> None:
+    s = follower(1)
+    good = dataclasses.replace(s, image=pinned_ref(TAG, V1))
+    bad = dataclasses.replace(s, image=pinned_ref(TAG, V3))
+    failed = dataclasses.replace(
+        container(bad, ContainerState.EXITED, created=100.0), exit_code=1, image=bad.image
+    )
+    # After a reboot everything is stopped; the rollback's container replaced the failed
+    # one (which is kept as history) and is the newer one.
+    back = dataclasses.replace(
+        container(good, ContainerState.EXITED, created=200.0),
+        exit_code=0,
+        image=good.image,
+        replaces=failed.id,
+    )
+    ctrl, engine, _clock = make()
+    engine.containers = {c.id: c for c in (failed, back)}
+    ctrl.set_desired(desired(s))
+    ctrl.process_once()
+    assert ctrl.desired.services["app"].image == pinned_ref(TAG, V1)
+
+
+def test_an_earlier_trials_failed_containers_say_nothing_of_a_new_one() -> None:
+    s = dataclasses.replace(follower(1), image=pinned_ref(TAG, V3))
+    ok = container(s, created=500.0)
+    old = dataclasses.replace(container(s, ContainerState.EXITED, created=100.0), exit_code=1)
+    kept = dataclasses.replace(old, id="kept")
+    replacer = dataclasses.replace(container(s, created=150.0), replaces=kept.id)
+    assert failure(s, [ok, old], set(), set(), "", since=400.0) == "", "before the trial"
+    assert failure(s, [ok, kept, replacer], set(), set(), "") == "", "history"
+    assert "exited" in failure(s, [ok, old], set(), set(), "", since=50.0)
+
+
+def test_docker_hub_names_find_their_local_digest() -> None:
+    ctrl, engine, clock = make()
+    hub = "docker.io/library/nginx:1.25"
+    engine.repo_digests[hub] = (f"nginx@{V2}",)
+    s = spec("web", 1, hub, auto_update="registry")
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(hub, V2)]
+
+
+def test_a_rollout_held_by_a_dependency_past_its_deadline_is_no_failed_update() -> None:
+    ctrl, engine, clock = make()
+    db = spec("db", 1, "db:1")
+    app = follower(2, depends_on=(Dependency("db"),))
+    ctrl.set_desired(desired(db, app))
+    drive(ctrl, clock)
+    ctrl.pause("db")
+    (db_id,) = [c.id for c in engine.containers.values() if c.service == "db"]
+    engine.kill(db_id)  # db stays down: app may create nothing
+    engine.registry[TAG] = V2
+    ctrl.check_updates()
+    drive(ctrl, clock, 200)  # the progress deadline is 60 s
+    assert not any(e.kind == "image-rollback" for e in ctrl.events.since(0))
+    ctrl.resume("db")
+    drive(ctrl, clock)
+    assert images(engine) == ["db:1", *[pinned_ref(TAG, V2)] * 2]
+
+
+def test_no_check_for_a_service_scaled_to_zero_or_never_pulled() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(follower(2)))
+    drive(ctrl, clock)
+    engine.registry[TAG] = V2
+    ctrl.set_desired(desired(follower(0)))
+    drive(ctrl, clock)
+    assert ctrl.check_updates() == [] and "registry_digest" not in engine.calls
+
+
+def test_a_whole_second_creation_time_is_taken_as_the_end_of_its_second() -> None:
+    # The list call gives Created in whole seconds: a container made at 100.9 reads 100.
+    s = dataclasses.replace(follower(1), update_config=UpdateConfig(min_ready_seconds=1.0))
+    c = container(s, created=100.0)
+    assert not is_available(c, s, 101.5), "it may have run for 0.6 s only"
+    assert is_available(c, s, 102.0)
+    assert is_available(container(s, created=100.5), s, 101.5)  # a precise time as it is
