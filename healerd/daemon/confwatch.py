@@ -291,8 +291,7 @@ class ConfigWatcher:
             if self._stopping.is_set():
                 return
             log.exception("config watcher failed; polling %s instead", self.conf_d)
-        self.mode = "polling"
-        self._run_polling()
+        self._run_polling()  # says mode "polling" once it has its baseline
 
     # -- debounce -----------------------------------------------------------------
 
@@ -445,6 +444,9 @@ class ConfigWatcher:
 
     def _run_polling(self) -> None:
         applied = last = self._polled = self._snapshot()
+        # Only now: a file written after the mode reads "polling" differs from the
+        # baseline (set before it, a write in between was taken as already applied).
+        self.mode = "polling"
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         while not self._stopping.is_set():
