@@ -15,6 +15,7 @@ from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.dockerd import PrivateDockerd
 from tests.support.healerd_process import Healerd
+from tests.support.registry import Registry
 
 IMAGE = "healerd-test/busybox:1"
 PRIVATE_ROOT = Path("/var/lib/healerd-test")
@@ -71,6 +72,15 @@ def foreign(api: docker.APIClient, image: str, request: pytest.FixtureRequest) -
         assert after["State"]["Running"], "healerd stopped a container it does not own"
         assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
     api.remove_container(cid, force=True)
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    """A real registry without auth on 127.0.0.1 (tests/support/registry.py), one per test."""
+    r = Registry()
+    r.start()
+    yield r
+    r.stop()
 
 
 @pytest.fixture

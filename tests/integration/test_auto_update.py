@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 
 import docker
-import pytest
 
 from healerd.cli.client import Client
 from tests.support.cluster import Cluster
@@ -23,14 +21,6 @@ from tests.support.variants import push_digest, variant
 
 REPLICAS = 2
 INTERVAL = 2.0
-
-
-@pytest.fixture
-def registry() -> Iterator[Registry]:
-    r = Registry()
-    r.start()
-    yield r
-    r.stop()
 
 
 def push(api: docker.APIClient, registry: Registry, image: str) -> str:

@@ -110,14 +110,6 @@ class Images:
 
 
 @pytest.fixture
-def registry() -> Iterator[Registry]:
-    r = Registry()
-    r.start()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
 def images(api: docker.APIClient, registry: Registry, image: str) -> Iterator[Images]:
     made = Images(api, registry)
     yield made

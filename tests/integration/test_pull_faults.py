@@ -23,9 +23,8 @@ import docker
 import pytest
 
 from tests.support.big_image import MIB, build_big
-from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
-from tests.support.config import ConfigDir
+from tests.support.config import ConfigDir, service_file
 from tests.support.dockerd import PrivateDockerd
 from tests.support.healerd_process import Healerd
 from tests.support.polling import wait_for
@@ -37,33 +36,11 @@ BIG_MIB = 8
 
 
 @pytest.fixture
-def registry() -> Iterator[Registry]:
-    r = Registry()
-    r.start()
-    yield r
-    r.stop()
-
-
-@pytest.fixture
 def proxy(registry: Registry) -> Iterator[ThrottleProxy]:
     p = ThrottleProxy(registry.port)
     p.start()
     yield p
     p.stop()
-
-
-def service_file(pull_policy: str = "missing", **services: str) -> str:
-    """One file, each service NAME=IMAGE with the test command and one replica."""
-    lines = ["services:"]
-    for name, image in services.items():
-        lines += [
-            f"  {name}:",
-            f"    image: {image}",
-            f"    command: {json.dumps(COMMAND)}",
-            "    stop_grace_period: 2s",
-            f"    pull_policy: {pull_policy}",
-        ]
-    return "\n".join(lines) + "\n"
 
 
 def push_big(api: docker.APIClient, registry: Registry, proxy: ThrottleProxy, tag: str) -> str:

@@ -19,9 +19,8 @@ from typing import Any
 import docker
 import pytest
 
-from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
-from tests.support.config import ConfigDir
+from tests.support.config import ConfigDir, service_file
 from tests.support.healerd_process import Healerd
 from tests.support.polling import holds_for, wait_for
 from tests.support.registry import Registry, auth_json
@@ -44,26 +43,9 @@ def locked(password: str) -> Iterator[Registry]:
 
 
 @pytest.fixture
-def open_registry() -> Iterator[Registry]:
-    """A registry without auth (one per test: a test may stop it)."""
-    r = Registry()
-    r.start()
-    yield r
-    r.stop()
-
-
-def service_file(pull_policy: str = "missing", **services: str) -> str:
-    """One file, each service NAME=IMAGE with the test command and one replica."""
-    lines = ["services:"]
-    for name, image in services.items():
-        lines += [
-            f"  {name}:",
-            f"    image: {image}",
-            f"    command: {json.dumps(COMMAND)}",
-            "    stop_grace_period: 2s",
-            f"    pull_policy: {pull_policy}",
-        ]
-    return "\n".join(lines) + "\n"
+def open_registry(registry: Registry) -> Registry:
+    """A registry without auth (conftest's, one per test: a test may stop it)."""
+    return registry
 
 
 def write_auth(config: ConfigDir, text: str, mode: int = 0o600) -> Path:

@@ -70,3 +70,17 @@ def trusted_copy(src: Path, into: Path) -> Path:
     else:
         shutil.copy2(src, dest)
     return dest
+
+
+def service_file(pull_policy: str = "missing", **services: str) -> str:
+    """One file, each service NAME=IMAGE with the test command and one replica."""
+    lines = ["services:"]
+    for name, image in services.items():
+        lines += [
+            f"  {name}:",
+            f"    image: {image}",
+            f"    command: {json.dumps(COMMAND)}",
+            "    stop_grace_period: 2s",
+            f"    pull_policy: {pull_policy}",
+        ]
+    return "\n".join(lines) + "\n"
