@@ -501,6 +501,7 @@ class EngineEvent:
     action: str
     signal: str = ""  # for "kill": the signal sent
     exit_code: int | None = None  # for "die"
+    name: str = ""  # the container's name as the event gives it
 
 
 class ActionKind(StrEnum):

@@ -25,6 +25,7 @@ from healerd.core.images import ImagePolicy
 from healerd.core.inspect import Dead, deaths, pick
 from healerd.core.observe import Memory, note_event, observe
 from healerd.core.outcome import Outcome, Requeue, Tally
+from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
 from healerd.core.ratelimit import LastLook
 from healerd.core.readmodel import StatusBook, container_statuses, summary
@@ -48,6 +49,10 @@ DEFAULT_BACKOFF = Backoff(0.005, 60.0)
 # counts.
 ENGINE_RECHECK = 0.25
 IMAGE_BACKOFF = Backoff(2.0, 300.0)
+# How long a list stays good for keys queued before it began (a resync's keys come in
+# batches of at most `workers`): the level is still read once per resync, not once per
+# batch, and no key is ever planned on a look older than its latest cause.
+LOOK_REUSE = 2.0
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,8 @@ class Controller:
         self.queue = WorkQueue(clock, settings.backoff)
         self.events = EventLog(clock)
         self._report = Reporter(self.events, hooks)
-        self._executor = Executor(engine, settings.parallel_actions, name_tag)
+        self._own = OwnActions(clock)
+        self._executor = Executor(engine, settings.parallel_actions, name_tag, self._own)
         self._key_pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="healerd-key")
         self._slots = threading.Semaphore(settings.workers)
         self._lock = threading.Lock()
@@ -109,8 +115,7 @@ class Controller:
         # files say, `_desired` the same with followed tags pinned (healerd.core.updates).
         self._declared = self._desired = DesiredState({}, (), hold_orphans=True, broken_files=())
         self._seen: set[str] = set()
-        # Declared networks at the last network prune (None: none yet; see _prune_networks).
-        self._networks_kept: frozenset[str] | None = None
+        self._networks_kept: frozenset[str] | None = None  # at the last _prune_networks
         self._mem = Memory()
         self._paused: set[str] = set()
         self._book = StatusBook(clock, self.events)
@@ -131,6 +136,7 @@ class Controller:
         self._on_engine_back = on_engine_back
         self._last_look = LastLook(clock, self._reader.list_managed)  # what readers are shown
         self._first_look = True  # until the first list (see _observe)
+        self._recent: tuple[float, Sequence[ObservedContainer]] | None = None  # _reused
         self.last_progress = clock.monotonic()
         if admission is not None:
             admission.subscribe(self._pressure_changed)
@@ -255,6 +261,8 @@ class Controller:
         log.debug("event %s %s %s", event.action, event.service, event.container_id[:12])
         with self._lock:
             note_event(self._mem, event, self._clock.monotonic())
+        if self._own.consume(event):
+            return  # the pass that did it looks again anyway (healerd.core.own)
         self.queue.add(event.service)
 
     # -- operator requests ---------------------------------------------------------
@@ -307,7 +315,7 @@ class Controller:
             if not keys:
                 continue
             try:
-                obs = self._observe(keys)
+                obs = self._reused(keys) or self._observe(keys)
             except Exception:
                 log.exception("observing the engine failed unexpectedly")
                 obs = None
@@ -342,6 +350,7 @@ class Controller:
         restart or a reboot (which also restarted healerd): like those stopped while the
         engine was away, no crash."""
         self._report.count("list_calls")
+        began = self._clock.monotonic()
         listed = self._health.list_managed(keys)
         if listed is None:
             return None
@@ -351,6 +360,7 @@ class Controller:
             first, self._first_look = self._first_look, False
             seen = observe(self._mem, listed, mono, wall, engine_back=first)
             self._seen = _services(seen)
+            self._recent = (began, seen)
         obs = Observation(seen, self._desired)
         if self.admission is not None:
             states = self._book.states()
@@ -358,6 +368,18 @@ class Controller:
                 states[k] = ServiceState.IMAGE_PULL_BACK_OFF
             self.admission.set_claims(claims(obs.desired.services, seen, states, self.admission))
         return obs
+
+    def _reused(self, keys: list[str]) -> Observation | None:
+        """The last look, when it began after every key of the batch was last queued and
+        is at most LOOK_REUSE old: it already shows what they were queued for."""
+        with self._lock:
+            recent = self._recent
+        if recent is None or self._clock.monotonic() - recent[0] > LOOK_REUSE:
+            return None
+        if not self.queue.queued_before(keys, recent[0]):
+            return None
+        self._report.count("reused_looks")
+        return Observation(recent[1], self._desired)
 
     def _pulling(self, key: str, reason: str, tally: Tally | None) -> None:
         """A pull began in `key`'s pass: until the pass settles (minutes, on a slow link)
@@ -370,6 +392,7 @@ class Controller:
         log.info("engine reachable again: resyncing every service")
         with self._lock:
             self._first_look = True
+            self._recent = None
         self.enqueue_all(force=True)
         self._on_engine_back()
 

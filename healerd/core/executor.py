@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from healerd.config import EnvFileError, effective_environment
+from healerd.core.own import OwnActions
 from healerd.engine import Engine, EngineError, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,
@@ -65,10 +66,15 @@ class ActionResult:
 
 class Executor:
     def __init__(
-        self, engine: Engine, parallel: int, name_tag: Callable[[str], str] = plain_tag
+        self,
+        engine: Engine,
+        parallel: int,
+        name_tag: Callable[[str], str] = plain_tag,
+        own: OwnActions | None = None,
     ) -> None:
         self._engine = engine
         self._name_tag = name_tag
+        self._own = own
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
         self._pulled_lock = threading.Lock()
         self._pulled: set[str] = set()
@@ -132,6 +138,8 @@ class Executor:
             elif action.kind is ActionKind.STOP:
                 self._engine.stop(action.container, grace)
             else:
+                if self._own is not None:
+                    self._own.removing(action.container.id)
                 self._engine.remove(action.container, grace)
             return ActionResult(
                 action, container_id=action.container.id, container_name=action.container.name
@@ -164,6 +172,8 @@ class Executor:
             return self._create_named(action, spec, labels, inherit)
         for _ in range(_NAME_ATTEMPTS):
             name = container_name(spec, self._name_tag)
+            if self._own is not None:
+                self._own.creating(name)
             try:
                 cid = self._engine.create_and_start(spec, name, labels, inherit)
                 return ActionResult(action, container_id=cid, container_name=name)

@@ -216,8 +216,10 @@ class _Planning:
         failed container is needed any more."""
         spec, now, desired = self.spec, self.now, self.spec.replicas
         pool = self.cur + self.done
-        ranked = sorted(pool, key=lambda c: (is_available(c, spec, now), -c.created))
-        extras = ranked[: len(pool) - desired]
+        extras: list[ObservedContainer] = []
+        if len(pool) > desired:  # converged (the usual pass) needs no ranking
+            ranked = sorted(pool, key=lambda c: (is_available(c, spec, now), -c.created))
+            extras = ranked[: len(pool) - desired]
         for c in extras:
             self.remove(c, f"scale down to {desired}")
         kept = [c for c in self.cur if c not in extras]
@@ -410,6 +412,8 @@ def _drop_stale(
 ) -> None:
     """Remove up to `count` old containers, those that serve nothing first, but never
     below the availability floor (a new container still starting does not count)."""
+    if not stale or count <= 0:
+        return
     available = sum(1 for c in cur + stale if is_available(c, spec, now))
     floor = min(min_available(spec, order), available)
     for c in _stale_victims(stale, spec, now)[:count]:

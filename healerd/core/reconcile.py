@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from healerd.config import DesiredState
 from healerd.core import jobs, rollouts
@@ -38,6 +39,18 @@ class Observation:
 
     containers: Sequence[ObservedContainer]
     desired: DesiredState
+
+    @cached_property
+    def _by_service(self) -> dict[str, list[ObservedContainer]]:
+        grouped: dict[str, list[ObservedContainer]] = {}
+        for c in self.containers:
+            grouped.setdefault(c.service, []).append(c)
+        return grouped
+
+    def of(self, service: str) -> list[ObservedContainer]:
+        """The containers of one service: grouped once per look, not scanned per pass
+        (at 10 services x 100 the scans were a tenth of a pass)."""
+        return list(self._by_service.get(service, ()))
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,7 @@ class Reconciler:
         desired = obs.desired
         spec = desired.services.get(key)
         with self._lock:
-            mine = [as_dead(self._mem, c, mono) for c in obs.containers if c.service == key]
+            mine = [as_dead(self._mem, c, mono) for c in obs.of(key)]
         self._report.count("passes")
         if self._is_paused(key):
             self._done_with_room(key)
@@ -143,7 +156,7 @@ class Reconciler:
         if self._is_paused(key):
             return []
         spec = obs.desired.services.get(key)
-        mine = [c for c in obs.containers if c.service == key]
+        mine = obs.of(key)
         planned = self._plan(key, spec, mine, self._clock.time(), obs.desired, obs.containers)
         return list(planned.plan.actions)
 

@@ -28,6 +28,8 @@ class LoopHooks(Protocol):
 class Stats:
     passes: int = 0
     list_calls: int = 0
+    # Batches of a resync served by the list its first batch made (controller._reused).
+    reused_looks: int = 0
     creates: int = 0
     removes: int = 0
     errors: int = 0

@@ -27,6 +27,9 @@ class WorkQueue:
         # Keys added with `force` while processed: queued again at `done` even if their
         # pass ended in a backoff.
         self._forced: set[str] = set()
+        # When each key was last queued (monotonic): a look at the engine begun after it
+        # saw everything that key was queued for (see `queued_since`).
+        self._stamps: dict[str, float] = {}
         self._shutdown = False
 
     # -- adding -------------------------------------------------------------
@@ -93,7 +96,10 @@ class WorkQueue:
 
     def _add_now(self, key: str) -> None:
         self._waiting.pop(key, None)
-        if self._shutdown or key in self._dirty:
+        if self._shutdown:
+            return
+        self._stamps[key] = self._clock.monotonic()
+        if key in self._dirty:
             return
         self._dirty.add(key)
         if key in self._processing:
@@ -142,8 +148,16 @@ class WorkQueue:
                 # would have had they come a moment later.
                 self._dirty.discard(key)
             elif key in self._dirty and not self._shutdown:
+                # Queued again only now: a look begun during its pass saw a half-done state.
+                self._stamps[key] = self._clock.monotonic()
                 self._queue.append(key)
                 self._cond.notify_all()
+
+    def queued_before(self, keys: list[str], moment: float) -> bool:
+        """Whether every key was last queued strictly before `moment` (monotonic): then a
+        list of the engine begun at `moment` is as good for them as a new one."""
+        with self._cond:
+            return all(self._stamps.get(k, moment) < moment for k in keys)
 
     def _backing_off(self, key: str) -> bool:
         return self._failures.get(key, 0) > 0 and key in self._waiting

@@ -159,6 +159,11 @@ class StateCollector(Collector):
         yield CounterMetricFamily(
             "healerd_engine_list_calls", "Container list calls made.", value=stats.list_calls
         )
+        yield CounterMetricFamily(
+            "healerd_engine_list_reuses",
+            "Batches of keys served by a list begun after they were queued.",
+            value=stats.reused_looks,
+        )
 
     def _services(self, c: ControllerLike) -> Iterator[Metric]:
         families = {

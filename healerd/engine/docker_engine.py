@@ -33,10 +33,9 @@ from healerd.engine import (
     imagelist,
     request,
 )
-from healerd.engine.listing import int_or_none, observed
+from healerd.engine.listing import RowCache, int_or_none
 from healerd.model import (
     LABEL_SERVICE,
-    LABEL_SPEC_HASH,
     ContainerState,
     EngineEvent,
     ObservedContainer,
@@ -116,6 +115,10 @@ class DockerEngine:
         self._ensure_lock = threading.Lock()  # two workers must not make one network twice
         self._watch_stream: Any = None
         self._watch_stopped = False
+        self._rows = RowCache()
+        # Networks found or made by _ensure, not looked up for every create again; a
+        # failed create or a prune forgets them (one removed by hand costs one failure).
+        self._networks_seen: set[str] = set()
 
     def version(self) -> str:
         with _translated("version"):
@@ -137,7 +140,7 @@ class DockerEngine:
     def list_managed(self) -> list[ObservedContainer]:
         with _translated("list containers"):
             raw = self._api.containers(all=True, filters={"label": LABEL_SERVICE})
-        return [observed(r) for r in raw]
+        return self._rows.parse(raw)
 
     def image_present(self, image: str) -> bool:
         try:
@@ -231,14 +234,7 @@ class DockerEngine:
         labels: Mapping[str, str],
         inherit: Sequence[tuple[str, str]] = (),
     ) -> str:
-        # The caller's labels win: it may pass the hash of the spec as declared, before
-        # it filled in values (env files) that must not change the hash.
-        labels = {
-            **dict(spec.labels),
-            LABEL_SERVICE: spec.name,
-            LABEL_SPEC_HASH: spec.spec_hash,
-            **labels,
-        }
+        labels = request.container_labels(spec, labels)
         binds, mounts, anonymous = self._mounts(spec, inherit)
         port_bindings = request.port_bindings(spec)
         networks = list(spec.networks)
@@ -281,17 +277,22 @@ class DockerEngine:
                 self._api.start(container_id)
         except EngineError:
             # Leave nothing half-made behind; the next pass creates a fresh one.
+            self._networks_seen.clear()
             self._remove_quietly(container_id)
             raise
         return container_id
 
     def _create_from_config(self, config: Any, name: str, platform: str | None) -> Any:
         """Debian 12's SDK (python3-docker 5.0.3) takes no platform here: only a service
-        that asks for one needs a newer SDK."""
-        if platform is None:
-            return self._api.create_container_from_config(config, name)
+        that asks for one needs a newer SDK. A failure forgets the networks seen: one
+        may be gone (look again next time)."""
         try:
+            if platform is None:
+                return self._api.create_container_from_config(config, name)
             return self._api.create_container_from_config(config, name, platform)
+        except docker.errors.APIError:
+            self._networks_seen.clear()
+            raise
         except TypeError as exc:
             raise EngineError(
                 f"create {name}: platform needs the docker SDK 6 or later ({exc})"
@@ -329,6 +330,8 @@ class DockerEngine:
         healerd's labels); one that exists is used as it is, whoever made it."""
         with self._ensure_lock:
             for n in spec.networks_to_create:
+                if n.name in self._networks_seen:
+                    continue
                 with _translated(f"network {n.name}"):
                     # The engine's name filter matches parts of names: compare exactly.
                     found = self._api.networks(names=[n.name])
@@ -343,6 +346,7 @@ class DockerEngine:
                             ipam=request.ipam(n),
                             enable_ipv6=n.enable_ipv6,
                         )
+                self._networks_seen.add(n.name)
             for v in spec.volumes_to_create:
                 with _translated(f"volume {v.name}"):
                     try:
@@ -417,6 +421,7 @@ class DockerEngine:
         return removed
 
     def prune_networks(self, keep: AbstractSet[str]) -> bool:
+        self._networks_seen.clear()
         with _translated("list networks"):
             found = self._api.networks(filters={"label": request.LABEL_PROJECT})
         done = True
@@ -540,6 +545,7 @@ class DockerEngine:
                                 action=str(event.get("Action", "")),
                                 signal=str(attrs.get("signal", "")),
                                 exit_code=int_or_none(attrs.get("exitCode")),
+                                name=str(attrs.get("name", "")),
                             )
                         )
         except (AttributeError, ValueError, OSError, requests.exceptions.RequestException) as exc:

@@ -68,6 +68,33 @@ def observed(raw: dict[str, Any]) -> ObservedContainer:
     )
 
 
+class RowCache:
+    """Parses a list call's rows, reusing the last parse of a row that did not change.
+
+    A container's labels, creation time, mounts and network mode never change; its
+    state, status text, name (a rename) and image reference (a moved tag) may: those
+    make the key. At 1,000 containers most rows of a pass are as they were in the last
+    one, and parsing them was most of what a pass cost above the list call itself.
+    Safe across threads: each call builds a new table and swaps it in whole."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[tuple[object, ...], ObservedContainer]] = {}
+
+    def parse(self, rows: list[dict[str, Any]]) -> list[ObservedContainer]:
+        last = self._rows
+        now: dict[str, tuple[tuple[object, ...], ObservedContainer]] = {}
+        out = []
+        for raw in rows:
+            cid = str(raw["Id"])
+            key = (raw.get("State"), raw.get("Status"), raw.get("Names"), raw.get("Image"))
+            hit = last.get(cid)
+            c = hit[1] if hit is not None and hit[0] == key else observed(raw)
+            now[cid] = (key, c)
+            out.append(c)
+        self._rows = now
+        return out
+
+
 def _network_of(raw: dict[str, Any]) -> str:
     """The container whose network namespace a listed container joined, else ""."""
     mode = str((raw.get("HostConfig") or {}).get("NetworkMode") or "")
@@ -87,4 +114,4 @@ def _anonymous_volumes(mounts: list[dict[str, Any]]) -> tuple[tuple[str, str], .
     )
 
 
-__all__ = ["ANONYMOUS", "int_or_none", "observed"]
+__all__ = ["ANONYMOUS", "RowCache", "int_or_none", "observed"]

@@ -8,10 +8,17 @@ test_compose_diff.py compares the two).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from healerd.model import NetworkDecl, ServiceSpec, VolumeDecl, VolumeSpec
+from healerd.model import (
+    LABEL_SERVICE,
+    LABEL_SPEC_HASH,
+    NetworkDecl,
+    ServiceSpec,
+    VolumeDecl,
+    VolumeSpec,
+)
 
 # Networks on which the engine takes no aliases.
 _NO_ALIASES = ("bridge", "host", "none", "default")
@@ -289,3 +296,14 @@ def healthcheck(spec: ServiceSpec) -> dict[str, Any] | None:
     if hc.retries is not None:
         out["retries"] = hc.retries
     return out
+
+
+def container_labels(spec: ServiceSpec, labels: Mapping[str, str]) -> dict[str, str]:
+    """The service's labels and healerd's. The caller's win: it may pass the hash of the
+    spec as declared, before it filled in values (env files) that must not change it."""
+    return {
+        **dict(spec.labels),
+        LABEL_SERVICE: spec.name,
+        LABEL_SPEC_HASH: spec.spec_hash,
+        **labels,
+    }

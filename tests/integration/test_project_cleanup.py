@@ -69,3 +69,29 @@ def test_a_removed_project_takes_its_networks_and_leaves_its_volumes(
         assert "gone_data" not in names and "stays_keep" in names
     finally:
         api.remove_network("gone_byhand")
+
+
+def test_a_network_removed_behind_healerds_back_is_made_again_at_the_next_heal(
+    healerd: Healerd, cluster: Cluster, config: ConfigDir, api: docker.APIClient
+) -> None:
+    # healerd remembers the networks it has seen (no lookup per create); one removed by
+    # hand costs at most one failed create, then the next pass makes it again.
+    config.write(
+        "net.yaml",
+        f"services:\n  web:\n    image: {IMAGE}\n    command: {list(COMMAND)}\n"
+        "    stop_grace_period: 1s\n",
+    )
+    healerd.start()
+    wait_for("web running", lambda: cluster.converged("web", 1), timeout=30)
+    (old,) = cluster.running("web")
+    api.remove_container(old["Id"], force=True)
+    wait_for("healed", lambda: cluster.converged("web", 1), timeout=30)
+    rc, out, err = healerd.ctl("pause", "web")
+    assert rc == 0, (out, err)
+    (c,) = cluster.running("web")
+    api.remove_container(c["Id"], force=True)
+    api.remove_network("net_default")
+    rc, out, err = healerd.ctl("resume", "web")
+    assert rc == 0, (out, err)
+    wait_for("healed onto a new network", lambda: cluster.converged("web", 1), timeout=30)
+    assert "net_default" in _networks(api)

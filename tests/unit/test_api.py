@@ -49,6 +49,7 @@ def spec(name: str, replicas: int = 1) -> ServiceSpec:
 class FakeStats:
     passes: int = 3
     list_calls: int = 5
+    reused_looks: int = 2
 
 
 @dataclass

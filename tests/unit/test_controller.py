@@ -438,3 +438,51 @@ def test_a_failed_pull_is_not_retried_on_every_hint() -> None:
         ctrl.enqueue_all()
         ctrl.process_once()
     assert engine.calls.count("pull") == 1
+
+
+def _run_until_idle(ctrl: Controller, engine: FakeEngine) -> None:
+    """The threaded loop until every key is done (fake time stands still meanwhile)."""
+    import threading
+
+    from tests.support.polling import wait_for
+
+    stop = threading.Event()
+    t = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        wait_for("idle", lambda: not ctrl.queue.pending(), 10, 0.01)
+    finally:
+        stop.set()
+        ctrl.queue.shut_down()
+        t.join(5)
+
+
+def test_a_resync_lists_once_though_its_keys_come_in_batches_of_the_worker_count() -> None:
+    ctrl, engine, clock = make()  # 2 workers
+    ctrl.set_desired(desired(*(spec(f"s{i}", 1) for i in range(7))))
+    drive(ctrl, clock)
+    lists = engine.calls.count("list")
+    ctrl.enqueue_all()
+    clock.advance(0.01)
+    _run_until_idle(ctrl, engine)
+    assert engine.calls.count("list") == lists + 1
+    assert ctrl.stats.reused_looks >= 3  # 8 keys (7 and discovery), at most 2 a batch
+
+
+def test_a_look_is_not_reused_for_a_key_queued_after_it_began_or_when_old() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1), spec("b", 1)))
+    drive(ctrl, clock)  # the last look began now
+    clock.advance(0.01)
+    ctrl.queue.add("a")  # queued after that look began
+    assert ctrl._reused(["a"]) is None
+    clock.advance(0.01)
+    ctrl.process_once()  # a new look, begun after a's add
+    lists = engine.calls.count("list")
+    assert ctrl._reused(["a"]) is not None
+    clock.advance(2.5)  # older than LOOK_REUSE
+    assert ctrl._reused(["a"]) is None
+    ctrl.enqueue_all()
+    clock.advance(0.01)
+    _run_until_idle(ctrl, engine)
+    assert engine.calls.count("list") == lists + 1

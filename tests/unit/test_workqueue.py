@@ -193,3 +193,32 @@ def test_a_forced_add_during_a_pass_that_ends_in_a_backoff_runs_at_once() -> Non
     q.add_backoff("web", 2.0)
     q.done("web")
     assert q.get_batch(10, timeout=0) == ["web"]
+
+
+def test_queued_before_tells_whether_a_look_saw_every_cause_of_a_key() -> None:
+    q, clock = new_queue()
+    q.add("a")
+    q.add("b")
+    clock.advance(0.1)
+    look = clock.monotonic()  # a list begun now sees what a and b were queued for
+    assert q.queued_before(["a", "b"], look)
+    clock.advance(0.1)
+    q.add("b")  # a later event: the look is older than this cause
+    assert q.queued_before(["a"], look)
+    assert not q.queued_before(["a", "b"], look)
+    assert not q.queued_before(["b"], clock.monotonic())  # strictly before, not at
+
+
+def test_a_key_requeued_at_done_is_stamped_then_not_at_its_add() -> None:
+    # Added during its pass, queued again at done: a look begun during the pass saw a
+    # half-done state, so it must not serve the next pass.
+    q, clock = new_queue()
+    q.add("a")
+    assert q.get_batch(1, timeout=0) == ["a"]
+    q.add("a")
+    clock.advance(0.1)
+    during = clock.monotonic()
+    clock.advance(0.1)
+    q.done("a")
+    assert not q.queued_before(["a"], during)
+    assert q.queued_before(["a"], clock.monotonic() + 0.01)
