@@ -30,9 +30,13 @@ bench/scale1000.json).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +59,7 @@ from bench.lib import (
     label_of,
     pct,
     private_engine,
+    swarm,
 )
 from healerd.config import DesiredStore, load_conf_dir
 from healerd.core.clock import SystemClock
@@ -69,6 +74,7 @@ PER_SERVICE = 100
 TOTAL = SERVICES * PER_SERVICE
 STORM = 500
 SLOPE = (10, 100, 300)
+SLOPE_IDLE = 40.0  # seconds of idle at each size of the slope (120 at 1,000)
 
 
 def _spread(ratios: list[float]) -> dict[str, float]:
@@ -119,19 +125,49 @@ def _ctl_ms(h: BenchHealerd, *args: str, rounds: int = 5) -> float:
     return pct(times, 0.5) * 1000
 
 
-def _bare(client: docker.APIClient, n: int, tag: str) -> list[str]:
-    def one(_: int) -> str:
-        cid = client.create_container(IMAGE, COMMAND, labels={BENCH_LABEL: tag})["Id"]
+REF_NETS = [f"bench-ref-k{i}" for i in range(SERVICES)]
+
+
+def _ref_networks(client: docker.APIClient) -> None:
+    """The reference's containers sit on a user-defined bridge each, with an alias, as
+    healerd's do on their project's `default` network: the same container, so that the
+    bound is the engine's rate for what healerd asks of it."""
+    for net in REF_NETS:
+        if not client.networks(names=[net]):
+            client.create_network(net, driver="bridge", labels={BENCH_LABEL: "ref"})
+
+
+def _drop_ref_networks(client: docker.APIClient) -> None:
+    for net in client.networks(filters={"label": BENCH_LABEL}):
+        with contextlib.suppress(docker.errors.APIError):
+            client.remove_network(net["Id"])
+
+
+def _bare(client: docker.APIClient, n: int, tag: str, first: int = 0) -> list[str]:
+    """`n` containers made and started by 8 threads, the i-th on REF_NETS[i % 10]."""
+
+    def one(i: int) -> str:
+        net = REF_NETS[i % SERVICES]
+        cid = client.create_container(
+            IMAGE,
+            COMMAND,
+            labels={BENCH_LABEL: tag},
+            host_config=client.create_host_config(network_mode=net),
+            networking_config=client.create_networking_config(
+                {net: client.create_endpoint_config(aliases=[f"k{i % SERVICES}"])}
+            ),
+        )["Id"]
         client.start(cid)
         return str(cid)
 
     with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(one, range(n)))
+        return list(pool.map(one, range(first, first + n)))
 
 
 def _bound_and_bare_storm(client: docker.APIClient) -> dict[str, float]:
     """The engine alone: TOTAL bare containers, 8 at a time; then STORM of them killed
     while a perfect script replaces each the moment its kill returns."""
+    _ref_networks(client)
     t0 = time.time()
     ids = _bare(client, TOTAL, "bound")
     create_s = time.time() - t0
@@ -140,7 +176,8 @@ def _bound_and_bare_storm(client: docker.APIClient) -> dict[str, float]:
     t0 = time.time()
     with ThreadPoolExecutor(16) as killer:
         futures = [
-            creator.submit(_bare, client, 1, "bound") for _ in killer.map(client.kill, ids[:STORM])
+            creator.submit(_bare, client, 1, "bound", i)
+            for i, _ in enumerate(killer.map(client.kill, ids[:STORM]))
         ]
     for f in futures:
         f.result()
@@ -148,6 +185,72 @@ def _bound_and_bare_storm(client: docker.APIClient) -> dict[str, float]:
     creator.shutdown()
     cleanup(client)
     return {"bare_create_1000_s": create_s, "bare_storm_s": storm_s}
+
+
+def _running(client: docker.APIClient, label: str) -> int:
+    return len(client.containers(filters={"label": label, "status": "running"}))
+
+
+def _compose_cold(client: docker.APIClient) -> dict[str, Any]:
+    """`docker-compose up -d` of 10 services, each `--scale`d to 100 (Debian's
+    docker-compose; its own parallelism), timed until it returns with 1,000 running."""
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        return {"skipped": "docker-compose not installed"}
+    services = {
+        f"k{i}": {"image": IMAGE, "command": COMMAND, "labels": {BENCH_LABEL: "compose"}}
+        for i in range(SERVICES)
+    }
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "docker-compose.yml"
+        path.write_text(json.dumps({"version": "2.4", "services": services}))
+        env = dict(os.environ, DOCKER_HOST=docker_host(), COMPOSE_HTTP_TIMEOUT="600")
+        base = [exe, "-p", "benchcompose", "-f", str(path)]
+        scale = [a for i in range(SERVICES) for a in ("--scale", f"k{i}={PER_SERVICE}")]
+        t0 = time.time()
+        done = subprocess.run(
+            [*base, "up", "-d", *scale], env=env, capture_output=True, text=True, timeout=1800
+        )
+        elapsed = time.time() - t0
+        running = _running(client, f"{BENCH_LABEL}=compose")
+        subprocess.run([*base, "down", "-t", "1"], env=env, check=False, capture_output=True)
+    cleanup(client)
+    out: dict[str, Any] = {"seconds": elapsed, "running": running, "rc": done.returncode}
+    if done.returncode != 0:
+        out["stderr_tail"] = done.stderr[-500:]
+    return out
+
+
+def _swarm_cold(client: docker.APIClient, limit: float = 900.0) -> dict[str, Any]:
+    """10 Swarm services of 100 replicas on the run's single-node swarm, timed from the
+    first create until 1,000 tasks run (or `limit`, then how many ran)."""
+    import docker.types
+
+    img = image_id(client)
+    label = "com.docker.swarm.service.name"
+    with swarm(client) as have:
+        if not have:
+            return {"skipped": "swarm unavailable"}
+        task = docker.types.TaskTemplate(
+            container_spec=docker.types.ContainerSpec(img, COMMAND[0], args=COMMAND[1:]),
+            restart_policy=docker.types.RestartPolicy(condition="any", delay=0),
+        )
+        t0 = time.time()
+        for i in range(SERVICES):
+            mode = docker.types.ServiceMode("replicated", PER_SERVICE)
+            client.create_service(task, name=f"bench-swarm-k{i}", mode=mode)
+        reached = True
+        try:
+            wait_for("swarm 1000", lambda: _running(client, label) >= TOTAL, limit, 0.5)
+        except AssertionError:
+            reached = False
+        elapsed = time.time() - t0
+        running = _running(client, label)
+        cleanup(client)
+        wait_for(
+            "swarm gone", lambda: not client.containers(all=True, filters={"label": label}), 900, 1
+        )
+    return {"seconds": elapsed, "running": running, "reached": reached}
 
 
 def _write_services(h: BenchHealerd, replicas: int) -> None:
@@ -172,26 +275,40 @@ def _replacement_of(service: str, victim: str) -> Callable[[dict[str, Any]], boo
 
 
 def _heal_rounds(
-    client: docker.APIClient, cluster: Cluster, events: EventClock, rounds: int = 20
+    client: docker.APIClient,
+    cluster: Cluster,
+    events: EventClock,
+    services: list[str],
+    per_service: int,
+    rounds: int = 20,
 ) -> dict[str, Any]:
+    """`docker kill` of one container to its replacement's start event, each round next
+    to a bare create+start (on a user-defined bridge, as healerd's containers are)."""
     heals, bare = [], []
+
+    def converged() -> bool:  # one list, not one per service, while 1,000 run
+        running = client.containers(filters={"label": "io.healerd.service", "status": "running"})
+        return len(running) == len(services) * per_service
+
     for i in range(rounds):
-        service = f"bench-k{i % SERVICES}"
-        wait_for("converged", lambda: _all_converged(cluster, PER_SERVICE), 120, 0.1)
+        service = services[i % len(services)]
+        wait_for("converged", converged, 120, 0.1)
         victim = cluster.running(service)[0]["Id"]
         t0 = time.time()
         client.kill(victim)
         ev = events.wait(_replacement_of(service, victim), after=t0)
         heals.append(ev["timeNano"] / 1e9 - t0)
         t0 = time.perf_counter()
-        (cid,) = _bare(client, 1, "heal-ref")
+        (cid,) = _bare(client, 1, "heal-ref", i)
         bare.append(time.perf_counter() - t0)
         client.remove_container(cid, force=True)
+    ratios = [h / b for h, b in zip(heals, bare, strict=True)]
     return {
         "heal_p50_ms": pct(heals, 0.5) * 1000,
         "heal_p99_ms": pct(heals, 0.99) * 1000,
         "bare_create_start_p50_ms": pct(bare, 0.5) * 1000,
         "ratio": pct(heals, 0.5) / pct(bare, 0.5),
+        "pair_ratio": _spread(ratios),
     }
 
 
@@ -258,6 +375,7 @@ def run() -> dict[str, Any]:
     cleanup(client)
     out: dict[str, Any] = {"slope": {}}
     # 1. slope, one service
+    _ref_networks(client)
     h = BenchHealerd("scale1000-slope")
     try:
         h.service("bench-slope", 0)
@@ -269,6 +387,9 @@ def run() -> dict[str, Any]:
             row = _pass_vs_list(client, h.conf.conf_d)
             row["status_ms"] = _ctl_ms(h, "status")
             row["get_json_ms"] = _ctl_ms(h, "get", "-o", "json")
+            row["idle"] = _idle(h, SLOPE_IDLE)
+            with EventClock(client) as events:
+                row["heal"] = _heal_rounds(client, cluster, events, ["bench-slope"], n, 6)
             out["slope"][n] = row
             print(f"slope {n}: {json.dumps(row)}", flush=True)
     finally:
@@ -277,6 +398,10 @@ def run() -> dict[str, Any]:
     # 2. the engine alone at 1,000
     out["engine"] = _bound_and_bare_storm(client)
     print(f"engine: {json.dumps(out['engine'])}", flush=True)
+    out["compose"] = _compose_cold(client)
+    print(f"compose: {json.dumps(out['compose'])}", flush=True)
+    out["swarm"] = _swarm_cold(client)
+    print(f"swarm: {json.dumps(out['swarm'])}", flush=True)
     # 3. healerd at 1,000
     h = BenchHealerd("scale1000")
     try:
@@ -297,13 +422,17 @@ def run() -> dict[str, Any]:
             print(f"at {TOTAL}: {json.dumps(row)}", flush=True)
             out["idle"] = _idle(h, 120.0)
             print(f"idle: {json.dumps(out['idle'])}", flush=True)
-            out["heal"] = _heal_rounds(client, cluster, events)
+            row["idle"] = out["idle"]
+            names = [f"bench-k{i}" for i in range(SERVICES)]
+            out["heal"] = _heal_rounds(client, cluster, events, names, PER_SERVICE)
+            row["heal"] = out["heal"]
             print(f"heal: {json.dumps(out['heal'])}", flush=True)
             out["storm"] = _storm(client, cluster, events)
             print(f"storm: {json.dumps(out['storm'])}", flush=True)
     finally:
         h.stop()
         cleanup(client)
+        _drop_ref_networks(client)
     return _judged(out)
 
 
@@ -318,8 +447,13 @@ def _judged(out: dict[str, Any]) -> dict[str, Any]:
         "heal_over_bare_create_start": out["heal"]["ratio"],
         "rss_over_floor_mib": idle["rss_mib"] - idle["import_floor_mib"],
     }
+    for ref in ("compose", "swarm"):
+        if "seconds" in out.get(ref, {}):
+            out["ratios"][f"cold_start_over_{ref}"] = out["cold_start_s"] / out[ref]["seconds"]
     r = out["ratios"]
     out["goals"] = {
+        "cold start faster than docker-compose --scale": r.get("cold_start_over_compose", 9) < 1,
+        "cold start faster than Swarm": r.get("cold_start_over_swarm", 9) < 1,
         "pass <= 1.2 x list at 1000": r["pass_over_list_at_1000"] <= 1.2,
         "idle CPU < 0.5 % of one core": idle["cpu_percent_of_one_core"] < 0.5,
         "idle: no action": idle["actions"] == 0,
@@ -334,11 +468,74 @@ def _judged(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def plot(out: dict[str, Any], path: Path) -> None:
+    """The slope as an SVG: each figure against the number of containers (log scale),
+    healerd next to its reference where it has one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(int(n) for n in out["slope"])
+    rows = [out["slope"][n if n in out["slope"] else str(n)] for n in sizes]
+
+    def col(f: Callable[[dict[str, Any]], float]) -> list[float]:
+        return [f(r) for r in rows]
+
+    fig, ax = plt.subplots(2, 3, figsize=(13, 7.5))
+    panels: list[tuple[str, list[tuple[str, list[float]]]]] = [
+        ("one full pass vs a bare list (ms)", [
+            ("healerd pass", col(lambda r: r["pass_p50_ms"])),
+            ("bare list", col(lambda r: r["list_p50_ms"])),
+        ]),
+        ("pass / list (p50 of pairs)", [("ratio", col(lambda r: r["ratio"]["p50"]))]),
+        ("healerctl, new process (ms)", [
+            ("status", col(lambda r: r["status_ms"])),
+            ("get -o json", col(lambda r: r["get_json_ms"])),
+        ]),
+        ("heal after docker kill, p50 (ms)", [
+            ("healerd", col(lambda r: r["heal"]["heal_p50_ms"])),
+            ("bare create+start", col(lambda r: r["heal"]["bare_create_start_p50_ms"])),
+        ]),
+        ("idle CPU (% of one core)", [
+            ("healerd", col(lambda r: r["idle"]["cpu_percent_of_one_core"]))
+        ]),
+        ("RSS above the import floor (MiB)", [
+            ("healerd", col(lambda r: r["idle"]["rss_mib"] - r["idle"]["import_floor_mib"]))
+        ]),
+    ]  # fmt: skip
+    for a, (title, lines) in zip(ax.flat, panels, strict=True):
+        for label, ys in lines:
+            a.plot(sizes, ys, marker="o", label=label)
+        a.set_xscale("log")
+        a.set_xticks(sizes, [str(n) for n in sizes])
+        a.set_title(title, fontsize=10)
+        a.set_xlabel("containers (1 service; 10 x 100 at 1,000)", fontsize=8)
+        a.legend(fontsize=8)
+        a.grid(alpha=0.3)
+    fig.suptitle(f"healerd from 10 to 1,000 containers ({out.get('commit', '')})")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or "?"
+
+
 def main() -> int:
+    commit = _commit()
     with private_engine():
         out = run()
+    out["commit"] = commit
+    out["finished_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    name = os.environ.get("SCALE1000_OUT", "scale1000")
     text = json.dumps(out, indent=2, default=str)
-    Path(__file__).with_name("scale1000.json").write_text(text + "\n")
+    Path(__file__).with_name(f"{name}.json").write_text(text + "\n")
+    plot(out, Path(__file__).with_name(f"{name}.svg"))
     print(text)
     return 0
 
