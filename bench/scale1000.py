@@ -20,12 +20,14 @@ containers and their shims):
    a bare create+start); the storm: 500 of the 1,000 killed at once, to full
    convergence, counting creates.
 
-Swarm and `docker-compose up --scale` at 1,000 are left out of this first version (each
-takes several minutes more); the cold start is compared with the engine's own bare
-creation of the same 1,000.
+References in the same run, on the same engine: the bound (above), Debian's
+`docker-compose up -d --scale` of the same 10 x 100, and 10 Swarm services of 100 replicas
+on a single-node swarm (capped at 15 minutes). The reference containers sit on
+user-defined bridges with an alias, as healerd's do on their project's network.
 
-Run (outside CI, about 15 minutes): `python -m bench.scale1000` (prints JSON; writes
-bench/scale1000.json).
+Run (outside CI, about 45 minutes): `python -m bench.scale1000` (prints JSON; writes
+bench/scale1000.json and the slope as bench/scale1000.svg; SCALE1000_OUT=name to keep
+another run's files beside them).
 """
 
 from __future__ import annotations
@@ -253,6 +255,17 @@ def _swarm_cold(client: docker.APIClient, limit: float = 900.0) -> dict[str, Any
     return {"seconds": elapsed, "running": running, "reached": reached}
 
 
+def _guarded(
+    reference: Callable[[docker.APIClient], dict[str, Any]], client: docker.APIClient
+) -> dict[str, Any]:
+    """A reference that fails says so in the results; the run goes on without it."""
+    try:
+        return reference(client)
+    except Exception as exc:
+        cleanup(client)
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def _write_services(h: BenchHealerd, replicas: int) -> None:
     for i in range(SERVICES):
         h.service(f"bench-k{i}", replicas)
@@ -337,11 +350,14 @@ def _idle(h: BenchHealerd, seconds: float) -> dict[str, Any]:
     }
 
 
-def _storm(client: docker.APIClient, cluster: Cluster, events: EventClock) -> dict[str, Any]:
+def _storm(
+    client: docker.APIClient, cluster: Cluster, events: EventClock, h: BenchHealerd
+) -> dict[str, Any]:
     wait_for("converged", lambda: _all_converged(cluster, PER_SERVICE), 300, 0.1)
     time.sleep(6)  # past min_ready_seconds
     running = client.containers(filters={"label": "io.healerd.service", "status": "running"})
     victims = [c["Id"] for c in running[:STORM]]
+    m0 = _metrics(str(h.socket))
     t0 = time.time()
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(client.kill, victims))
@@ -357,6 +373,7 @@ def _storm(client: docker.APIClient, cluster: Cluster, events: EventClock) -> di
         0.1,
     )
     storm_s = time.time() - t0
+    m1 = _metrics(str(h.socket))
     time.sleep(3)
     creates = events.count(
         lambda e: (
@@ -365,7 +382,12 @@ def _storm(client: docker.APIClient, cluster: Cluster, events: EventClock) -> di
         ),
         t0,
     )
-    return {"storm_s": storm_s, "creates": creates}
+    calls = ("healerd_engine_list_calls_total", "healerd_reconcile_passes_total")
+    return {
+        "storm_s": storm_s,
+        "creates": creates,
+        **{k.removeprefix("healerd_"): m1.get(k, 0) - m0.get(k, 0) for k in calls},
+    }
 
 
 def run() -> dict[str, Any]:
@@ -398,9 +420,9 @@ def run() -> dict[str, Any]:
     # 2. the engine alone at 1,000
     out["engine"] = _bound_and_bare_storm(client)
     print(f"engine: {json.dumps(out['engine'])}", flush=True)
-    out["compose"] = _compose_cold(client)
+    out["compose"] = _guarded(_compose_cold, client)
     print(f"compose: {json.dumps(out['compose'])}", flush=True)
-    out["swarm"] = _swarm_cold(client)
+    out["swarm"] = _guarded(_swarm_cold, client)
     print(f"swarm: {json.dumps(out['swarm'])}", flush=True)
     # 3. healerd at 1,000
     h = BenchHealerd("scale1000")
@@ -427,7 +449,7 @@ def run() -> dict[str, Any]:
             out["heal"] = _heal_rounds(client, cluster, events, names, PER_SERVICE)
             row["heal"] = out["heal"]
             print(f"heal: {json.dumps(out['heal'])}", flush=True)
-            out["storm"] = _storm(client, cluster, events)
+            out["storm"] = _storm(client, cluster, events, h)
             print(f"storm: {json.dumps(out['storm'])}", flush=True)
     finally:
         h.stop()
