@@ -11,9 +11,9 @@ import argparse
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
-from healerd.cli import export_compose, export_kubernetes, export_swarm
+from healerd.cli import export_compose, export_kubernetes, export_swarm, export_verbs
 from healerd.cli.export_common import Options, Rendered
 from healerd.config import (
     ConfigError,
@@ -34,6 +34,7 @@ TARGETS: dict[str, Callable[[list[ServiceSpec], Options], Rendered]] = {
     "kubernetes": export_kubernetes.render,
     "compose": export_compose.render,
 }
+assert sorted(TARGETS) == sorted(export_verbs.TARGET_NAMES)
 
 
 class CtlLike(Protocol):
@@ -148,24 +149,4 @@ def export(ctl: CtlLike) -> int:
     return code
 
 
-def add_verbs(verb: Any) -> None:
-    sp = verb(
-        "export",
-        "write the services as a Swarm stack, Kubernetes manifests or a Compose file "
-        "(no daemon; default /etc/healerd/conf.d)",
-        output=False,
-    )
-    sp.add_argument("--to", dest="target", required=True, choices=sorted(TARGETS))
-    sp.add_argument("--service", dest="export_services", action="append", default=[],
-                    metavar="NAME", help="only this service (repeat for more)")  # fmt: skip
-    sp.add_argument("-o", "--file", dest="export_file", metavar="FILE",
-                    help="write to FILE instead of stdout")  # fmt: skip
-    sp.add_argument("--strict", action="store_true",
-                    help="a field the target cannot express is an error (exit 1)")  # fmt: skip
-    sp.add_argument("--include-secrets", action="store_true",
-                    help="kubernetes: put env_file values in a Secret (needs -o FILE)")  # fmt: skip
-    sp.add_argument("paths", nargs="*", metavar="PATH",
-                    help="a service file, a conf.d directory, or a config directory")  # fmt: skip
-
-
-__all__ = ["TARGETS", "add_verbs", "export", "load"]
+__all__ = ["TARGETS", "export", "load"]

@@ -21,12 +21,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from healerd import __version__
-from healerd.cli import export, inspect_verbs
+from healerd import __version__, paths
+from healerd.cli import export_verbs, inspect_verbs
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
 from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
-from healerd.cli.validate import validate
-from healerd.config import Settings, parse_duration
 
 EXIT_OK = 0
 EXIT_NO = 1
@@ -45,16 +43,20 @@ EXIT_CODES_HELP = """exit codes:
   5  healerd answered with another error (unknown service, engine unreachable, ...)
 """
 
-DEFAULT_CONF_DIR = Settings().config_dir
+DEFAULT_CONF_DIR = paths.CONFIG_DIR
 POLL_INTERVAL = 0.25
 FOLLOW_WAIT = 25.0
 
 
 def default_socket() -> str:
-    return os.environ.get("HEALERD_SOCKET") or str(Settings().socket_path)
+    return os.environ.get("HEALERD_SOCKET") or str(paths.SOCKET)
 
 
 def duration(text: str) -> float:
+    # The config package is loaded only by the verbs that read config (validate, export):
+    # a tenth of a second of every other healerctl call.
+    from healerd.config import parse_duration
+
     try:
         return parse_duration(text)
     except ValueError as exc:
@@ -256,6 +258,8 @@ class Ctl:
 
     def validate(self) -> int:
         paths = [Path(p) for p in self.args.paths] or [DEFAULT_CONF_DIR]
+        from healerd.cli.validate import validate
+
         report = validate(paths)
         if self.fmt != "table":
             dump(report.as_dict(), self.fmt, self.out)
@@ -487,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_looking_verbs(verb)
     _add_steering_verbs(verb)
     inspect_verbs.add_verbs(verb)
-    export.add_verbs(verb)
+    export_verbs.add_verbs(verb)
     return p
 
 
@@ -550,6 +554,12 @@ def _add_steering_verbs(verb: AddVerb) -> None:
     )
 
 
+def _export(ctl: Ctl) -> int:
+    from healerd.cli import export
+
+    return export.export(ctl)
+
+
 VERBS: dict[str, Callable[[Ctl], int]] = {
     "status": Ctl.status,
     "get": Ctl.get,
@@ -564,7 +574,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "wait": Ctl.wait,
     "logs": inspect_verbs.logs,
     "describe": inspect_verbs.describe,
-    "export": export.export,
+    "export": _export,
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from healerd import paths
 from healerd.config.errors import (
     ConfigError,
     SettingsError,
@@ -39,9 +40,9 @@ class Settings:
     check_settings. `config_dir` is not read from healerd.yaml, which lives inside it.
     """
 
-    config_dir: Path = Path("/etc/healerd")
+    config_dir: Path = paths.CONFIG_DIR
     docker_host: str | None = None  # None: DOCKER_HOST, else the local socket
-    socket_path: Path = Path("/run/healerd/healerd.sock")
+    socket_path: Path = paths.SOCKET
     # The host key that signs healerd's containers lives here (root-only, mode 0700).
     state_dir: Path = Path("/var/lib/healerd")
     resync_interval: float = 30.0

@@ -1,0 +1,32 @@
+"""`healerctl export`'s arguments, apart from the export itself: building the parser
+must not load the config package (healerd.cli.export), which every healerctl call
+would pay for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TARGET_NAMES = ("compose", "kubernetes", "swarm")
+
+
+def add_verbs(verb: Any) -> None:
+    sp = verb(
+        "export",
+        "write the services as a Swarm stack, Kubernetes manifests or a Compose file "
+        "(no daemon; default /etc/healerd/conf.d)",
+        output=False,
+    )
+    sp.add_argument("--to", dest="target", required=True, choices=sorted(TARGET_NAMES))
+    sp.add_argument("--service", dest="export_services", action="append", default=[],
+                    metavar="NAME", help="only this service (repeat for more)")  # fmt: skip
+    sp.add_argument("-o", "--file", dest="export_file", metavar="FILE",
+                    help="write to FILE instead of stdout")  # fmt: skip
+    sp.add_argument("--strict", action="store_true",
+                    help="a field the target cannot express is an error (exit 1)")  # fmt: skip
+    sp.add_argument("--include-secrets", action="store_true",
+                    help="kubernetes: put env_file values in a Secret (needs -o FILE)")  # fmt: skip
+    sp.add_argument("paths", nargs="*", metavar="PATH",
+                    help="a service file, a conf.d directory, or a config directory")  # fmt: skip
+
+
+__all__ = ["TARGET_NAMES", "add_verbs"]
