@@ -40,8 +40,8 @@ def docker_host() -> str:
 
 
 @contextlib.contextmanager
-def private_engine() -> Iterator[str]:
-    """Start a private dockerd for the run; yields its URL."""
+def private_engine(save_log: Path | None = None) -> Iterator[str]:
+    """Start a private dockerd for the run; yields its URL (its log kept in `save_log`)."""
     PrivateDockerd.reap_stale(BENCH_ROOT, owner_marker="bench")
     d = PrivateDockerd(BENCH_ROOT / f"run-{os.getpid()}", bridge_prefix="hdb")
     d.start()
@@ -51,7 +51,7 @@ def private_engine() -> Iterator[str]:
         yield d.url
     finally:
         _ENGINE.pop("d", None)
-        d.teardown()
+        d.teardown(save_log=save_log)
 
 
 def engine() -> PrivateDockerd:

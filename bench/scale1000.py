@@ -27,7 +27,9 @@ user-defined bridges with an alias, as healerd's do on their project's network.
 
 Run (outside CI, about 45 minutes): `python -m bench.scale1000` (prints JSON; writes
 bench/scale1000.json and the slope as bench/scale1000.svg; SCALE1000_OUT=name to keep
-another run's files beside them).
+another run's files beside them; SCALE1000_TOOLS=compose leaves Swarm out, and
+SCALE1000_TOOLS= both, about 25 minutes, for a second run of the ratios). The engine's
+log is kept as bench/NAME-dockerd.log.
 """
 
 from __future__ import annotations
@@ -248,6 +250,7 @@ def _swarm_cold(client: docker.APIClient, limit: float = 900.0) -> dict[str, Any
             reached = False
         elapsed = time.time() - t0
         running = _running(client, label)
+        print(f"swarm up: {elapsed:.1f} s, {running} running, reached {reached}", flush=True)
         cleanup(client)
         wait_for(
             "swarm gone", lambda: not client.containers(all=True, filters={"label": label}), 900, 1
@@ -420,10 +423,13 @@ def run() -> dict[str, Any]:
     # 2. the engine alone at 1,000
     out["engine"] = _bound_and_bare_storm(client)
     print(f"engine: {json.dumps(out['engine'])}", flush=True)
-    out["compose"] = _guarded(_compose_cold, client)
-    print(f"compose: {json.dumps(out['compose'])}", flush=True)
-    out["swarm"] = _guarded(_swarm_cold, client)
-    print(f"swarm: {json.dumps(out['swarm'])}", flush=True)
+    tools = os.environ.get("SCALE1000_TOOLS", "compose,swarm").split(",")
+    if "compose" in tools:
+        out["compose"] = _guarded(_compose_cold, client)
+        print(f"compose: {json.dumps(out['compose'])}", flush=True)
+    if "swarm" in tools:
+        out["swarm"] = _guarded(_swarm_cold, client)
+        print(f"swarm: {json.dumps(out['swarm'])}", flush=True)
     # 3. healerd at 1,000
     h = BenchHealerd("scale1000")
     try:
@@ -548,13 +554,27 @@ def _commit() -> str:
     return done.stdout.strip() or "?"
 
 
+def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Each ratio of two runs, and how far apart they are (relative to their mean)."""
+    out = {}
+    for key in sorted(set(a["ratios"]) & set(b["ratios"])):
+        x, y = float(a["ratios"][key]), float(b["ratios"][key])
+        mean = (x + y) / 2
+        out[key] = {"run1": x, "run2": y, "apart": abs(x - y) / mean if mean else 0.0}
+    return out
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--compare"]:  # --compare RUN1.json RUN2.json
+        a, b = (json.loads(Path(f).read_text()) for f in sys.argv[2:4])
+        print(json.dumps(compare(a, b), indent=2))
+        return 0
     commit = _commit()
-    with private_engine():
+    name = os.environ.get("SCALE1000_OUT", "scale1000")
+    with private_engine(save_log=Path(__file__).with_name(f"{name}-dockerd.log")):
         out = run()
     out["commit"] = commit
     out["finished_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    name = os.environ.get("SCALE1000_OUT", "scale1000")
     text = json.dumps(out, indent=2, default=str)
     Path(__file__).with_name(f"{name}.json").write_text(text + "\n")
     plot(out, Path(__file__).with_name(f"{name}.svg"))
