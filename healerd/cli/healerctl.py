@@ -1,14 +1,5 @@
-"""healerctl: see and steer healerd over its local socket, like kubectl.
-
-Exit codes (also in README and `healerctl --help`):
-  0  done; for `status --check` and `wait`: converged; for `validate`: valid; for `diff`:
-     nothing to do
-  1  the answer is "no": not converged, wait timed out, config invalid, `diff` has actions
-  2  bad usage (unknown verb or flag, bad duration)
-  3  healerd unreachable (no socket, permission denied on it, nobody listening, no answer)
-  4  refused: the change needs root or the admin group
-  5  healerd answered with another error (unknown service, engine unreachable, ...)
-"""
+"""healerctl: see and steer healerd over its local socket, like kubectl. Its exit codes
+are EXIT_CODES_HELP below (also in README and `healerctl --help`)."""
 
 from __future__ import annotations
 
@@ -26,12 +17,7 @@ from healerd.cli import export_verbs, inspect_verbs
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
 from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
 
-EXIT_OK = 0
-EXIT_NO = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-EXIT_FORBIDDEN = 4
-EXIT_API = 5
+EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_FORBIDDEN, EXIT_API = range(6)
 
 EXIT_CODES_HELP = """exit codes:
   0  done (status --check / wait: converged; validate: valid; diff: nothing to do)
