@@ -28,7 +28,7 @@ class WorkQueue:
         # pass ended in a backoff.
         self._forced: set[str] = set()
         # When each key was last queued (monotonic): a look at the engine begun after it
-        # saw everything that key was queued for (see `queued_since`).
+        # saw everything that key was queued for (see `queued_before`).
         self._stamps: dict[str, float] = {}
         self._shutdown = False
 
