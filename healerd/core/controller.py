@@ -259,11 +259,17 @@ class Controller:
         """Queue the event's service. The engine sends `die` before its list shows the
         container stopped, so remember the container and look again until it does."""
         log.debug("event %s %s %s", event.action, event.service, event.container_id[:12])
+        self._last_look.changed()
         with self._lock:
             note_event(self._mem, event, self._clock.monotonic())
         if self._own.consume(event):
             return  # the pass that did it looks again anyway (healerd.core.own)
         self.queue.add(event.service)
+
+    def stream_state(self, connected: bool) -> None:
+        """The event watcher's stream is up or down: while it is up and quiet, the last
+        list is still what runs, and readers are shown it without a list of their own."""
+        self._last_look.stream(connected)
 
     # -- operator requests ---------------------------------------------------------
 

@@ -7,6 +7,9 @@ number of engine requests, and the work queue's merging of keys keeps the backlo
 Readers (the API's container list and diff) do not spend that budget: `LastLook` serves
 them the loop's last list while it is fresh, and otherwise lists once for all readers
 together, through a bucket of their own (one list a second, wired by the daemon).
+"Fresh" is younger than a second, or, while the event stream is connected, no event
+since the list began: then nothing a list shows has changed (at 1,000 containers a
+`healerctl get` at idle cost a list of 1,000 rows, 40 % of its time).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceS
 
 # A list younger than this is what readers are shown, rather than a list of their own.
 READ_MAX_AGE = 1.0
+# How long a list the event stream says nothing about since may still be shown: a bound
+# for a stream that is silent without being closed (the loop lists every 30 s anyway).
+QUIET_MAX_AGE = 60.0
 
 
 class TokenBucket:
@@ -204,10 +210,14 @@ class LastLook:
         clock: Clock,
         lister: Callable[[], list[ObservedContainer]],
         max_age: float = READ_MAX_AGE,
+        quiet_max_age: float = QUIET_MAX_AGE,
     ) -> None:
         self._clock = clock
         self._lister = lister
         self.max_age = max_age
+        self.quiet_max_age = quiet_max_age
+        # Since when the event stream has been connected with no event (None: down).
+        self._quiet_since: float | None = None
         self._lock = threading.Lock()  # guards the list and its time
         self._listing = threading.Lock()  # one reader's list at a time
         self._at: float | None = None
@@ -222,9 +232,24 @@ class LastLook:
             if self._at is None or at >= self._at:
                 self._at, self._containers = at, snapshot
 
+    def stream(self, connected: bool) -> None:
+        """The event stream (re)connected, from when on no change goes unseen; or lost."""
+        with self._lock:
+            self._quiet_since = self._clock.monotonic() if connected else None
+
+    def changed(self) -> None:
+        """An event came: a list begun before now may no longer show what is."""
+        with self._lock:
+            if self._quiet_since is not None:
+                self._quiet_since = self._clock.monotonic()
+
     def fresh(self) -> list[ObservedContainer] | None:
         with self._lock:
-            if self._at is None or self._clock.monotonic() - self._at >= self.max_age:
+            if self._at is None:
+                return None
+            age = self._clock.monotonic() - self._at
+            quiet = self._quiet_since is not None and self._quiet_since < self._at
+            if age >= self.max_age and not (quiet and age < self.quiet_max_age):
                 return None
             return list(self._containers)
 
@@ -245,4 +270,11 @@ class LastLook:
             return listed
 
 
-__all__ = ["READ_MAX_AGE", "CallStats", "LastLook", "ThrottledEngine", "TokenBucket"]
+__all__ = [
+    "QUIET_MAX_AGE",
+    "READ_MAX_AGE",
+    "CallStats",
+    "LastLook",
+    "ThrottledEngine",
+    "TokenBucket",
+]

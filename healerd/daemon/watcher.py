@@ -46,6 +46,7 @@ class EventWatcher:
         if lost:
             log.info("event stream back: resyncing every service")
         self._failures, self._lost = 0, False
+        self._controller.stream_state(True)
         # Not forced: a stream that keeps dropping must not undo every key's backoff (the
         # controller forces a resync itself when it finds the engine back).
         self._controller.enqueue_all()
@@ -67,6 +68,7 @@ class EventWatcher:
             except Exception as exc:
                 log.exception("event watcher failed unexpectedly")
                 reason = f"unexpected {type(exc).__name__}"
+            self._controller.stream_state(False)
             if stop.is_set():
                 return
             self._failures += 1

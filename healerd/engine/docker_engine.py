@@ -58,6 +58,7 @@ WATCHED_EVENTS = [
     "unpause",
     "oom",
     "health_status",
+    "rename",  # the list's names change: readers' last list (core.ratelimit.LastLook)
 ]
 
 

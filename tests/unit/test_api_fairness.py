@@ -36,7 +36,7 @@ from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer
 from healerd.daemon.api_limits import ConnectionLimits, Refusal, Ticket
 from healerd.daemon.main import Daemon
 from healerd.daemon.ratelog import RateLimitedLog
-from healerd.model import ContainerState, ObservedContainer
+from healerd.model import ContainerState, EngineEvent, ObservedContainer
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_api import FakeDaemon, call, raw
 
@@ -424,6 +424,64 @@ def test_controller_reads_come_from_its_last_observation() -> None:
     ctrl.container_statuses()
     ctrl.preview(None)
     assert engine.calls.count("list") == lists + 1  # stale: one list, then fresh again
+    ctrl.shutdown()
+
+
+def test_a_quiet_event_stream_keeps_the_last_list_current_for_readers() -> None:
+    clock = FakeClock()
+    lists: list[int] = []
+
+    def lister() -> list[ObservedContainer]:
+        lists.append(1)
+        return [container(f"l{len(lists)}")]
+
+    look = LastLook(clock, lister, max_age=1.0, quiet_max_age=60.0)
+    look.offer([container("a")])
+    clock.advance(5)
+    assert [c.id for c in look.get()] == ["l1"]  # no stream: a stale list is listed again
+    look.stream(True)
+    clock.advance(0.1)
+    look.offer([container("b")])  # begun after the stream connected, nothing since
+    clock.advance(30)
+    assert [c.id for c in look.get()] == ["b"] and len(lists) == 1
+    look.changed()  # an event: the list may be out of date
+    clock.advance(2)
+    assert [c.id for c in look.get()] == ["l2"] and len(lists) == 2
+    clock.advance(61)  # quiet since l2, but the bound for a silent stream passed
+    assert [c.id for c in look.get()] == ["l3"]
+    clock.advance(2)
+    look.stream(False)  # the stream is down: events could be missed
+    assert [c.id for c in look.get()] == ["l4"]
+
+
+def test_a_list_begun_at_the_moment_of_an_event_is_not_taken_as_current() -> None:
+    clock = FakeClock()
+    look = LastLook(clock, lambda: [container("new")], max_age=1.0)
+    look.stream(True)
+    clock.advance(1)
+    look.changed()
+    look.offer([container("old")])  # same instant as the event: it may predate it
+    clock.advance(2)
+    assert [c.id for c in look.get()] == ["new"]
+
+
+def test_controller_readers_reuse_the_look_while_the_stream_is_quiet() -> None:
+    clock = FakeClock()
+    engine = FakeEngine(clock)
+    ctrl = Controller(engine, clock, LoopSettings(workers=1))
+    ctrl.stream_state(True)
+    clock.advance(0.1)
+    ctrl.enqueue_all(force=True)
+    ctrl.process_once()
+    lists = engine.calls.count("list")
+    clock.advance(20)
+    ctrl.container_statuses()
+    assert engine.calls.count("list") == lists  # quiet: the pass's list still holds
+    ctrl.on_event(EngineEvent("web", "c1", "die"))
+    clock.advance(0.5)
+    ctrl.container_statuses()
+    ctrl.container_statuses()
+    assert engine.calls.count("list") == lists + 1  # an event since: one list of its own
     ctrl.shutdown()
 
 
