@@ -24,6 +24,7 @@ import logging
 import select
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, cast
@@ -45,6 +46,25 @@ from healerd.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from healerd.daemon.ratelog import RateLimitedLog
 
 log = logging.getLogger("healerd.api")
+
+# How often the accept loops and the reaper wake when nothing happens: a stop does not
+# wait for them (`_shut_down` wakes an accept loop by connecting to it), and no request
+# deadline is missed (the reaper sleeps until the earliest one).
+SERVE_POLL = 5.0
+REAP_IDLE = 5.0
+REAP_STEP = 0.05
+
+
+def _shut_down(srv: UnixApiServer | TcpMetricsServer) -> None:
+    """socketserver's shutdown(), without waiting out the accept loop's poll: a
+    connection to the server wakes its select, which then sees the request to stop."""
+    waiter = threading.Thread(target=srv.shutdown, name="healerd-api-stop", daemon=True)
+    waiter.start()
+    while waiter.is_alive():
+        with contextlib.suppress(OSError), socket.socket(srv.address_family) as poke:
+            poke.settimeout(0.5)
+            poke.connect(srv.server_address)
+        waiter.join(0.05)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -279,7 +299,10 @@ class ApiServer:
 
     def _serve(self, server: UnixApiServer | TcpMetricsServer, name: str) -> None:
         t = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name=name, daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": SERVE_POLL},
+            name=name,
+            daemon=True,
         )
         t.start()
         self._servers.append(server)
@@ -298,16 +321,29 @@ class ApiServer:
         )
 
     def _reap(self) -> None:
-        while not self._stop.wait(0.25):
+        while not self._stop.wait(self._reap_in()):
             for srv in self._servers:
                 srv.reap()
             self.ratelog.flush()
+
+    def _reap_in(self) -> float:
+        """Until the earliest request deadline (at least REAP_STEP), or while nothing is
+        due, half a deadline: a request that arrives meanwhile has its deadline later
+        than that. An idle healerd wakes no thread of its own several times a second."""
+        now = time.monotonic()
+        due = [d for d in (srv.next_deadline() for srv in self._servers) if d is not None]
+        wait = min(REAP_IDLE, self.options.request_deadline / 2)
+        if due:
+            wait = min(wait, max(REAP_STEP, min(due) - now))
+        if self.ratelog.pending():
+            wait = min(wait, 1.0)
+        return max(REAP_STEP, wait)
 
     def stop(self) -> None:
         self._stop.set()
         for srv in self._servers:
             with contextlib.suppress(Exception):
-                srv.shutdown()
+                _shut_down(srv)
             with contextlib.suppress(Exception):
                 srv.server_close()
         # Remove the socket only if it is still ours (a newer healerd may have replaced it).

@@ -94,6 +94,11 @@ class BoundedServer(socketserver.ThreadingMixIn):
             self._deadlines[key] = (time.monotonic() + self.options.request_deadline, sock)
             return key
 
+    def next_deadline(self) -> float | None:
+        """The monotonic time of the earliest request deadline, None when none runs."""
+        with self._lock:
+            return min((t for t, _ in self._deadlines.values()), default=None)
+
     def release_deadline(self, key: int) -> None:
         with self._lock:
             self._deadlines.pop(key, None)

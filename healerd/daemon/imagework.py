@@ -55,6 +55,10 @@ class ImageWork:
             ),
         ]
 
+    def stop(self) -> None:
+        """Wake the threads' waits once `stop` (of `threads`) is set."""
+        self.updates.kick()
+
     def _trim_later(self, repository: str, keep: tuple[str, ...]) -> None:
         """In a thread: removing images must not hold the reconcile worker that proved
         the update."""

@@ -452,6 +452,7 @@ class Daemon:
         self.notifier.stopping()
         api.stop()
         self._stop.set()
+        self.images.stop()
         self.confwatch.stop()
         self.watcher.stop()
         self.controller.shutdown()

@@ -73,6 +73,11 @@ class RateLimitedLog:
         self.logger.log(level, msg, *args, exc_info=exc_info)
         return True
 
+    def pending(self) -> bool:
+        """Whether a flush may have something to say or forget (else it can wait)."""
+        with self._lock:
+            return bool(self._windows)
+
     def flush(self, now: float | None = None) -> None:
         """Say the count of every kind whose interval is over, and forget quiet kinds.
         Call it every second or so (the API's reaper does)."""

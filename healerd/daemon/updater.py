@@ -33,7 +33,8 @@ class UpdateChecker:
         due = self._clock.monotonic() + min(FIRST_CHECK, self._interval())
         while not stop.is_set():
             wait = due - self._clock.monotonic()
-            if wait > 0 and not self._kick.wait(timeout=min(wait, 1.0)):
+            # No need to wake before it is due: a stop kicks (ImageWork.stop).
+            if wait > 0 and not self._kick.wait(timeout=min(wait, 60.0)):
                 continue
             self._kick.clear()
             if stop.is_set():

@@ -609,3 +609,29 @@ def test_metrics_on_a_tcp_address(tmp_path: Path) -> None:
             conn.close()
     finally:
         server.stop()
+
+
+def test_an_idle_server_sleeps_and_still_cuts_off_a_slow_client_on_time(tmp_path: Path) -> None:
+    # The reaper sleeps half a deadline when nothing runs, so a request that arrives
+    # meanwhile is still cut off at its own deadline, not one sleep later.
+    d = FakeDaemon(tmp_path / "run" / "healerd.sock")
+    server = ApiServer(d, ApiOptions(request_deadline=3.0))
+    server.start()
+    try:
+        assert server._reap_in() == 1.5  # idle: no wake several times a second
+        time.sleep(0.2)  # the reaper is asleep now
+        slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        slow.connect(str(server.path))
+        slow.sendall(b"GET /v1/status HTTP/1.0\r\nX-Slow: ")
+        t0 = time.monotonic()
+        slow.settimeout(10)
+        assert slow.recv(100) == b""
+        assert 2.7 < time.monotonic() - t0 < 3.5
+        slow.close()
+    finally:
+        t0 = time.monotonic()
+        server.stop()
+        stopped = time.monotonic() - t0
+    assert stopped < 1.0, f"stop waited out the accept loop's poll: {stopped:.2f}s"
+    idle = ApiServer(FakeDaemon(tmp_path / "b.sock"))
+    assert idle._reap_in() == 5.0
