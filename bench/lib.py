@@ -27,7 +27,7 @@ import docker
 from tests.support.busybox_image import build
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
-from tests.support.dockerd import BENCH_NETWORKS, PrivateDockerd
+from tests.support.dockerd import PrivateDockerd
 from tests.support.healerd_process import Healerd
 
 _HOST = {"url": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")}
@@ -43,9 +43,7 @@ def docker_host() -> str:
 def private_engine(save_log: Path | None = None) -> Iterator[str]:
     """Start a private dockerd for the run; yields its URL (its log kept in `save_log`)."""
     PrivateDockerd.reap_stale(BENCH_ROOT, owner_marker="bench")
-    d = PrivateDockerd(
-        BENCH_ROOT / f"run-{os.getpid()}", bridge_prefix="hdb", networks=BENCH_NETWORKS
-    )
+    d = PrivateDockerd(BENCH_ROOT / f"run-{os.getpid()}", bridge_prefix="hdb")
     d.start()
     _HOST["url"] = d.url
     _ENGINE["d"] = d

@@ -13,12 +13,12 @@ deleted at the end. The pools, so that the suites can run side by side:
 - CHAOS_POOL 172.30.0.0/16: the chaos soak;
 - 172.31.126.0/24 (packaging/test-systemd.sh) is never taken.
 
-User-defined networks (Compose projects, Swarm's docker_gwbridge) come from a pool of
-their own per kind of engine (`--default-address-pool`, NETWORK_POOLS), disjoint from
-the bridges' pools: with dockerd's default, each network takes a whole /16 of
-172.17-31, and one bridge that a dead engine left behind took the chaos soak's whole
-pool (CI: "no free /20 left in 172.30.0.0/16"). `remove()` deletes the bridges of the
-engine's networks too, found in its network store, so an engine that died leaks none.
+The bridges of an engine's user-defined networks (Compose projects, Swarm's
+docker_gwbridge) are deleted with it too (`remove()`, from the network ids in its
+store), so that an engine that died leaks none: one such bridge left on the host, a
+/16 of 172.17-31, once took the chaos soak's whole pool (CI: "no free /20 left in
+172.30.0.0/16"). No `--default-address-pool` to keep them apart: with it, dockerd 20.10
+deletes the host's docker0 when it starts a second time on the same data root.
 """
 
 from __future__ import annotations
@@ -41,14 +41,6 @@ TEST_POOL = ipaddress.IPv4Network("172.31.128.0/17")
 DISK_POOL = ipaddress.IPv4Network("172.31.0.0/17")
 CHAOS_POOL = ipaddress.IPv4Network("172.30.0.0/16")
 RESERVED = (ipaddress.IPv4Network("172.31.126.0/24"),)  # packaging/test-systemd.sh
-# (base, size) of each kind's user-defined networks, keyed by its bridge pool; a
-# benchmark of 1,000 containers on one network passes a pool of /21s (bench/lib.py).
-NETWORK_POOLS = {
-    TEST_POOL: (ipaddress.IPv4Network("172.29.0.0/16"), 24),
-    DISK_POOL: (ipaddress.IPv4Network("172.28.0.0/16"), 24),
-    CHAOS_POOL: (ipaddress.IPv4Network("172.27.0.0/16"), 24),
-}
-BENCH_NETWORKS = (ipaddress.IPv4Network("172.24.0.0/15"), 21)
 API_VERSION = "1.41"
 
 
@@ -98,7 +90,6 @@ class PrivateDockerd:
         *,
         bridge_prefix: str = "hdt",
         pool: ipaddress.IPv4Network = TEST_POOL,
-        networks: tuple[ipaddress.IPv4Network, int] | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
         self.root = root
@@ -108,7 +99,6 @@ class PrivateDockerd:
         if bridge_file.exists():
             self.bridge = bridge_file.read_text().strip() or self.bridge
         self.pool = pool
-        self.networks = networks or NETWORK_POOLS.get(pool, NETWORK_POOLS[TEST_POOL])
         self.extra_args = list(extra_args)
         self.subnet: str | None = None  # the bridge's gateway CIDR, once it is made
         self.sock = root / "docker.sock"
@@ -149,8 +139,6 @@ class PrivateDockerd:
                     "--iptables=false",
                     "--ip6tables=false",
                     "--ip-masq=false",
-                    "--default-address-pool",
-                    f"base={self.networks[0]},size={self.networks[1]}",
                     *self.extra_args,
                 ],
                 stdout=log,
@@ -240,32 +228,28 @@ class PrivateDockerd:
             subprocess.run(["ip", "link", "del", bridge], check=False, capture_output=True)
 
     def _network_bridges(self) -> list[str]:
-        """The host bridges of this engine's user-defined networks (br-<id[:12]>, and
-        docker_gwbridge), named by the network ids in its store, and only those with an
-        address in its network pool: another engine's are never taken."""
+        """The host bridges of this engine's user-defined networks: br-<id[:12]> for the
+        network ids in its store (another engine's ids are not there), and
+        docker_gwbridge if it made one."""
         store = self.root / "data" / "network" / "files" / "local-kv.db"
         try:
-            ids = set(re.findall(rb"[0-9a-f]{64}", store.read_bytes()))
+            data = store.read_bytes()
         except OSError:
             return []
-        names = {f"br-{i[:12].decode()}" for i in ids}
-        if b"docker_gwbridge" in store.read_bytes():
+        names = {f"br-{i[:12].decode()}" for i in re.findall(rb"[0-9a-f]{64}", data)}
+        if b"docker_gwbridge" in data:
             names.add("docker_gwbridge")
         out = subprocess.run(
-            ["ip", "-4", "-o", "addr", "show", "type", "bridge"],
+            ["ip", "-o", "link", "show", "type", "bridge"],
             capture_output=True,
             text=True,
             check=False,
         ).stdout
-        found: list[str] = []
-        for line in out.splitlines():
-            words = line.split()
-            if len(words) > 3 and words[1] in names and words[2] == "inet":
-                with contextlib.suppress(ValueError):
-                    net = ipaddress.IPv4Network(words[3], strict=False)
-                    if net.subnet_of(self.networks[0]):
-                        found.append(words[1])
-        return found
+        return [
+            w[1].rstrip(":")
+            for w in (line.split() for line in out.splitlines())
+            if len(w) > 1 and w[1].rstrip(":") in names
+        ]
 
     def teardown(self, save_log: Path | None = None) -> None:
         """The end of a run: containers and networks removed if the engine runs, the
