@@ -1,7 +1,8 @@
 """Run the benchmarks (from the repo):
 `python -m bench.run [all|heal|fleet|scale|reload|restart|slowpull|autoupdate]`.
 
-Writes bench/results.json and prints the figures with their ratios and goals.
+Writes bench/results.json (the suites run replace theirs; the others' stay, each with
+the date and commit it ran on) and prints the figures with their ratios and goals.
 """
 
 from __future__ import annotations
@@ -43,21 +44,34 @@ def _run(names: list[str]) -> int:
         "machine": f"{platform.node()} {platform.machine()}, {_cores()} cores, "
         f"engine {client.version()['Version']}",
     }
+    path = Path(__file__).with_name("results.json")
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
     try:
         for name in names:
             print(f"== {name}", flush=True)
-            results[name] = SUITES[name]()
+            results[name] = {**SUITES[name](), "ran": f"{results['date']}, {_commit()}"}
             print(json.dumps(results[name], indent=2, default=str), flush=True)
     finally:
         cleanup(client)
-    path = Path(__file__).with_name("results.json")
-    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    path.write_text(json.dumps({**kept, **results}, indent=2, default=str) + "\n")
     goals = {f"{n}: {g}": ok for n in names for g, ok in results[n].get("goals", {}).items()}
     print("\n== goals")
     for goal, ok in goals.items():
         print(f"{'met   ' if ok else 'MISSED'} {goal}")
     print(f"results: {path}")
     return 0
+
+
+def _commit() -> str:
+    import subprocess
+
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return f"commit {out.stdout.strip() or '?'}"
 
 
 def _cores() -> int:
