@@ -21,7 +21,7 @@ from typing import Any
 
 import docker
 
-from bench.lib import BENCH_LABEL, IMAGE, BenchHealerd, api, cleanup, engine, image_id
+from bench.lib import BENCH_LABEL, IMAGE, BenchHealerd, api, cleanup, engine, image_id, pct
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.polling import wait_for
@@ -91,7 +91,7 @@ def _reference(client: docker.APIClient, n: int, policy: str = "always") -> Any:
     return running
 
 
-def run(n: int = 50, rounds: int = 3) -> dict[str, Any]:
+def run(n: int = 50, rounds: int = 7) -> dict[str, Any]:
     client = api()
     image_id(client)
     cleanup(client)
@@ -131,8 +131,19 @@ def run(n: int = 50, rounds: int = 3) -> dict[str, Any]:
         )
     h_med, a_med = statistics.median(healerd_s), statistics.median(always_s)
     s_med = statistics.median(script_s)
+    ratios = [h / a for h, a in zip(healerd_s, always_s, strict=True)]
     return {
         "containers": n,
+        "rounds": rounds,
+        "healerd_median_s": h_med,
+        "restart_always_median_s": a_med,
+        "api_script_median_s": s_med,
+        # Each round's healerd time over the --restart always time next to it.
+        "round_ratios": {
+            "p25": pct(ratios, 0.25),
+            "p50": pct(ratios, 0.5),
+            "p75": pct(ratios, 0.75),
+        },
         "healerd_s": healerd_s,
         "restart_always_s": always_s,
         "api_script_s": script_s,

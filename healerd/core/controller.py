@@ -47,7 +47,7 @@ DEFAULT_BACKOFF = Backoff(0.005, 60.0)
 # While the engine cannot be listed, how long a service waits at most before it looks
 # again: a failed list costs nothing, and after an engine restart (a reboot) every second
 # counts.
-ENGINE_RECHECK = 0.25
+ENGINE_RECHECK = 0.1
 IMAGE_BACKOFF = Backoff(2.0, 300.0)
 # How long a list stays good for keys queued before it began (a resync's keys come in
 # batches of at most `workers`): the level is still read once per resync, not once per
