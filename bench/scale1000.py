@@ -29,7 +29,9 @@ Run (outside CI, about 45 minutes): `python -m bench.scale1000` (prints JSON; wr
 bench/scale1000.json and the slope as bench/scale1000.svg; SCALE1000_OUT=name to keep
 another run's files beside them; SCALE1000_TOOLS=compose leaves Swarm out, and
 SCALE1000_TOOLS= both, about 25 minutes, for a second run of the ratios). The engine's
-log is kept as bench/NAME-dockerd.log.
+log is kept as bench/NAME-dockerd.log. `python -m bench.scale1000 --at-1000`: part 3's
+cold start, pass, healerctl and idle figures alone (bench/scale1000-at1000.json, about
+15 minutes).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ def _ctl_ms(h: BenchHealerd, *args: str, rounds: int = 5) -> float:
             [sys.executable, "-m", "healerd.cli.healerctl", "--socket", str(h.socket), *args],
             capture_output=True,
             check=True,
+            # This checkout's healerctl, as the daemon under test is this checkout's.
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])),
         )
         times.append(time.perf_counter() - t)
     return pct(times, 0.5) * 1000
@@ -464,6 +468,39 @@ def run() -> dict[str, Any]:
     return _judged(out)
 
 
+def at_1000() -> dict[str, Any]:
+    """healerd alone at 1,000 (10 x 100): cold start, one pass against a bare list,
+    healerctl, 120 s idle. The figures that healerd's own costs move, in about 15
+    minutes (`--at-1000`), without the references the ratios of the full run need."""
+    client = api()
+    cluster = Cluster(client)
+    image_id(client)
+    cleanup(client)
+    out: dict[str, Any] = {}
+    h = BenchHealerd("scale1000")
+    try:
+        _write_services(h, 0)
+        h.start()
+        time.sleep(2)
+        t0 = time.time()
+        _write_services(h, PER_SERVICE)
+        wait_for("cold start", lambda: _all_converged(cluster, PER_SERVICE), 1800, 0.2)
+        out["cold_start_s"] = time.time() - t0
+        print(f"cold start: {out['cold_start_s']:.1f} s", flush=True)
+        time.sleep(10)
+        row = _pass_vs_list(client, h.conf.conf_d)
+        row["status_ms"] = _ctl_ms(h, "status")
+        row["get_json_ms"] = _ctl_ms(h, "get", "-o", "json")
+        print(f"at {TOTAL}: {json.dumps(row)}", flush=True)
+        row["idle"] = _idle(h, 120.0)
+        print(f"idle: {json.dumps(row['idle'])}", flush=True)
+        out["at_1000"] = row
+    finally:
+        h.stop()
+        cleanup(client)
+    return out
+
+
 def _judged(out: dict[str, Any]) -> dict[str, Any]:
     at = out["slope"][TOTAL]
     idle = out["idle"]
@@ -570,14 +607,16 @@ def main() -> int:
         print(json.dumps(compare(a, b), indent=2))
         return 0
     commit = _commit()
-    name = os.environ.get("SCALE1000_OUT", "scale1000")
+    quick = sys.argv[1:2] == ["--at-1000"]
+    name = os.environ.get("SCALE1000_OUT", "scale1000-at1000" if quick else "scale1000")
     with private_engine(save_log=Path(__file__).with_name(f"{name}-dockerd.log")):
-        out = run()
+        out = at_1000() if quick else run()
     out["commit"] = commit
     out["finished_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     text = json.dumps(out, indent=2, default=str)
     Path(__file__).with_name(f"{name}.json").write_text(text + "\n")
-    plot(out, Path(__file__).with_name(f"{name}.svg"))
+    if not quick:
+        plot(out, Path(__file__).with_name(f"{name}.svg"))
     print(text)
     return 0
 
