@@ -361,7 +361,7 @@ class Controller:
         if listed is None:
             return None
         mono, wall = self._clock.monotonic(), self._clock.time()
-        self._last_look.offer(listed, mono)
+        self._last_look.offer(listed, began)  # dated when it began: what it may miss
         with self._lock:
             first, self._first_look = self._first_look, False
             seen = observe(self._mem, listed, mono, wall, engine_back=first)

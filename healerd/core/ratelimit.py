@@ -29,6 +29,10 @@ READ_MAX_AGE = 1.0
 # How long a list the event stream says nothing about since may still be shown: a bound
 # for a stream that is silent without being closed (the loop lists every 30 s anyway).
 QUIET_MAX_AGE = 60.0
+# The engine's list lags its events (a `die` comes before the list says exited): a list
+# is taken as current only if it began this long after the last event, or after the
+# stream (re)connected. As observe.SUSPECT_WINDOW, how long an event may go unconfirmed.
+QUIET_SETTLE = 2.0
 
 
 class TokenBucket:
@@ -248,7 +252,7 @@ class LastLook:
             if self._at is None:
                 return None
             age = self._clock.monotonic() - self._at
-            quiet = self._quiet_since is not None and self._quiet_since < self._at
+            quiet = self._quiet_since is not None and self._quiet_since + QUIET_SETTLE < self._at
             if age >= self.max_age and not (quiet and age < self.quiet_max_age):
                 return None
             return list(self._containers)
@@ -272,6 +276,7 @@ class LastLook:
 
 __all__ = [
     "QUIET_MAX_AGE",
+    "QUIET_SETTLE",
     "READ_MAX_AGE",
     "CallStats",
     "LastLook",

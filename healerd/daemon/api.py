@@ -48,23 +48,23 @@ from healerd.daemon.ratelog import RateLimitedLog
 log = logging.getLogger("healerd.api")
 
 # How often the accept loops and the reaper wake when nothing happens: a stop does not
-# wait for them (`_shut_down` wakes an accept loop by connecting to it), and no request
-# deadline is missed (the reaper sleeps until the earliest one).
+# wait for them (`_shut_down` wakes an accept loop), and no request deadline is missed
+# (the reaper sleeps until the earliest one).
 SERVE_POLL = 5.0
 REAP_IDLE = 5.0
 REAP_STEP = 0.05
 
 
 def _shut_down(srv: UnixApiServer | TcpMetricsServer) -> None:
-    """socketserver's shutdown(), without waiting out the accept loop's poll: a
-    connection to the server wakes its select, which then sees the request to stop."""
+    """socketserver's shutdown(), without waiting out the accept loop's poll: once the
+    loop is asked to stop, shutting the listening socket for reading wakes its select
+    (an accept then fails, which the loop ignores) whoever the socket's path names now."""
     waiter = threading.Thread(target=srv.shutdown, name="healerd-api-stop", daemon=True)
     waiter.start()
-    while waiter.is_alive():
-        with contextlib.suppress(OSError), socket.socket(srv.address_family) as poke:
-            poke.settimeout(0.5)
-            poke.connect(srv.server_address)
-        waiter.join(0.05)
+    waiter.join(0.01)  # shutdown() sets the loop's flag first thing
+    with contextlib.suppress(OSError):
+        srv.socket.shutdown(socket.SHUT_RD)
+    waiter.join(SERVE_POLL + 1.0)
 
 
 class _Handler(BaseHTTPRequestHandler):

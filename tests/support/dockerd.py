@@ -13,8 +13,8 @@ deleted at the end. The pools, so that the suites can run side by side:
 - CHAOS_POOL 172.30.0.0/16: the chaos soak;
 - 172.31.126.0/24 (packaging/test-systemd.sh) is never taken.
 
-The bridges of an engine's user-defined networks (Compose projects, Swarm's
-docker_gwbridge) are deleted with it too (`remove()`, from the network ids in its
+The bridges of an engine's user-defined networks (Compose projects) are deleted with
+it too (`remove()`, from the network ids in its
 store), so that an engine that died leaks none: one such bridge left on the host, a
 /16 of 172.17-31, once took the chaos soak's whole pool (CI: "no free /20 left in
 172.30.0.0/16"). No `--default-address-pool` to keep them apart: with it, dockerd 20.10
@@ -229,27 +229,22 @@ class PrivateDockerd:
 
     def _network_bridges(self) -> list[str]:
         """The host bridges of this engine's user-defined networks: br-<id[:12]> for the
-        network ids in its store (another engine's ids are not there), and
-        docker_gwbridge if it made one."""
+        network ids in its store (random ids: another engine's are not there). Not
+        docker_gwbridge: one name for the whole host, it may be another engine's."""
         store = self.root / "data" / "network" / "files" / "local-kv.db"
         try:
             data = store.read_bytes()
         except OSError:
             return []
         names = {f"br-{i[:12].decode()}" for i in re.findall(rb"[0-9a-f]{64}", data)}
-        if b"docker_gwbridge" in data:
-            names.add("docker_gwbridge")
         out = subprocess.run(
             ["ip", "-o", "link", "show", "type", "bridge"],
             capture_output=True,
             text=True,
             check=False,
         ).stdout
-        return [
-            w[1].rstrip(":")
-            for w in (line.split() for line in out.splitlines())
-            if len(w) > 1 and w[1].rstrip(":") in names
-        ]
+        found = (line.split()[1].rstrip(":") for line in out.splitlines() if " " in line)
+        return [name for name in found if name in names]
 
     def teardown(self, save_log: Path | None = None) -> None:
         """The end of a run: containers and networks removed if the engine runs, the
