@@ -47,6 +47,7 @@ from healerd.daemon.credentials import CredentialsFile
 from healerd.daemon.hostkey import HostKeyError, load_or_create
 from healerd.daemon.imagework import ImageWork
 from healerd.daemon.journal import make_handler
+from healerd.daemon.memory import keep_large_blocks_in_mmap
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notify import Notifier
 from healerd.daemon.watcher import EventWatcher
@@ -523,6 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"healerd: {err}", file=sys.stderr)
         return EXIT_CONFIG
     setup_logging(settings.log_level)
+    keep_large_blocks_in_mmap()  # before any thread: the lists' buffers go back at once
     try:
         lock_fd = instance.acquire(docker_host(settings))
     except (instance.AlreadyRunning, OSError) as exc:
