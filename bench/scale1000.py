@@ -438,23 +438,9 @@ def run() -> dict[str, Any]:
     h = BenchHealerd("scale1000")
     try:
         with EventClock(client) as events:
-            _write_services(h, 0)
-            h.start()
-            time.sleep(2)
-            t0 = time.time()
-            _write_services(h, PER_SERVICE)
-            wait_for("cold start", lambda: _all_converged(cluster, PER_SERVICE), 1800, 0.2)
-            out["cold_start_s"] = time.time() - t0
-            print(f"cold start: {out['cold_start_s']:.1f} s", flush=True)
-            time.sleep(10)
-            row = _pass_vs_list(client, h.conf.conf_d)
-            row["status_ms"] = _ctl_ms(h, "status")
-            row["get_json_ms"] = _ctl_ms(h, "get", "-o", "json")
+            row = _cold_start_and_idle(client, cluster, h, out)
             out["slope"][TOTAL] = row
-            print(f"at {TOTAL}: {json.dumps(row)}", flush=True)
-            out["idle"] = _idle(h, 120.0)
-            print(f"idle: {json.dumps(out['idle'])}", flush=True)
-            row["idle"] = out["idle"]
+            out["idle"] = row["idle"]
             names = [f"bench-k{i}" for i in range(SERVICES)]
             out["heal"] = _heal_rounds(client, cluster, events, names, PER_SERVICE)
             row["heal"] = out["heal"]
@@ -468,6 +454,29 @@ def run() -> dict[str, Any]:
     return _judged(out)
 
 
+def _cold_start_and_idle(
+    client: docker.APIClient, cluster: Cluster, h: BenchHealerd, out: dict[str, Any]
+) -> dict[str, Any]:
+    """healerd 0 -> 1,000 (out["cold_start_s"], from the write of the files), then at
+    1,000: the pass against a bare list, healerctl, 120 s idle (the returned row)."""
+    _write_services(h, 0)
+    h.start()
+    time.sleep(2)
+    t0 = time.time()
+    _write_services(h, PER_SERVICE)
+    wait_for("cold start", lambda: _all_converged(cluster, PER_SERVICE), 1800, 0.2)
+    out["cold_start_s"] = time.time() - t0
+    print(f"cold start: {out['cold_start_s']:.1f} s", flush=True)
+    time.sleep(10)
+    row = _pass_vs_list(client, h.conf.conf_d)
+    row["status_ms"] = _ctl_ms(h, "status")
+    row["get_json_ms"] = _ctl_ms(h, "get", "-o", "json")
+    print(f"at {TOTAL}: {json.dumps(row)}", flush=True)
+    row["idle"] = _idle(h, 120.0)
+    print(f"idle: {json.dumps(row['idle'])}", flush=True)
+    return row
+
+
 def at_1000() -> dict[str, Any]:
     """healerd alone at 1,000 (10 x 100): cold start, one pass against a bare list,
     healerctl, 120 s idle. The figures that healerd's own costs move, in about 15
@@ -479,22 +488,7 @@ def at_1000() -> dict[str, Any]:
     out: dict[str, Any] = {}
     h = BenchHealerd("scale1000")
     try:
-        _write_services(h, 0)
-        h.start()
-        time.sleep(2)
-        t0 = time.time()
-        _write_services(h, PER_SERVICE)
-        wait_for("cold start", lambda: _all_converged(cluster, PER_SERVICE), 1800, 0.2)
-        out["cold_start_s"] = time.time() - t0
-        print(f"cold start: {out['cold_start_s']:.1f} s", flush=True)
-        time.sleep(10)
-        row = _pass_vs_list(client, h.conf.conf_d)
-        row["status_ms"] = _ctl_ms(h, "status")
-        row["get_json_ms"] = _ctl_ms(h, "get", "-o", "json")
-        print(f"at {TOTAL}: {json.dumps(row)}", flush=True)
-        row["idle"] = _idle(h, 120.0)
-        print(f"idle: {json.dumps(row['idle'])}", flush=True)
-        out["at_1000"] = row
+        out["at_1000"] = _cold_start_and_idle(client, cluster, h, out)
     finally:
         h.stop()
         cleanup(client)

@@ -470,13 +470,19 @@ def test_a_list_begun_just_after_an_event_is_not_taken_as_current() -> None:
     assert [c.id for c in look.get()] == ["new"]
 
 
-def test_the_loop_dates_its_list_by_when_it_began() -> None:
-    # An event that comes while the loop's list is in flight may be missing from it.
-    clock = FakeClock()
+def _watched(clock: FakeClock) -> tuple[FakeEngine, Controller]:
+    """A controller whose event stream connected a while ago (5 s)."""
     engine = FakeEngine(clock)
     ctrl = Controller(engine, clock, LoopSettings(workers=1))
     ctrl.stream_state(True)
     clock.advance(5)
+    return engine, ctrl
+
+
+def test_the_loop_dates_its_list_by_when_it_began() -> None:
+    # An event that comes while the loop's list is in flight may be missing from it.
+    clock = FakeClock()
+    engine, ctrl = _watched(clock)
     real = engine.list_managed
 
     def slow_list() -> list[ObservedContainer]:
@@ -499,10 +505,7 @@ def test_the_loop_dates_its_list_by_when_it_began() -> None:
 
 def test_controller_readers_reuse_the_look_while_the_stream_is_quiet() -> None:
     clock = FakeClock()
-    engine = FakeEngine(clock)
-    ctrl = Controller(engine, clock, LoopSettings(workers=1))
-    ctrl.stream_state(True)
-    clock.advance(2.5)
+    engine, ctrl = _watched(clock)
     ctrl.enqueue_all(force=True)
     ctrl.process_once()
     lists = engine.calls.count("list")
