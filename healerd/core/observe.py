@@ -42,6 +42,9 @@ class Memory:
     suspects: dict[str, dict[str, float]] = field(default_factory=dict)
     # Found stopped after an engine restart (or at healerd's start): started in place.
     engine_stopped: set[str] = field(default_factory=set)
+    # Kept as history at some look (a failed container that was replaced): never taken
+    # for one the engine stopped, even once its replacement is gone (docker rm -f).
+    history: set[str] = field(default_factory=set)
 
     def recall(self, ids: set[str], offset: float) -> Recall:
         """The service's remembered times as wall-clock ones (`offset` = wall - mono)."""
@@ -71,6 +74,7 @@ def observe(
             del d[cid]
     mem.forgiven &= present
     mem.engine_stopped &= present
+    mem.history &= present
     seen = [_aged(mem, c, mono, wall) for c in listed]
     for c in seen:
         if c.running:
@@ -82,12 +86,17 @@ def observe(
             mem.unhealthy_since.setdefault(c.id, mono)
         else:
             mem.unhealthy_since.pop(c.id, None)
+    # Sticky while stopped: the replacement that made it history may go during an outage
+    # (the chaos soak: docker rm -f of it, then an engine restart).
+    mem.history = {c.id for c in history(seen)} | {
+        c.id for c in seen if c.id in mem.history and not c.running
+    }
     if engine_back:
         stopped = {c.id for c in seen if not c.running}
         mem.forgiven |= stopped
         # Not history: a failed container kept for its logs is never started again, even
         # if its replacement is removed later (then it is replaced, on its volumes).
-        mem.engine_stopped |= stopped - {c.id for c in history(seen)}
+        mem.engine_stopped |= stopped - mem.history
     return seen
 
 

@@ -120,6 +120,35 @@ def test_history_found_at_start_is_not_started_again_when_its_replacement_goes()
     assert engine.containers[old.id].state is not ContainerState.RUNNING
 
 
+def test_history_whose_replacement_goes_during_an_engine_outage_is_not_started_again() -> None:
+    # Found by the chaos soak (seed 845508): a killed container kept as history, its
+    # replacement removed (`docker rm -f`) and the engine restarted: at the first look
+    # after the outage the old one was no longer anyone's history and was started in
+    # place as if the engine had stopped it.
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.running("web")
+    engine.kill(old.id)
+    ctrl.on_event(EngineEvent("web", old.id, "die"))
+    drive(ctrl, clock, max_seconds=1)
+    (new,) = engine.running("web")
+    assert new.replaces == old.id
+    engine.down = True
+    del engine.containers[new.id]  # docker rm -f of the replacement, then the restart
+    ctrl.enqueue_all()
+    for _ in range(3):
+        ctrl.process_once()
+        clock.advance(ctrl.queue.next_delay() or 0.0)
+    assert ctrl.engine_ok is False
+    engine.down = False
+    ctrl.queue.add("web", force=True)
+    drive(ctrl, clock, max_seconds=1)
+    (newer,) = engine.running("web")
+    assert newer.id not in (old.id, new.id) and newer.replaces == old.id
+    assert engine.containers[old.id].state is not ContainerState.RUNNING
+
+
 def test_a_failed_container_of_another_spec_is_replaced_at_once_with_a_new_streak() -> None:
     # Found by the chaos soak (seed 655584): a container with the service's labels but
     # another spec hash, seen before it started, was replaced as a crash, so the current
