@@ -117,6 +117,10 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
         mem.died[event.container_id] = (mono, event.exit_code)
     elif event.action == "start":
         mem.died.pop(event.container_id, None)
+        # Started again: a later death is its own (chaos soak seed 845508: a `docker
+        # kill` right after healerd started it in place, before any list saw it run, was
+        # taken for the engine's stop and started in place once more).
+        mem.engine_stopped.discard(event.container_id)
     if event.action in SUSPECT_ACTIONS:
         mem.suspects.setdefault(event.service, {})[event.container_id] = mono
     if event.action in MANUAL_ACTIONS:

@@ -241,7 +241,10 @@ class _Planning:
         spec, ctx, cur, stale, held = self.spec, self.ctx, self.cur, self.stale, self.held
         desired = spec.replicas
         missing = max(0, desired - len(cur) - len(stale) - len(held) - len(self.done))
-        to_replace = _oldest_first(self.ready_failed)
+        # What the engine stopped takes the slots first (a start, and it had not failed),
+        # then the oldest failed ones.
+        restartable = ctx.restartable
+        to_replace = sorted(_oldest_first(self.ready_failed), key=lambda c: c.id not in restartable)
         n_repl = min(missing, len(to_replace))
         n_extra = missing - n_repl
         a_repl = _at_most(n_repl, ctx.max_replacements)

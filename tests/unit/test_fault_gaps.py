@@ -149,6 +149,53 @@ def test_history_whose_replacement_goes_during_an_engine_outage_is_not_started_a
     assert engine.containers[old.id].state is not ContainerState.RUNNING
 
 
+def test_after_an_engine_restart_what_it_stopped_takes_the_slot_before_an_old_failure() -> None:
+    # Found by the chaos soak (seed 845508): a failed container that had been history
+    # (its replacement removed meanwhile) and a replica the engine's restart stopped: the
+    # oldest-first order gave the slot to the failed one (a create) and removed the
+    # stopped replica as "not needed". The stopped one is started in place instead.
+    from dataclasses import replace as dc_replace
+
+    from healerd.core.context import Recall, plan_context
+    from healerd.core.planner import plan
+    from healerd.model import ActionKind
+    from tests.unit.builders import container
+
+    s = spec("checked", 1)
+    failed = dc_replace(container(s, ContainerState.EXITED, created=100.0), exit_code=137)
+    stopped = dc_replace(container(s, ContainerState.EXITED, created=200.0), exit_code=0)
+    recall = Recall(
+        dead_since={failed.id: 150.0, stopped.id: 300.0},
+        forgiven=frozenset({failed.id, stopped.id}),
+        engine_stopped=frozenset({stopped.id}),
+    )
+    ctx, _, _ = plan_context(s, [failed, stopped], 301.0, recall)
+    actions = plan("checked", s, [failed, stopped], ctx).actions
+    kinds = sorted((a.kind.value, a.container.id if a.container else "") for a in actions)
+    assert kinds == sorted(
+        [(ActionKind.START.value, stopped.id), (ActionKind.REMOVE.value, failed.id)]
+    )
+
+
+def test_a_container_started_in_place_and_then_killed_is_a_death_of_its_own() -> None:
+    # Found by the chaos soak (seed 845508): healerd started a container in place after
+    # an engine restart; `docker kill` came before any list saw it running, so it was
+    # still remembered as stopped by the engine and started in place once more.
+    from healerd.core.observe import Memory, note_event, observe
+    from tests.unit.builders import container
+
+    s = spec("solo", 1)
+    c = container(s, ContainerState.EXITED, created=100.0)
+    mem = Memory()
+    observe(mem, [c], 10.0, 1010.0, engine_back=True)
+    assert c.id in mem.engine_stopped
+    note_event(mem, EngineEvent("solo", c.id, "start"), 10.5)  # healerd's start in place
+    note_event(mem, EngineEvent("solo", c.id, "kill", signal="9"), 11.0)
+    note_event(mem, EngineEvent("solo", c.id, "die", exit_code=137), 11.0)
+    observe(mem, [c], 11.2, 1011.2)
+    assert c.id not in mem.engine_stopped
+
+
 def test_a_failed_container_of_another_spec_is_replaced_at_once_with_a_new_streak() -> None:
     # Found by the chaos soak (seed 655584): a container with the service's labels but
     # another spec hash, seen before it started, was replaced as a crash, so the current
