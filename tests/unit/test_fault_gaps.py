@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.engine import EngineError
 from healerd.model import ContainerState, EngineEvent, ObservedContainer
 from tests.unit.builders import spec
+from tests.unit.fake_engine import FakeEngine
 from tests.unit.test_controller import desired, drive, make
 
 
@@ -96,10 +98,10 @@ def test_a_successful_pass_ends_the_error_backoff_so_hints_are_not_held_back() -
     assert ctrl.process_once() == ["web"]
 
 
-def test_history_found_at_start_is_not_started_again_when_its_replacement_goes() -> None:
-    # Found by the chaos soak: a killed container kept as history, healerd restarted, then
-    # the replacement removed (`docker rm -f`): the old container is replaced again (on
-    # its volumes), never started again in place.
+def _killed_and_replaced() -> tuple[
+    Controller, FakeEngine, FakeClock, ObservedContainer, ObservedContainer
+]:
+    """One replica of "web", killed and replaced: (..., the old one as history, the new)."""
     ctrl, engine, clock = make()
     ctrl.set_desired(desired(spec("web", 1)))
     drive(ctrl, clock)
@@ -109,6 +111,14 @@ def test_history_found_at_start_is_not_started_again_when_its_replacement_goes()
     drive(ctrl, clock, max_seconds=1)
     (new,) = engine.running("web")
     assert new.replaces == old.id
+    return ctrl, engine, clock, old, new
+
+
+def test_history_found_at_start_is_not_started_again_when_its_replacement_goes() -> None:
+    # Found by the chaos soak: a killed container kept as history, healerd restarted, then
+    # the replacement removed (`docker rm -f`): the old container is replaced again (on
+    # its volumes), never started again in place.
+    _ctrl, engine, clock, old, new = _killed_and_replaced()
     fresh = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
     fresh.set_desired(desired(spec("web", 1)))
     fresh.process_once()
@@ -125,15 +135,7 @@ def test_history_whose_replacement_goes_during_an_engine_outage_is_not_started_a
     # replacement removed (`docker rm -f`) and the engine restarted: at the first look
     # after the outage the old one was no longer anyone's history and was started in
     # place as if the engine had stopped it.
-    ctrl, engine, clock = make()
-    ctrl.set_desired(desired(spec("web", 1)))
-    drive(ctrl, clock)
-    (old,) = engine.running("web")
-    engine.kill(old.id)
-    ctrl.on_event(EngineEvent("web", old.id, "die"))
-    drive(ctrl, clock, max_seconds=1)
-    (new,) = engine.running("web")
-    assert new.replaces == old.id
+    ctrl, engine, clock, old, new = _killed_and_replaced()
     engine.down = True
     del engine.containers[new.id]  # docker rm -f of the replacement, then the restart
     ctrl.enqueue_all()
