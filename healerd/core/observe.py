@@ -74,7 +74,6 @@ def observe(
             del d[cid]
     mem.forgiven &= present
     mem.engine_stopped &= present
-    mem.history &= present
     seen = [_aged(mem, c, mono, wall) for c in listed]
     for c in seen:
         if c.running:

@@ -7,9 +7,10 @@ number of engine requests, and the work queue's merging of keys keeps the backlo
 Readers (the API's container list and diff) do not spend that budget: `LastLook` serves
 them the loop's last list while it is fresh, and otherwise lists once for all readers
 together, through a bucket of their own (one list a second, wired by the daemon).
-"Fresh" is younger than a second, or, while the event stream is connected, no event
-since the list began: then nothing a list shows has changed (at 1,000 containers a
-`healerctl get` at idle cost a list of 1,000 rows, 40 % of its time).
+"Fresh" is younger than a second, or, while the event stream is connected, begun at
+least QUIET_SETTLE after the last event and reconnect: then nothing it shows has
+changed (at 1,000 containers a `healerctl get` at idle cost a list of 1,000 rows, 40 %
+of its time).
 """
 
 from __future__ import annotations
