@@ -19,6 +19,7 @@ import docker
 import docker.auth
 import docker.credentials
 import docker.errors
+import docker.utils
 import requests.exceptions
 import urllib3.exceptions
 
@@ -33,7 +34,7 @@ from healerd.engine import (
     imagelist,
     request,
 )
-from healerd.engine.listing import RowCache, int_or_none
+from healerd.engine.listing import RowCache, int_or_none, rows_of
 from healerd.model import (
     LABEL_SERVICE,
     ContainerState,
@@ -139,9 +140,18 @@ class DockerEngine:
         return str(root) if root else None
 
     def list_managed(self) -> list[ObservedContainer]:
-        with _translated("list containers"):
-            raw = self._api.containers(all=True, filters={"label": LABEL_SERVICE})
-        return self._rows.parse(raw)
+        return self._rows.parse(self._list_rows({"label": LABEL_SERVICE}))
+
+    def _list_rows(self, filters: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+        """APIClient.containers(all=True) without its decode of the whole body at once:
+        the rows come one at a time (listing.rows_of), for the caller to keep only what
+        it needs of each."""
+        params: dict[str, object] = {"all": 1}
+        if filters:
+            params["filters"] = docker.utils.convert_filters(filters)
+        with _translated("list containers"):  # a garbled body too, row by row
+            response = self._api._get(self._api._url("/containers/json"), params=params)
+            yield from rows_of(str(self._api._result(response)))
 
     def image_present(self, image: str) -> bool:
         try:
@@ -578,8 +588,7 @@ class DockerEngine:
             return imagelist.local_images(self._api.images())
 
     def images_in_use(self) -> set[str]:
-        with _translated("list containers"):
-            return {str(c["ImageID"]) for c in self._api.containers(all=True) if c.get("ImageID")}
+        return {str(c["ImageID"]) for c in self._list_rows() if c.get("ImageID")}
 
     def remove_image(self, image_id: str) -> bool:
         try:

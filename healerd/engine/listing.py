@@ -3,7 +3,10 @@ no engine (the docker SDK stays in docker_engine.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from healerd.model import (
@@ -37,25 +40,80 @@ def _int_label(labels: dict[str, str], key: str) -> int:
         return 0
 
 
-def observed(raw: dict[str, Any]) -> ObservedContainer:
-    labels = raw.get("Labels") or {}
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def rows_of(text: str) -> Iterator[dict[str, Any]]:
+    """The list call's JSON array, a row at a time: each row is parsed and dropped
+    before the next is decoded, so that a list of 1,000 rows never stands as 1,000
+    decoded rows at once. (Those objects were most of what a list cost in memory, and
+    the allocator kept much of it afterwards.)"""
+    i = _ws(text, 0)
+    if text[i : i + 1] != "[":
+        raise ValueError("the engine's container list is not a JSON array")
+    i = _ws(text, i + 1)
+    if text[i : i + 1] == "]":
+        return
+    decode = _DECODER.raw_decode
+    while True:
+        row, i = decode(text, i)
+        yield row
+        sep = text[i : i + 1]
+        if sep != ",":  # the engine's own JSON is compact: no whitespace to skip
+            i = _ws(text, i)
+            sep = text[i : i + 1]
+            if sep == "]":
+                return
+            if sep != ",":
+                raise ValueError(f"the engine's container list: ',' or ']' expected at {i}")
+        i += 1
+        if text[i : i + 1] != "{":
+            i = _ws(text, i)
+
+
+def _ws(text: str, i: int) -> int:
+    found = _WS.match(text, i)
+    assert found is not None  # [ \t\n\r]* matches everywhere
+    return found.end()
+
+
+def _changing(raw: dict[str, Any]) -> tuple[ContainerState, str, str, str]:
+    """What of a listed container can change while it exists: state, status text, name
+    (a rename), image reference (a moved tag)."""
     names = raw.get("Names") or [""]
-    status = str(raw.get("Status", ""))
+    return (
+        ContainerState.parse(str(raw.get("State", ""))),
+        str(raw.get("Status", "")),
+        str(names[0]).lstrip("/"),
+        str(raw.get("Image", "")),
+    )
+
+
+def _from_status(status: str) -> dict[str, Any]:
     # The list call carries health and exit code only inside its Status text; parsing
     # it saves one inspect per container.
     health = _HEALTH.search(status)
     exited = _EXIT.match(status)
+    return {
+        "status": status,
+        "health": Health.parse(health.group(1).replace("health: ", "") if health else None),
+        "exit_code": int(exited.group(1)) if exited else None,
+    }
+
+
+def observed(raw: dict[str, Any]) -> ObservedContainer:
+    labels = raw.get("Labels") or {}
+    state, status, name, image = _changing(raw)
     return ObservedContainer(
         id=str(raw["Id"]),
-        name=str(names[0]).lstrip("/"),
+        name=name,
         service=str(labels.get(LABEL_SERVICE, "")),
         spec_hash=str(labels.get(LABEL_SPEC_HASH, "")),
-        state=ContainerState.parse(str(raw.get("State", ""))),
+        state=state,
         created=float(raw.get("Created", 0)),
-        status=status,
-        image=str(raw.get("Image", "")),
-        health=Health.parse(health.group(1).replace("health: ", "") if health else None),
-        exit_code=int(exited.group(1)) if exited else None,
+        image=image,
+        **_from_status(status),
         restarts=_int_label(labels, LABEL_RESTARTS),
         crash_streak=_int_label(labels, LABEL_CRASH_STREAK),
         source_file=str(labels.get(LABEL_SOURCE_FILE, "")),
@@ -69,30 +127,45 @@ def observed(raw: dict[str, Any]) -> ObservedContainer:
 
 
 class RowCache:
-    """Parses a list call's rows, reusing the last parse of a row that did not change.
+    """Parses a list call's rows, reusing what it made of a container last time.
 
-    A container's labels, creation time, mounts and network mode never change; its
-    state, status text, name (a rename) and image reference (a moved tag) may: those
-    make the key. At 1,000 containers most rows of a pass are as they were in the last
-    one, and parsing them was most of what a pass cost above the list call itself.
-    Safe across threads: each call builds a new table and swaps it in whole."""
+    A container's labels, creation time, mounts and network mode never change; only
+    what `_changing` names may. At 1,000 containers most rows of a pass are as they
+    were in the last one, and parsing them was most of what a pass cost above the list
+    call itself. A row that did not change gives back the very object of the last list,
+    and one that did keeps all but its changed fields: so that almost nothing made while
+    decoding a list of 1,000 rows outlives it. (Every survivor pins the allocator's
+    arena it sits in: keeping each list's id strings and key tuples held megabytes that
+    the list had used once.) Safe across threads: each call builds a new table and
+    swaps it in whole."""
 
     def __init__(self) -> None:
-        self._rows: dict[str, tuple[tuple[object, ...], ObservedContainer]] = {}
+        self._rows: dict[str, ObservedContainer] = {}
 
-    def parse(self, rows: list[dict[str, Any]]) -> list[ObservedContainer]:
+    def parse(self, rows: Iterable[dict[str, Any]]) -> list[ObservedContainer]:
         last = self._rows
-        now: dict[str, tuple[tuple[object, ...], ObservedContainer]] = {}
+        now: dict[str, ObservedContainer] = {}
         out = []
         for raw in rows:
-            cid = str(raw["Id"])
-            key = (raw.get("State"), raw.get("Status"), raw.get("Names"), raw.get("Image"))
-            hit = last.get(cid)
-            c = hit[1] if hit is not None and hit[0] == key else observed(raw)
-            now[cid] = (key, c)
+            old = last.get(str(raw["Id"]))
+            c = observed(raw) if old is None else _current(old, raw)
+            now[c.id] = c
             out.append(c)
         self._rows = now
         return out
+
+
+def _current(old: ObservedContainer, raw: dict[str, Any]) -> ObservedContainer:
+    state, status, name, image = _changing(raw)
+    if (state, status, name, image) == (old.state, old.status, old.name, old.image):
+        return old
+    return dataclasses.replace(
+        old,
+        state=state,
+        name=old.name if name == old.name else name,
+        image=old.image if image == old.image else image,
+        **(_from_status(status) if status != old.status else {}),
+    )
 
 
 def _network_of(raw: dict[str, Any]) -> str:
@@ -114,4 +187,4 @@ def _anonymous_volumes(mounts: list[dict[str, Any]]) -> tuple[tuple[str, str], .
     )
 
 
-__all__ = ["ANONYMOUS", "RowCache", "int_or_none", "observed"]
+__all__ = ["ANONYMOUS", "RowCache", "int_or_none", "observed", "rows_of"]
