@@ -44,10 +44,6 @@ log = logging.getLogger("healerd.controller")
 # The key of a pass that only looks for services with containers but no declaration.
 DISCOVER = ""
 DEFAULT_BACKOFF = Backoff(0.005, 60.0)
-# While the engine cannot be listed, how long a service waits at most before it looks
-# again: a failed list costs nothing, and after an engine restart (a reboot) every second
-# counts.
-ENGINE_RECHECK = 0.1
 IMAGE_BACKOFF = Backoff(2.0, 300.0)
 # How long a list stays good for keys queued before it began (a resync's keys come in
 # batches of at most `workers`): the level is still read once per resync, not once per
@@ -411,7 +407,7 @@ class Controller:
                 reason = f"cannot list containers: {self._health.list_error}"
                 self._reconciler.hold_rollout(key)  # an outage is no lack of progress
                 state = ServiceState.ENGINE_UNREACHABLE
-                self._settle(key, Outcome(state, reason, _RETRY, cap=ENGINE_RECHECK))
+                self._settle(key, Outcome(state, reason, _RETRY, cap=self._health.recheck()))
             elif key == DISCOVER:
                 self._discover(obs)
             else:

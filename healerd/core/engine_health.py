@@ -14,6 +14,14 @@ from healerd.model import ObservedContainer
 
 log = logging.getLogger("healerd.controller")
 
+# While the engine cannot be listed, how long a service waits at most before it looks
+# again: 0.1 s for the first minute of an outage (after an engine restart, a reboot,
+# every second counts), then 1 s: each failed look takes a token of the engine-call
+# budget, and a long outage must not leave the bucket empty when the engine returns.
+RECHECK_FAST = 0.1
+RECHECK_SLOW = 1.0
+FAST_FOR = 60.0
+
 
 class EngineHealth:
     def __init__(
@@ -34,6 +42,7 @@ class EngineHealth:
         self._guarded = False
         self._on_back = on_back
         self._logged_at: float | None = None
+        self._down_since: float | None = None
         self.ok: bool | None = None
         self.version: str | None = None
         self.data_root: str | None = None
@@ -53,9 +62,19 @@ class EngineHealth:
         self._reachable()
         return listed
 
+    def recheck(self) -> float:
+        """The longest wait of a service before it looks again while the engine cannot
+        be listed."""
+        since = self._down_since
+        if since is None or self._clock.monotonic() - since < FAST_FOR:
+            return RECHECK_FAST
+        return RECHECK_SLOW
+
     def _failed(self, exc: EngineError, keys: Iterable[str]) -> None:
         self.list_error = str(exc)
         now = self._clock.monotonic()
+        if self._down_since is None:
+            self._down_since = now
         was_ok = self.ok
         if isinstance(exc, EngineUnavailable):
             self.ok = False
@@ -68,6 +87,7 @@ class EngineHealth:
                 self._events.record("engine-lost", "", str(exc))
 
     def _reachable(self) -> None:
+        self._down_since = None
         if self.ok is False:
             self._events.record("engine-back", "", "engine reachable again")
             self.ok = True

@@ -150,6 +150,33 @@ def test_engine_down_then_back_resyncs_every_service() -> None:
     assert len(engine.running("a")) == 1 and len(engine.running("b")) == 1
 
 
+
+def test_an_outage_is_looked_at_every_tenth_second_for_a_minute_then_every_second() -> None:
+    """After an engine restart every second counts; a long outage must not spend the
+    engine-call budget on ten failed looks a second."""
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    engine.down = True
+    ctrl.enqueue_all()
+    start, looks = clock.monotonic(), []
+    while clock.monotonic() - start < 70:
+        if ctrl.process_once():
+            looks.append(clock.monotonic() - start)
+        clock.advance(ctrl.queue.next_delay() or 0.01)
+    early = [b - a for a, b in itertools.pairwise(looks) if b < 55]
+    late = [b - a for a, b in itertools.pairwise(looks) if b > 62]
+    assert early and max(early) <= 0.1 + 1e-9
+    assert late and min(late) >= 1.0 - 1e-9 and max(late) <= 1.0 + 1e-9
+    assert "retry in 1.0s" in {s.name: s for s in ctrl.statuses()}["a"].reason
+    engine.down = False  # back: the next outage starts fast again
+    ctrl.queue.add("a", force=True)
+    drive(ctrl, clock, max_seconds=2.0)
+    engine.down = True
+    ctrl.queue.add("a", force=True)
+    ctrl.process_once()
+    assert "retry in 0.1s" in {s.name: s for s in ctrl.statuses()}["a"].reason
+
 def crashy(replicas: int = 1) -> ServiceSpec:
     return spec(
         "crashy",
