@@ -172,12 +172,15 @@ class BenchHealerd(Healerd):
     """healerd with a throwaway config dir of its own, logging warnings only (so start()
     does not wait for its READY line); stop() deletes the dir."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, handoff: bool = False) -> None:
         # Not under /tmp: healerd refuses config in a directory others can write.
         BENCH_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
         work = tempfile.mkdtemp(prefix=f"conf-{name}-", dir=BENCH_ROOT)
         self.conf = ConfigDir(Path(work), IMAGE)
-        self.conf.settings("log_level: warning\n")
+        # The hand-off at a stop only where a benchmark measures it (bench/restart.py,
+        # the stop at 1,000): elsewhere it is cleanup time, outside every figure.
+        on = "true" if handoff else "false"
+        self.conf.settings(f"log_level: warning\nhandoff_on_stop: {on}\n")
         self.dir = self.conf.root
         super().__init__(
             self.dir, docker_host(), self.dir / "healerd.log", log_level=None, ready_timeout=None

@@ -359,7 +359,7 @@ class ServiceSpec:
     priority: int = steering(0)
     # Compose's `restart` (healerd.core.jobs): None, always and unless-stopped replace
     # every container that stops; "no" and on-failure[:N] make a run-once service.
-    # Docker's own restart policy stays "no".
+    # Docker's own restart policy stays "no" while healerd runs (core/handoff.py).
     restart: str | None = steering(None)
     # Compose's profiles: the service runs only when COMPOSE_PROFILES names one of them.
     profiles: tuple[str, ...] = steering(())

@@ -169,8 +169,9 @@ HOST_FIELDS: tuple[Key, ...] = (
          "{db: {condition: service_healthy, required: false}}",
          hc.depends_on, {"type": ["array", "object"]}, ()),
     _key("restart", 'always | unless-stopped | on-failure[:N] | "no"', "Compose's restart, "
-         "with healerd as the one healer (Docker's own policy stays no). always and "
-         "unless-stopped: every container that stops or fails is replaced. on-failure[:N]: "
+         "with healerd as the one healer (Docker's own policy stays no while healerd "
+         "runs). always and unless-stopped: every container that stops or fails is replaced. "
+         "on-failure[:N]: "
          "only after a non-zero exit, at most N times; then the service is Failed. \"no\": "
          "a run-once job, left exited (Completed with exit code 0, else Failed) and run "
          "again when its spec changes. With on-failure and no, health never replaces a "

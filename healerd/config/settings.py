@@ -51,6 +51,9 @@ class Settings:
     # and exit codes (healerctl logs --previous, describe); like Swarm's
     # task-history-retention-limit. 0 keeps none.
     history_limit: int = 1
+    # At a clean stop, hand the running replicas to the engine's own restart policy
+    # (taken back at the next start): see healerd.core.handoff.
+    handoff_on_stop: bool = True
     backoff_base: float = 0.005
     backoff_max: float = 60.0
     engine_timeout: float = 30.0
@@ -263,6 +266,19 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "task-history-retention-limit). 0 keeps none.",
         "2",
         _history_limit,
+    ),
+    _setting(
+        "handoff_on_stop",
+        "boolean",
+        "At a clean stop, give the running replicas the engine's own `unless-stopped` "
+        "restart policy, and take it back at the next start: a reboot, which stops "
+        "healerd before the engine, brings them back inside the engine's own start, as "
+        "fast as `--restart always` (healerd itself can start them only once the "
+        "engine's API answers). Not run-once, paused or crash-looping services. See "
+        "README, After an engine restart or a reboot.",
+        "false",
+        _bool,
+        reloadable=True,
     ),
     _setting(
         "backoff_base",

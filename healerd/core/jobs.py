@@ -1,6 +1,7 @@
 """Run-once services: Compose's `restart: "no"` and `on-failure[:N]` (pure).
 
-healerd stays the one healer (Docker's own restart policy is always "no"), so these
+healerd stays the one healer (Docker's own restart policy is "no" while healerd runs,
+and a clean stop hands only long-running services to it: core/handoff.py), so these
 meanings live here: a container of such a service that exited is *finished* - it holds
 its replica slot, is never replaced, and says Completed (exit 0) or Failed - unless
 on-failure wants it run again (a non-zero exit, fewer than N restarts so far). A finished

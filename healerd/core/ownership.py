@@ -216,3 +216,6 @@ class SignedEngine:
 
     def remove_image(self, image_id: str) -> bool:
         return self._engine.remove_image(image_id)
+
+    def set_restart_policy(self, container_id: str, policy: str) -> None:
+        self._engine.set_restart_policy(container_id, policy)

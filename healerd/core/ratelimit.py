@@ -203,6 +203,10 @@ class ThrottledEngine:
         self._take()
         return self._engine.remove_image(image_id)
 
+    def set_restart_policy(self, container_id: str, policy: str) -> None:
+        self._take()
+        self._engine.set_restart_policy(container_id, policy)
+
 
 class LastLook:
     """The last list of healerd's containers and when it was made, for readers: the

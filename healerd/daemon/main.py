@@ -39,11 +39,13 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.executor import plain_tag
 from healerd.core.ownership import HostKey, SignedEngine, Unverified
 from healerd.core.ratelimit import ThrottledEngine, TokenBucket
+from healerd.core.state import ServiceState
 from healerd.core.status import NodeReport
 from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.credentials import CredentialsFile
+from healerd.daemon.handoff import HandOff
 from healerd.daemon.hostkey import HostKeyError, load_or_create
 from healerd.daemon.imagework import ImageWork
 from healerd.daemon.journal import make_handler
@@ -61,6 +63,8 @@ log = logging.getLogger("healerd")
 EXIT_CONFIG = 2
 EXIT_RUNNING = 3
 SHUTDOWN_GRACE = 3.0
+# A host key younger than this was made by this start (handoff.take_back_all).
+NEW_KEY = 60.0
 # Lists the API may make on its own (when the loop's last one is over a second old).
 READS_PER_SECOND = 1.0
 # A describe inspects each failed container kept: a burst of them at once.
@@ -192,6 +196,8 @@ class Daemon:
         self.store = DesiredStore()
         loop_metrics = LoopMetrics()
         self.credentials = CredentialsFile()
+        # Unthrottled and signed: only what healerd owns, at the pace a stop allows.
+        self.handoff = HandOff(engine, settings.state_dir)
         self.controller = self._controller(engine, name_tag, loop_metrics)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.images = ImageWork(
@@ -224,7 +230,7 @@ class Daemon:
             loop_settings(self.settings),
             admission=self.admission,
             hooks=[metrics],
-            engine_guard=self.guard_engine,
+            engine_guard=self._before_first_look,
             # When a list call finds the engine back, do not wait out the stream's backoff.
             on_engine_back=lambda: self.watcher.kick(),
             reader=read_engine(engine, self.clock),
@@ -269,6 +275,25 @@ class Daemon:
         except OSError as exc:
             log.warning("cannot lock the engine's ID (%s); relying on the address lock", exc)
             self._id_lock = -1
+
+    def _before_first_look(self) -> None:
+        """The engine's ID locked, and a hand-off of the last stop taken back: raises
+        EngineError until both are done (the loop looks again)."""
+        self.guard_engine()
+        taken = self.handoff.take_back()
+        if taken is not None:
+            log.info("took back the engine's restart policy from %d container(s)", taken)
+
+    def _hand_off(self) -> None:
+        """At a clean stop of a healerd that had the engine (see core/handoff.py)."""
+        if not self.settings.handoff_on_stop or self.exit_code or not self.controller.engine_ok:
+            return
+        keep = {
+            st.name
+            for st in self.controller.statuses()
+            if st.paused or st.state in (ServiceState.CRASH_LOOP_BACK_OFF, ServiceState.FAILED)
+        }
+        self.handoff.at_stop(self.controller.desired.services, keep, self.clock.time())
 
     def _data_root(self) -> str:
         return self.controller.engine_data_root or ""
@@ -457,6 +482,7 @@ class Daemon:
         self.confwatch.stop()
         self.watcher.stop()
         self.controller.shutdown()
+        self._hand_off()
         for t in threads:
             t.join(timeout=SHUTDOWN_GRACE / len(threads))
         return self.exit_code
@@ -544,6 +570,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     daemon = Daemon(
         settings, engine, api_options=api_options, id_lock_dir=instance.LOCK_DIR, host_key=key
     )
+    if time.time() - key.born < NEW_KEY:
+        with contextlib.suppress(OSError):  # then nothing to take back: no state dir
+            daemon.handoff.take_back_all()
     try:
         daemon.guard_engine()
     except EngineError:

@@ -171,3 +171,9 @@ class Engine(Protocol):
         """Remove an image by ID, never forced (its untagged parent layers go too). False
         when the engine refuses because a container uses it or it is gone: no error."""
         ...
+
+    def set_restart_policy(self, container_id: str, policy: str) -> None:
+        """The engine's own restart policy of a container ("no", "unless-stopped"), in
+        place: what keeps healerd's containers while healerd is stopped (handoff.py). A
+        container that is gone is no error."""
+        ...

@@ -34,7 +34,7 @@ from healerd.engine import (
     imagelist,
     request,
 )
-from healerd.engine.listing import RowCache, int_or_none, rows_of
+from healerd.engine.listing import RowCache, event_of, int_or_none, rows_of
 from healerd.model import (
     LABEL_SERVICE,
     ContainerState,
@@ -143,9 +143,7 @@ class DockerEngine:
         return self._rows.parse(self._list_rows({"label": LABEL_SERVICE}))
 
     def _list_rows(self, filters: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
-        """APIClient.containers(all=True) without its decode of the whole body at once:
-        the rows come one at a time (listing.rows_of), for the caller to keep only what
-        it needs of each."""
+        """APIClient.containers(all=True), its rows decoded one at a time (rows_of)."""
         params: dict[str, object] = {"all": 1}
         if filters:
             params["filters"] = docker.utils.convert_filters(filters)
@@ -542,23 +540,9 @@ class DockerEngine:
             on_connected()
             with _translated("events"):
                 for line in resp.iter_lines(chunk_size=None):
-                    if not line:
-                        continue
-                    event = json.loads(line)
-                    actor = event.get("Actor") or {}
-                    attrs = actor.get("Attributes") or {}
-                    service = attrs.get(LABEL_SERVICE)
-                    if service:
-                        on_event(
-                            EngineEvent(
-                                service=str(service),
-                                container_id=str(actor.get("ID", "")),
-                                action=str(event.get("Action", "")),
-                                signal=str(attrs.get("signal", "")),
-                                exit_code=int_or_none(attrs.get("exitCode")),
-                                name=str(attrs.get("name", "")),
-                            )
-                        )
+                    event = event_of(line) if line else None
+                    if event is not None:
+                        on_event(event)
         except (AttributeError, ValueError, OSError, requests.exceptions.RequestException) as exc:
             # close() from another thread surfaces as one of these inside requests.
             with self._watch_lock:
@@ -589,6 +573,11 @@ class DockerEngine:
 
     def images_in_use(self) -> set[str]:
         return {str(c["ImageID"]) for c in self._list_rows() if c.get("ImageID")}
+
+    def set_restart_policy(self, container_id: str, policy: str) -> None:
+        with _translated(f"update {container_id[:12]}"), suppress(docker.errors.NotFound):
+            restart = {"Name": policy, "MaximumRetryCount": 0}
+            self._api.update_container(container_id, restart_policy=restart)
 
     def remove_image(self, image_id: str) -> bool:
         try:

@@ -18,6 +18,7 @@ from healerd.model import (
     LABEL_SPEC_HASH,
     OWNER_LABEL_PREFIX,
     ContainerState,
+    EngineEvent,
     Health,
     ObservedContainer,
 )
@@ -187,4 +188,22 @@ def _anonymous_volumes(mounts: list[dict[str, Any]]) -> tuple[tuple[str, str], .
     )
 
 
-__all__ = ["ANONYMOUS", "RowCache", "int_or_none", "observed", "rows_of"]
+def event_of(line: bytes) -> EngineEvent | None:
+    """One line of the engine's event stream, if it is about a healerd container."""
+    event = json.loads(line)
+    actor = event.get("Actor") or {}
+    attrs = actor.get("Attributes") or {}
+    service = attrs.get(LABEL_SERVICE)
+    if not service:
+        return None
+    return EngineEvent(
+        service=str(service),
+        container_id=str(actor.get("ID", "")),
+        action=str(event.get("Action", "")),
+        signal=str(attrs.get("signal", "")),
+        exit_code=int_or_none(attrs.get("exitCode")),
+        name=str(attrs.get("name", "")),
+    )
+
+
+__all__ = ["ANONYMOUS", "RowCache", "event_of", "int_or_none", "observed", "rows_of"]

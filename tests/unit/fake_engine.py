@@ -54,6 +54,7 @@ LOOP_CALLS = frozenset(
 OPT_IN_CALLS = frozenset(
     {"pull", "image_size_hint", "identity", "watch", "stop_watch", "logs", "death"}
     | {"prune_volumes", "registry_digest", "local_digests"}
+    | {"set_restart_policy"}  # the daemon's hand-off at a stop, taken back at a start
 )
 # Image garbage collection (healerd.core.imagegc): the image list, which images
 # containers use, removing one.
@@ -115,6 +116,7 @@ class FakeEngine:
         self.local_images: dict[str, LocalImage] = {}
         self.foreign_image_users: set[str] = set()
         self.removed_images: list[str] = []
+        self.policies: dict[str, str] = {}  # container id -> its engine restart policy
         self.clock = clock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -352,6 +354,14 @@ class FakeEngine:
                     if c.image in (img.id, *img.tags, *img.digests):
                         used.add(img.id)
             return used
+
+    def set_restart_policy(self, container_id: str, policy: str) -> None:
+        self._allowed("set_restart_policy", container_id, policy)
+        self.calls.append("set_restart_policy")
+        self._check()
+        with self._lock:
+            if container_id in self.containers:
+                self.policies[container_id] = policy
 
     def remove_image(self, image_id: str) -> bool:
         self._allowed("remove_image", image_id)

@@ -522,7 +522,7 @@ def test_controller_readers_reuse_the_look_while_the_stream_is_quiet() -> None:
 
 def test_api_reads_take_no_token_from_the_heal_budget(tmp_path: Path) -> None:
     (tmp_path / "conf.d").mkdir()
-    settings = Settings(config_dir=tmp_path)
+    settings = Settings(config_dir=tmp_path, state_dir=tmp_path / "state")
     engine = FakeEngine(allow=LOOP_CALLS | {"identity"})
     d = Daemon(settings, engine)
     heal_calls = d.engine.stats.calls

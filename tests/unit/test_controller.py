@@ -150,7 +150,6 @@ def test_engine_down_then_back_resyncs_every_service() -> None:
     assert len(engine.running("a")) == 1 and len(engine.running("b")) == 1
 
 
-
 def test_an_outage_is_looked_at_every_tenth_second_for_a_minute_then_every_second() -> None:
     """After an engine restart every second counts; a long outage must not spend the
     engine-call budget on ten failed looks a second."""
@@ -176,6 +175,7 @@ def test_an_outage_is_looked_at_every_tenth_second_for_a_minute_then_every_secon
     ctrl.queue.add("a", force=True)
     ctrl.process_once()
     assert "retry in 0.1s" in {s.name: s for s in ctrl.statuses()}["a"].reason
+
 
 def crashy(replicas: int = 1) -> ServiceSpec:
     return spec(

@@ -18,7 +18,11 @@ def settings_for(tmp_path: Path, *argv: str, file: str = ""):  # type: ignore[no
     (tmp_path / "conf.d").mkdir(exist_ok=True)
     if file:
         (tmp_path / "healerd.yaml").write_text(file)
-    return resolve_settings(build_parser().parse_args(["--config-dir", str(tmp_path), *argv]))
+    # Never the host's /var/lib/healerd: a hand-off marker there is a real healerd's.
+    state = ["--state-dir", str(tmp_path / "state")]
+    return resolve_settings(
+        build_parser().parse_args(["--config-dir", str(tmp_path), *state, *argv])
+    )
 
 
 def test_flags_override_the_settings_file(tmp_path: Path) -> None:

@@ -194,7 +194,10 @@ def test_daemon_notifies_systemd_and_stops_the_watchdog_while_stalled(
     (tmp_path / "conf.d" / "a.yaml").write_text("services:\n  web:\n    image: img:1\n")
     settings = resolve_settings(
         build_parser().parse_args(
-            ["--config-dir", str(tmp_path), "--socket", str(tmp_path / "api.sock")]
+            [
+                *("--config-dir", str(tmp_path), "--socket", str(tmp_path / "api.sock")),
+                *("--state-dir", str(tmp_path / "state")),
+            ]
         )
     )
     engine = GatedEngine()
