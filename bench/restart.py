@@ -141,7 +141,7 @@ def _reference(client: docker.APIClient, n: int, policy: str = "always") -> Any:
     return running
 
 
-def run(n: int = 50, rounds: int = 7) -> dict[str, Any]:
+def run(n: int = 50, rounds: int = 5) -> dict[str, Any]:
     client = api()
     image_id(client)
     cleanup(client)
