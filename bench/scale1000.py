@@ -9,29 +9,34 @@ containers and their shims):
 
 1. slope: one service scaled 10 -> 100 -> 300; at each size one full pass of a
    Controller next to a bare label-filtered list (samples interleaved, ratio of each
-   pair), `healerctl status` and `healerctl get -o json` wall times;
-2. bound: 1,000 bare containers created and started by 8 threads (the engine's best
-   parallel rate at this scale), then the bare storm: 500 of them SIGKILLed by 16
-   threads while a perfect script replaces each as its kill returns;
-3. healerd: cold start 0 -> 1,000 (10 services x 100, one edit of conf.d each, timed
-   from the first write); the pass, status and get figures at 1,000; idle for 120 s
-   (CPU of one core from /proc, engine calls from healerd's metrics, RSS against the
-   import floor); heal p50 after `docker kill` of one container (20 rounds, each next to
-   a bare create+start); the storm: 500 of the 1,000 killed at once, to full
-   convergence, counting creates.
+   pair), `healerctl status` and `healerctl get -o json` wall times, idle, heals;
+2. cold start 0 -> 1,000 in ten steps of 100, each step healerd's (one more service
+   file of 100 replicas, to its 100th start event) next to the bound's (100 bare
+   containers made by 8 threads, the engine's best parallelism at this size) and
+   docker-compose's (`up -d --scale kI=100 kI`), in a rotating order, the references'
+   containers removed after each step; then at 1,000: the pass, status and get figures,
+   idle for 120 s (CPU of one core from /proc, engine calls from healerd's metrics, RSS
+   against the import floor), heal p50 after `docker kill` of one container (20 rounds,
+   each next to a bare create+start), healerd's storm (500 of the 1,000 killed at once,
+   to the 500th replacement's start event, counting creates), healerd's stop (which hands
+   the 1,000 to the engine's restart policy), and the bare storm from the same engine
+   state (healerd's history removed; 500 of its containers killed by 16 threads while a
+   perfect script replaces each on its own network the moment its kill returns);
+3. Swarm last: 10 services of 100 replicas on a single-node swarm (capped at 15
+   minutes), removed a service at a time.
 
-References in the same run, on the same engine: the bound (above), Debian's
-`docker-compose up -d --scale` of the same 10 x 100, and 10 Swarm services of 100 replicas
-on a single-node swarm (capped at 15 minutes). The reference containers sit on
-user-defined bridges with an alias, as healerd's do on their project's network.
+Every convergence is timed by the engine's events, not by polling a list of 1,000 rows
+(which loads the engine being measured). The reference containers sit on user-defined
+bridges with an alias, as healerd's do on their project's network.
 
-Run (outside CI, about 45 minutes): `python -m bench.scale1000` (prints JSON; writes
+Run (outside CI, about 55 minutes): `python -m bench.scale1000` (prints JSON; writes
 bench/scale1000.json and the slope as bench/scale1000.svg; SCALE1000_OUT=name to keep
 another run's files beside them; SCALE1000_TOOLS=compose leaves Swarm out, and
-SCALE1000_TOOLS= both, about 25 minutes, for a second run of the ratios). The engine's
-log is kept as bench/NAME-dockerd.log. `python -m bench.scale1000 --at-1000`: part 3's
-cold start, pass, healerctl and idle figures alone (bench/scale1000-at1000.json, about
-15 minutes).
+SCALE1000_SLOPE=no the slope, about 30 minutes, for a second run of the ratios). The
+engine's log is kept as bench/NAME-dockerd.log. `python -m bench.scale1000 --at-1000`:
+healerd's cold start, pass, healerctl and idle figures alone (bench/scale1000-at1000.json,
+about 15 minutes). `python -m bench.scale1000 --compare A.json B.json`: how far two runs'
+ratios are apart.
 """
 
 from __future__ import annotations
