@@ -6,7 +6,8 @@ is there again and starts it through the API; one with a policy is started insid
 dockerd's own start, before its API answers at all (BENCHMARKS.md "Engine restart": no
 API client comes within 15 % of `--restart always`). So at a clean stop healerd hands
 its running replicas to the engine's `unless-stopped` policy, and at its next start,
-before its first look, it takes every container it manages back ("no"). healerd stays
+before its first look, it takes those back ("no"; all it manages after a new host key,
+as the marker went with the old state directory). healerd stays
 the one healer while it runs (a crash is replaced, the failed container kept as history,
 with its backoff); the engine heals only while healerd is away, which is what a Compose
 file's `restart: always` means anyway. `unless-stopped`, not `always`: a container that
