@@ -108,9 +108,15 @@ class Admission:
 
     # -- creates --------------------------------------------------------------------
 
-    def set_claims(self, claims: dict[str, Claim]) -> None:
+    def set_claims(self, claims: dict[str, Claim], only: str | None = None) -> None:
+        """`only`: the claims come from a list of that service alone: the others stand."""
         with self._lock:
-            self._claims = dict(claims)
+            if only is None:
+                self._claims = dict(claims)
+            elif only in claims:
+                self._claims[only] = claims[only]
+            else:
+                self._claims.pop(only, None)
 
     def grant(
         self, service: str, priority: int, replacements: int, extras: int, need: int

@@ -48,14 +48,17 @@ class EngineHealth:
         self.data_root: str | None = None
         self.list_error = ""
 
-    def list_managed(self, keys: Iterable[str]) -> list[ObservedContainer] | None:
-        """The engine's list; None when it cannot be read (`keys` wait, for the log)."""
+    def list_managed(
+        self, keys: Iterable[str], service: str | None = None
+    ) -> list[ObservedContainer] | None:
+        """The engine's list (of `service` only, if given); None when it cannot be read
+        (`keys` wait, for the log)."""
         try:
             if not self._guarded:
                 # Before the first look: may this healerd act on this engine at all?
                 self._guard()
                 self._guarded = True
-            listed = self._engine.list_managed()
+            listed = self._engine.list_managed(service)
         except EngineError as exc:
             self._failed(exc, keys)
             return None

@@ -63,17 +63,22 @@ def observe(
     wall: float,
     *,
     engine_back: bool = False,
+    scoped: bool = False,
 ) -> list[ObservedContainer]:
     """Fold one list into the memory; returns the containers as the planner sees them.
 
     `engine_back`: the first list after a start or an outage. Whatever stopped while the
-    engine was away (or restarting, or the host rebooting) is no crash."""
+    engine was away (or restarting, or the host rebooting) is no crash.
+    `scoped`: the list holds one service's containers only. What is remembered of the
+    others stays; so does what is remembered of that service's containers gone since,
+    until the next full list prunes it (an id is never listed again)."""
     present = {c.id for c in listed}
-    for d in (mem.dead_since, mem.unhealthy_since, mem.first_seen, mem.died):
-        for cid in [cid for cid in d if cid not in present]:
-            del d[cid]
-    mem.forgiven &= present
-    mem.engine_stopped &= present
+    if not scoped:
+        for d in (mem.dead_since, mem.unhealthy_since, mem.first_seen, mem.died):
+            for cid in [cid for cid in d if cid not in present]:
+                del d[cid]
+        mem.forgiven &= present
+        mem.engine_stopped &= present
     seen = [_aged(mem, c, mono, wall) for c in listed]
     for c in seen:
         if c.running:
@@ -87,9 +92,10 @@ def observe(
             mem.unhealthy_since.pop(c.id, None)
     # Sticky while stopped: the replacement that made it history may go during an outage
     # (the chaos soak: docker rm -f of it, then an engine restart).
-    mem.history = {c.id for c in history(seen)} | {
-        c.id for c in seen if c.id in mem.history and not c.running
-    }
+    kept = {c.id for c in seen if c.id in mem.history and not c.running}
+    if scoped:
+        kept |= mem.history - present
+    mem.history = {c.id for c in history(seen)} | kept
     if engine_back:
         stopped = {c.id for c in seen if not c.running}
         mem.forgiven |= stopped

@@ -116,14 +116,18 @@ class SignedEngine:
         with self._lock:
             return sorted(self._unverified.values(), key=lambda u: (u.service, u.name))
 
-    def list_managed(self) -> list[ObservedContainer]:
-        listed = self._engine.list_managed()
+    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
+        """`service`: a list of that service's containers only, so only its unverified
+        ones are looked at again."""
+        listed = self._engine.list_managed(service)
         mine = [c for c in listed if self.key.trusts(c)]
         others = [c for c in listed if not self.key.trusts(c)]
         new: list[Unverified] = []
         with self._lock:
             before = self._unverified
-            self._unverified = {}
+            self._unverified = (
+                {} if service is None else {i: u for i, u in before.items() if u.service != service}
+            )
             for c in others:
                 u = before.get(c.id)
                 if u is None:

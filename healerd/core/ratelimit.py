@@ -113,9 +113,9 @@ class ThrottledEngine:
         self._take()
         return self._engine.data_root()
 
-    def list_managed(self) -> list[ObservedContainer]:
+    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
         self._take()
-        return self._engine.list_managed()
+        return self._engine.list_managed(service)
 
     def create_and_start(
         self,

@@ -68,8 +68,9 @@ class Engine(Protocol):
         """Where the engine keeps images and containers (for disk figures)."""
         ...
 
-    def list_managed(self) -> list[ObservedContainer]:
-        """Every healerd-labelled container, running or not, in one list call."""
+    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
+        """Every healerd-labelled container (or only `service`'s), running or not, in one
+        list call."""
         ...
 
     def create_and_start(

@@ -139,8 +139,9 @@ class DockerEngine:
             root = self._api.info().get("DockerRootDir")
         return str(root) if root else None
 
-    def list_managed(self) -> list[ObservedContainer]:
-        return self._rows.parse(self._list_rows({"label": LABEL_SERVICE}))
+    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
+        label = LABEL_SERVICE if service is None else f"{LABEL_SERVICE}={service}"
+        return self._rows.parse(self._list_rows({"label": label}), service)
 
     def _list_rows(self, filters: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         """APIClient.containers(all=True), its rows decoded one at a time (rows_of)."""

@@ -143,9 +143,14 @@ class RowCache:
     def __init__(self) -> None:
         self._rows: dict[str, ObservedContainer] = {}
 
-    def parse(self, rows: Iterable[dict[str, Any]]) -> list[ObservedContainer]:
+    def parse(
+        self, rows: Iterable[dict[str, Any]], service: str | None = None
+    ) -> list[ObservedContainer]:
+        """`service`: the rows are that service's only; the other services' stay."""
         last = self._rows
         now: dict[str, ObservedContainer] = {}
+        if service is not None:
+            now = {i: c for i, c in last.items() if c.service != service}
         out = []
         for raw in rows:
             old = last.get(str(raw["Id"]))

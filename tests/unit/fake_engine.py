@@ -96,6 +96,7 @@ class FakeEngine:
         _engines.append(self)
         self.containers: dict[str, ObservedContainer] = {}
         self.calls: list[str] = []
+        self.list_scopes: list[str | None] = []  # per list call: its service, None for all
         self.down = False
         self.fail_creates = 0
         self.images: set[str] | None = None  # None: every image is present
@@ -152,12 +153,13 @@ class FakeEngine:
     def now(self) -> float:
         return self.clock.time() if self.clock else float(len(self.containers))
 
-    def list_managed(self) -> list[ObservedContainer]:
+    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
         self._allowed("list")
         self.calls.append("list")
+        self.list_scopes.append(service)
         self._check()
         with self._lock:
-            return list(self.containers.values())
+            return [c for c in self.containers.values() if service in (None, c.service)]
 
     def create_and_start(
         self,

@@ -485,8 +485,8 @@ def test_the_loop_dates_its_list_by_when_it_began() -> None:
     engine, ctrl = _watched(clock)
     real = engine.list_managed
 
-    def slow_list() -> list[ObservedContainer]:
-        got = real()
+    def slow_list(service: str | None = None) -> list[ObservedContainer]:
+        got = real(service)
         clock.advance(3)  # the list takes 6 s; an event comes halfway
         ctrl.on_event(EngineEvent("web", "c1", "die"))
         clock.advance(3)

@@ -34,7 +34,7 @@ def test_a_failing_list_call_puts_the_engines_error_in_the_status(
     ctrl.set_desired(desired(spec("web", 1)))
     drive(ctrl, clock)
 
-    def broken() -> list[ObservedContainer]:
+    def broken(service: str | None = None) -> list[ObservedContainer]:
         raise EngineError("list containers: 500 Server Error: disk I/O error")
 
     monkeypatch.setattr(engine, "list_managed", broken)

@@ -178,9 +178,9 @@ class GatedEngine(FakeEngine):
         self.gate = threading.Event()
         self.gate.set()
 
-    def list_managed(self) -> list[ObservedContainer]:
+    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
         self.gate.wait()
-        return super().list_managed()
+        return super().list_managed(service)
 
 
 def test_daemon_notifies_systemd_and_stops_the_watchdog_while_stalled(

@@ -112,6 +112,10 @@ def test_the_loop_signs_what_it_makes_and_leaves_forged_containers_alone() -> No
     assert engine.containers[copy].state is ContainerState.RUNNING
     assert engine.containers[ghost].state is ContainerState.RUNNING
     assert len([c for c in engine.running("web") if signed_engine.key.verifies(c)]) == 2
+    # web's heal listed web alone; the next full look (the resync) sees the ghost too.
+    assert sorted(u.name for u in told) == ["web-copy"]
+    ctrl.enqueue_all()
+    drive(ctrl, clock)
     # Told once each, however many passes saw them; and listed for healerctl status.
     assert sorted(u.name for u in told) == ["ghost-1", "web-copy"]
     assert {u.name: u.why.split(",")[0] for u in signed_engine.unverified()} == {
