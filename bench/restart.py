@@ -1,7 +1,9 @@
 """After an engine restart (a reboot of the edge host), how fast is everything back?
 
 On one private dockerd stopped with SIGTERM and started again, timed from the engine's
-spawn until all N containers run, interleaved, `rounds` times each:
+spawn until all N containers run, interleaved (each round's order rotated by one),
+`rounds` times each; also when the engine first answered (dockerd serves its API only
+once it has started what its restart policies restore):
 
 - reboot: the order systemd keeps at a reboot: healerd stopped first (it hands its
   running containers to the engine's `unless-stopped` policy, core/handoff.py), then the
@@ -19,6 +21,7 @@ containers through the API the moment the engine answers, `parallel_actions` at 
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +47,7 @@ def _restart_and_start(running: Any, n: int) -> float:
     d.stop()
     t0 = time.monotonic()
     d.start()
+    ANSWERED.setdefault("script", []).append(time.monotonic() - t0)
     client = api()
     try:
         ids = [c["Id"] for c in client.containers(all=True, filters={"label": BENCH_LABEL})]
@@ -55,12 +59,16 @@ def _restart_and_start(running: Any, n: int) -> float:
     return time.monotonic() - t0
 
 
-def _restart_until_running(count: Any, n: int) -> float:
+ANSWERED: dict[str, list[float]] = {}  # per arm: seconds from the spawn to the first ping
+
+
+def _restart_until_running(count: Any, n: int, arm: str) -> float:
     """Stop the engine (SIGTERM), start it; seconds from the spawn until `n` run."""
     d = engine()
     d.stop()
     t0 = time.monotonic()
     d.start()
+    ANSWERED.setdefault(arm, []).append(time.monotonic() - t0)
     wait_for(f"{n} running again", lambda: count() >= n, 300, 0.02, ignore=(Exception,))
     return time.monotonic() - t0
 
@@ -92,6 +100,7 @@ def _reboot(n: int) -> float:
         d.stop()
         t0 = time.monotonic()
         d.start()
+        ANSWERED.setdefault("reboot", []).append(time.monotonic() - t0)
         h.start()
         wait_for(
             f"{n} running again",
@@ -141,85 +150,104 @@ def _reference(client: docker.APIClient, n: int, policy: str = "always") -> Any:
     return running
 
 
-def run(n: int = 50, rounds: int = 5) -> dict[str, Any]:
+def _kept_running(n: int) -> float:
+    """healerd on its own on the engine, running through the engine's restart."""
+    h = BenchHealerd("restart")
+    try:
+        h.service(SERVICE, n)
+        h.start()
+        wait_for("converged", lambda: Cluster(api()).converged(SERVICE, n), 300, 0.1)
+        time.sleep(1)
+        return _restart_until_running(lambda: len(Cluster(api()).running(SERVICE)), n, "healerd")
+    finally:
+        h.stop()
+        cleanup(api())
+
+
+def _always(n: int) -> float:
+    """The same containers under --restart always, without healerd."""
+    running = _reference(api(), n)
+    try:
+        return _restart_until_running(running, n, "always")
+    finally:
+        _clean(api())
+
+
+def _script(n: int) -> float:
+    """The same containers under restart policy no, started by a script."""
+    running = _reference(api(), n, policy="no")
+    try:
+        return _restart_and_start(running, n)
+    finally:
+        _clean(api())
+
+
+ARMS = {"reboot": _reboot, "healerd": _kept_running, "always": _always, "script": _script}
+
+
+def run(n: int = 50, rounds: int | None = None) -> dict[str, Any]:
+    """RESTART_ARMS (default all four, comma-separated) and RESTART_ROUNDS (default 5)
+    choose what runs; each round runs its arms in an order rotated by one from the last
+    round's, so that no arm always follows the same cleanup."""
+    arms = [a for a in os.environ.get("RESTART_ARMS", ",".join(ARMS)).split(",") if a]
+    if "always" not in arms or any(a not in ARMS for a in arms):
+        raise SystemExit(f"RESTART_ARMS: some of {', '.join(ARMS)}, always among them")
+    rounds = rounds or int(os.environ.get("RESTART_ROUNDS", "5"))
     client = api()
     image_id(client)
     cleanup(client)
-    healerd_s: list[float] = []
-    always_s: list[float] = []
-    script_s: list[float] = []
-    reboot_s: list[float] = []
-    for _ in range(rounds):
-        reboot_s.append(_reboot(n))
-        # healerd, on its own on the engine.
-        h = BenchHealerd("restart")
-        try:
-            h.service(SERVICE, n)
-            h.start()
-            wait_for("converged", lambda: Cluster(api()).converged(SERVICE, n), 300, 0.1)
-            time.sleep(1)
-            healerd_s.append(
-                _restart_until_running(lambda: len(Cluster(api()).running(SERVICE)), n)
-            )
-        finally:
-            h.stop()
-            cleanup(api())
-        # The same containers under --restart always, without healerd.
-        running = _reference(api(), n)
-        try:
-            always_s.append(_restart_until_running(running, n))
-        finally:
-            _clean(api())
-        # The same containers under restart policy no, started by a script.
-        running = _reference(api(), n, policy="no")
-        try:
-            script_s.append(_restart_and_start(running, n))
-        finally:
-            _clean(api())
+    times: dict[str, list[float]] = {a: [] for a in arms}
+    for i in range(rounds):
+        for arm in arms[i % len(arms) :] + arms[: i % len(arms)]:
+            times[arm].append(ARMS[arm](n))
         print(
-            f"engine restart: reboot order {reboot_s[-1]:.2f} s, "
-            f"healerd {healerd_s[-1]:.2f} s, --restart always "
-            f"{always_s[-1]:.2f} s, script through the API {script_s[-1]:.2f} s",
+            f"engine restart, round {i + 1}: "
+            + ", ".join(f"{a} {times[a][-1]:.2f} s" for a in arms)
+            + "; the engine answered after "
+            + ", ".join(f"{a} {v[-1]:.2f} s" for a, v in ANSWERED.items()),
             flush=True,
         )
-    h_med, a_med = statistics.median(healerd_s), statistics.median(always_s)
-    s_med = statistics.median(script_s)
-    r_med = statistics.median(reboot_s)
-    ratios = [h / a for h, a in zip(healerd_s, always_s, strict=True)]
-    reboot_ratios = [r / a for r, a in zip(reboot_s, always_s, strict=True)]
-    return {
-        "containers": n,
-        "rounds": rounds,
-        "healerd_median_s": h_med,
-        "restart_always_median_s": a_med,
-        "api_script_median_s": s_med,
-        "reboot_median_s": r_med,
-        "reboot_round_ratios": {
-            "p25": pct(reboot_ratios, 0.25),
-            "p50": pct(reboot_ratios, 0.5),
-            "p75": pct(reboot_ratios, 0.75),
-        },
-        # Each round's healerd time over the --restart always time next to it.
-        "round_ratios": {
-            "p25": pct(ratios, 0.25),
-            "p50": pct(ratios, 0.5),
-            "p75": pct(ratios, 0.75),
-        },
-        "healerd_s": healerd_s,
-        "restart_always_s": always_s,
-        "api_script_s": script_s,
-        "reboot_s": reboot_s,
-        "ratios": {
-            "reboot_over_restart_always": r_med / a_med,
-            "healerd_over_restart_always": h_med / a_med,
-            "healerd_over_api_script": h_med / s_med,
-            "api_script_over_restart_always": s_med / a_med,
-        },
-        "goals": {
-            "reboot: healerd <= 1.0 x restart policy always": r_med <= a_med,
-            "engine alone restarted: healerd <= 1.0 x restart policy always": h_med <= a_med,
-        },
-    }
+    always_s = times["always"]
+    a_med = statistics.median(always_s)
+    out: dict[str, Any] = {"containers": n, "rounds": rounds, "arms": arms}
+    out["restart_always_median_s"] = a_med
+    out["restart_always_s"] = always_s
+    names = {"reboot": "reboot", "healerd": "healerd", "script": "api_script"}
+    ratios: dict[str, float] = {}
+    goals: dict[str, bool] = {}
+    for arm in (a for a in arms if a != "always"):
+        name, got = names[arm], times[arm]
+        med = statistics.median(got)
+        per_round = [x / a for x, a in zip(got, always_s, strict=True)]
+        out[f"{name}_s"] = got
+        out[f"{name}_median_s"] = med
+        # Each round's time over the --restart always time of the same round.
+        out[f"{name}_round_ratios"] = {
+            "p25": pct(per_round, 0.25),
+            "p50": pct(per_round, 0.5),
+            "p75": pct(per_round, 0.75),
+        }
+        ratios[f"{name}_over_restart_always"] = med / a_med
+        # How long after the engine's first answer all n ran (the restore done by then?).
+        out[f"{name}_after_answer_s"] = [
+            x - y for x, y in zip(got, ANSWERED.get(arm, []), strict=False)
+        ]
+    out["always_after_answer_s"] = [
+        x - y for x, y in zip(always_s, ANSWERED.get("always", []), strict=False)
+    ]
+    if "reboot" in arms:
+        goals["reboot: healerd <= 1.0 x restart policy always"] = (
+            ratios["reboot_over_restart_always"] <= 1.0
+        )
+    if "healerd" in arms:
+        goals["engine alone restarted: healerd <= 1.0 x restart policy always"] = (
+            ratios["healerd_over_restart_always"] <= 1.0
+        )
+    # Seconds from the engine's spawn to its first answer, per arm and round.
+    out["answered_s"] = {a: ANSWERED.get(a, []) for a in arms}
+    out["ratios"] = ratios
+    out["goals"] = goals
+    return out
 
 
 def _clean(client: docker.APIClient) -> None:
