@@ -118,6 +118,14 @@ class Admission:
             else:
                 self._claims.pop(only, None)
 
+    def room(self) -> float:
+        """Memory above its threshold not reserved for creates yet (inf: unknown)."""
+        headroom = self.pressure().memory_headroom
+        with self._lock:
+            now = self._clock.monotonic()
+            reserved = sum(b for t, b in self._reserved if t > now)
+        return math.inf if headroom is None else headroom - reserved
+
     def grant(
         self, service: str, priority: int, replacements: int, extras: int, need: int
     ) -> Grant:

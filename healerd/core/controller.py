@@ -31,7 +31,7 @@ from healerd.core.ratelimit import LastLook
 from healerd.core.readmodel import StatusBook, container_statuses, summary
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
-from healerd.core.room import claims
+from healerd.core.room import ahead_may_claim, claims
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
@@ -387,11 +387,16 @@ class Controller:
         services of 100 a heal's list is a tenth of the full one, most of what a heal
         cost above the engine's create and start. The first look (after a start or an
         outage), a discovery pass and every batch of more keys list everything; so does
-        the resync, whose keys come in batches."""
+        the resync, whose keys come in batches, and a pass whose creates higher
+        priorities may have to go ahead of (room.ahead_may_claim)."""
         if len(keys) != 1 or keys[0] == DISCOVER or self._first_look:
             return None
-        spec = self._desired.services.get(keys[0])
+        desired = self._desired
+        spec = desired.services.get(keys[0])
         if spec is not None and (spec.depends_on or _joins_service(spec)):
+            return None
+        adm = self.admission
+        if spec is not None and adm is not None and ahead_may_claim(spec, desired.services, adm):
             return None
         return keys[0]
 

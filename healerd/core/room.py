@@ -18,6 +18,20 @@ def need(spec: ServiceSpec, admission: Admission) -> int:
     return spec.mem_limit or admission.limits.container_memory
 
 
+def ahead_may_claim(
+    spec: ServiceSpec, services: Mapping[str, ServiceSpec], admission: Admission
+) -> bool:
+    """Whether services of a higher priority could claim room that `spec`'s creates
+    would take: all their replicas and all of `spec`'s need more than the room left.
+    Then `spec`'s pass must look at every service (claims come from the look), not at
+    its own alone."""
+    higher = [s for s in services.values() if s.priority > spec.priority]
+    if not higher:
+        return False
+    wanted = sum(s.replicas * max(0, need(s, admission)) for s in [spec, *higher])
+    return wanted > admission.room()
+
+
 def claims(
     services: Mapping[str, ServiceSpec],
     observed: Sequence[ObservedContainer],

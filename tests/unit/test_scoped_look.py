@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from healerd.core.admission import Claim
+from healerd.core.admission import SAMPLE_TTL, Claim
 from healerd.core.clock import FakeClock
+from healerd.core.controller import Controller
 from healerd.core.observe import Memory, observe
 from healerd.core.ownership import SignedEngine, Unverified
 from healerd.engine.listing import RowCache
@@ -16,7 +17,8 @@ from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, make
 from tests.unit.test_listing import row
-from tests.unit.test_node import admission
+from tests.unit.test_node import Gi, Mi, admission, host, loop
+from tests.unit.test_node import drive as node_drive
 from tests.unit.test_ownership import KEY, signed
 
 
@@ -146,3 +148,34 @@ def test_claims_from_a_scoped_look_replace_only_that_service() -> None:
     assert adm._claims == {"b": Claim(5, 2, 10)}
     adm.set_claims({"b": Claim(5, 1, 10), "c": Claim(1, 1, 1)}, only="b")
     assert adm._claims == {"b": Claim(5, 1, 10)}  # c's is not b's look to say
+
+
+def _both_killed(mem_avail: int) -> tuple[FakeEngine, Controller]:
+    """cache (priority 0) and db (priority 10), 64 MiB a container, both killed; then
+    cache's lone pass with `mem_avail` on the host (its threshold is 100 MiB)."""
+    ctrl, engine, clock, probe = loop(host(), container_memory=64 * Mi)
+    ctrl.set_desired(desired(spec("cache", 1), spec("db", 1, priority=10)))
+    node_drive(ctrl, clock, 10)
+    probe.host = host(mem_avail=mem_avail)
+    clock.advance(SAMPLE_TTL)
+    for c in engine.running("cache") + engine.running("db"):
+        engine.kill(c.id)
+    engine.list_scopes.clear()
+    ctrl.queue.add("cache")
+    ctrl.process_once()
+    return engine, ctrl
+
+
+def test_with_little_room_a_lone_low_priority_pass_looks_at_everything() -> None:
+    # Room for one: db's claim must be seen (in the full look), so cache waits.
+    engine, ctrl = _both_killed(200 * Mi)
+    assert engine.list_scopes == [None]
+    assert engine.running("cache") == []
+    ctrl.shutdown()
+
+
+def test_with_room_for_all_a_lone_low_priority_pass_lists_its_own() -> None:
+    engine, ctrl = _both_killed(4 * Gi)
+    assert engine.list_scopes == ["cache"]
+    assert len(engine.running("cache")) == 1
+    ctrl.shutdown()
