@@ -353,8 +353,14 @@ class Controller:
         engine was away, no crash."""
         self._report.count("list_calls")
         began = self._clock.monotonic()
-        scope = self._scope(keys)
+        desired = self._desired  # one snapshot: the scope and the pass agree on the specs
+        scope = self._scope(keys, desired)
         listed = self._health.list_managed(keys, scope)
+        if listed is not None and scope is not None and self._first_look:
+            # This list found the engine back (EngineHealth's on_back): the first look
+            # after an outage must see every service's stopped containers.
+            self._report.count("list_calls")
+            scope, listed = None, self._health.list_managed(keys)
         if listed is None:
             return None
         mono, wall = self._clock.monotonic(), self._clock.time()
@@ -368,7 +374,7 @@ class Controller:
             else:
                 self._seen = (self._seen - {scope}) | _services(seen)
             self._recent = (began, seen, scope)
-        obs = Observation(seen, self._desired)
+        obs = Observation(seen, desired)
         if self.admission is not None:
             states = self._book.states()
             for k in self._images.waiting:
@@ -379,7 +385,7 @@ class Controller:
             self.admission.set_claims(claims(services, seen, states, self.admission), scope)
         return obs
 
-    def _scope(self, keys: Sequence[str]) -> str | None:
+    def _scope(self, keys: Sequence[str], desired: DesiredState) -> str | None:
         """The one service a batch's look may list alone, else None (every service).
 
         A lone key whose pass reads no other service's containers (no depends_on, which
@@ -391,7 +397,6 @@ class Controller:
         priorities may have to go ahead of (room.ahead_may_claim)."""
         if len(keys) != 1 or keys[0] == DISCOVER or self._first_look:
             return None
-        desired = self._desired
         spec = desired.services.get(keys[0])
         if spec is not None and (spec.depends_on or _joins_service(spec)):
             return None
@@ -408,12 +413,13 @@ class Controller:
             recent = self._recent
         if recent is None or self._clock.monotonic() - recent[0] > LOOK_REUSE:
             return None
-        if recent[2] is not None and set(keys) != {recent[2]}:
+        desired = self._desired
+        if recent[2] is not None and self._scope(keys, desired) != recent[2]:
             return None  # a look at one service shows nothing of the others
         if not self.queue.queued_before(keys, recent[0]):
             return None
         self._report.count("reused_looks")
-        return Observation(recent[1], self._desired)
+        return Observation(recent[1], desired)
 
     def _pulling(self, key: str, reason: str, tally: Tally | None) -> None:
         """A pull began in `key`'s pass: until the pass settles (minutes, on a slow link)

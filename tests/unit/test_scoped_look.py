@@ -179,3 +179,25 @@ def test_with_room_for_all_a_lone_low_priority_pass_lists_its_own() -> None:
     assert engine.list_scopes == ["cache"]
     assert len(engine.running("cache")) == 1
     ctrl.shutdown()
+
+
+def test_a_lone_look_that_finds_the_engine_back_is_a_full_first_look() -> None:
+    # The engine restarted (every container stopped) while only a was retrying.
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("a", 1), spec("b", 1)))
+    drive(ctrl, clock)
+    engine.down = True
+    before = set(engine.containers)
+    for cid in before:
+        engine.kill(cid)
+    ctrl.queue.add("a")
+    ctrl.process_once()
+    assert ctrl.engine_ok is False
+    engine.down = False
+    engine.calls.clear()
+    clock.advance(ctrl.queue.next_delay() or 0.0)
+    drive(ctrl, clock, max_seconds=1.0)
+    # b's stopped container is no crash either: started in place, not replaced.
+    assert {c.id for c in engine.running("a") + engine.running("b")} == before
+    assert "create" not in engine.calls
+    ctrl.shutdown()
