@@ -235,13 +235,16 @@ def run(n: int = 50, rounds: int | None = None) -> dict[str, Any]:
     out["always_after_answer_s"] = [
         x - y for x, y in zip(always_s, ANSWERED.get("always", []), strict=False)
     ]
+    # Judged by the paired ratio (each round's arm over the `always` of the same round,
+    # p50): the engine's own time moves from one restart to the next by more than the
+    # gap between arms, and the pairs take that drift out.
     if "reboot" in arms:
-        goals["reboot: healerd <= 1.0 x restart policy always"] = (
-            ratios["reboot_over_restart_always"] <= 1.0
+        goals["reboot: healerd <= 1.0 x restart policy always (rounds' p50)"] = (
+            out["reboot_round_ratios"]["p50"] <= 1.0
         )
     if "healerd" in arms:
-        goals["engine alone restarted: healerd <= 1.0 x restart policy always"] = (
-            ratios["healerd_over_restart_always"] <= 1.0
+        goals["engine alone restarted: healerd <= 1.0 x restart policy always (rounds' p50)"] = (
+            out["healerd_round_ratios"]["p50"] <= 1.0
         )
     # Seconds from the engine's spawn to its first answer, per arm and round.
     out["answered_s"] = {a: ANSWERED.get(a, []) for a in arms}
