@@ -76,6 +76,7 @@ from healerd.config import DesiredStore, load_conf_dir
 from healerd.core.clock import SystemClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.engine.docker_engine import DockerEngine
+from healerd.model import LABEL_REPLACES
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.polling import wait_for
@@ -422,7 +423,7 @@ def _heal_rounds(
 ) -> dict[str, Any]:
     """`docker kill` of one container to its replacement's start event, each round next
     to a bare create+start (on a user-defined bridge, as healerd's containers are)."""
-    heals, bare = [], []
+    heals, bare, pruned = [], [], []
 
     def converged() -> bool:  # one list, not one per service, while 1,000 run
         running = client.containers(filters={"label": "io.healerd.service", "status": "running"})
@@ -431,7 +432,13 @@ def _heal_rounds(
     for i in range(rounds):
         service = services[i % len(services)]
         wait_for("converged", converged, 120, 0.1)
-        victim = cluster.running(service)[0]["Id"]
+        rows = cluster.containers(service)
+        row = next(c for c in rows if c["State"] == "running")
+        victim = row["Id"]
+        # A slot that already keeps a failed container as history: with history_limit 1
+        # the heal removes that one before it creates (the limit is never exceeded).
+        before = row["Labels"].get(LABEL_REPLACES, "")
+        pruned.append(any(c["Id"] == before and c["State"] != "running" for c in rows))
         t0 = time.time()
         client.kill(victim)
         ev = events.wait(_replacement_of(service, victim), after=t0)
@@ -441,7 +448,15 @@ def _heal_rounds(
         bare.append(time.perf_counter() - t0)
         client.remove_container(cid, force=True)
     ratios = [h / b for h, b in zip(heals, bare, strict=True)]
+    split = {
+        name: [r for r, p in zip(ratios, pruned, strict=True) if p is want]
+        for name, want in (("history_removed_first", True), ("no_history_yet", False))
+    }
     return {
+        "heals_ms": [h * 1000 for h in heals],
+        "bare_ms": [b * 1000 for b in bare],
+        "history_removed_first": pruned,
+        "pair_ratio_by_slot": {k: _spread(v) for k, v in split.items() if v},
         "heal_p50_ms": pct(heals, 0.5) * 1000,
         "heal_p99_ms": pct(heals, 0.99) * 1000,
         "bare_create_start_p50_ms": pct(bare, 0.5) * 1000,
