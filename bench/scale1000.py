@@ -432,8 +432,8 @@ def _heal_rounds(
     for i in range(rounds):
         service = services[i % len(services)]
         wait_for("converged", converged, 120, 0.1)
-        rows = cluster.containers(service)
-        row = next(c for c in rows if c["State"] == "running")
+        rows = cluster.containers(service, history=True)
+        row = cluster.running(service)[0]
         victim = row["Id"]
         # A slot that already keeps a failed container as history: with history_limit 1
         # the heal removes that one before it creates (the limit is never exceeded).
