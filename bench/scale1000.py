@@ -12,27 +12,28 @@ containers and their shims):
    pair), `healerctl status` and `healerctl get -o json` wall times, idle, heals;
 2. cold start 0 -> 1,000 in ten steps of 100, each step healerd's (one more service
    file of 100 replicas, to its 100th start event) next to the bound's (100 bare
-   containers made by 8 threads, the engine's best parallelism at this size) and
-   docker-compose's (`up -d --scale kI=100 kI`), in a rotating order, the references'
+   containers made by 8 threads, the engine's best parallelism at this size),
+   docker-compose's (`up -d --scale kI=100 kI`) and Swarm's (on a single-node swarm
+   for these steps only: what `docker stack deploy` of the step's file makes, an overlay
+   network and a service of 100 replicas on it), in a rotating order, the references'
    containers removed after each step; then at 1,000: the pass, status and get figures,
    idle for 120 s (CPU of one core from /proc, engine calls from healerd's metrics, RSS
-   against the import floor), heal p50 after `docker kill` of one container (20 rounds,
-   each next to a bare create+start), healerd's storm (500 of the 1,000 killed at once,
-   to the 500th replacement's start event, counting creates), healerd's stop (which hands
-   the 1,000 to the engine's restart policy), and the bare storm from the same engine
-   state (healerd's history removed; 500 of its containers killed by 16 threads while a
-   perfect script replaces each on its own network the moment its kill returns);
-3. Swarm last: 10 services of 100 replicas on a single-node swarm (capped at 15
-   minutes), removed a service at a time.
+   against the import floor), heal p50 after `docker kill` of one container (30 rounds,
+   each next to a bare create+start and a perfect script's heal of a bare container),
+   healerd's storm (500 of the 1,000 killed at once, to the 500th replacement's start
+   event, counting creates), healerd's stop (which hands the 1,000 to the engine's
+   restart policy), and the bare storm from the same engine state (healerd's history
+   removed; 500 of its containers killed by 16 threads while a perfect script replaces
+   each on its own network the moment its kill returns).
 
 Every convergence is timed by the engine's events, not by polling a list of 1,000 rows
 (which loads the engine being measured). The reference containers sit on user-defined
 bridges with an alias, as healerd's do on their project's network.
 
-Run (outside CI, about 55 minutes): `python -m bench.scale1000` (prints JSON; writes
+Run (outside CI, about 60 minutes): `python -m bench.scale1000` (prints JSON; writes
 bench/scale1000.json and the slope as bench/scale1000.svg; SCALE1000_OUT=name to keep
 another run's files beside them; SCALE1000_TOOLS=compose leaves Swarm out, and
-SCALE1000_SLOPE=no the slope, about 30 minutes, for a second run of the ratios). The
+SCALE1000_SLOPE=no the slope, about 35 minutes, for a second run of the ratios). The
 engine's log is kept as bench/NAME-dockerd.log. `python -m bench.scale1000 --at-1000`:
 healerd's cold start, pass, healerctl and idle figures alone (bench/scale1000-at1000.json,
 about 15 minutes). `python -m bench.scale1000 --compare A.json B.json`: how far two runs'
@@ -48,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -253,34 +255,58 @@ class _ComposeSteps:
 
 
 def _cold_steps(
-    client: docker.APIClient, h: BenchHealerd, events: EventClock, work: Path, with_compose: bool
+    client: docker.APIClient, h: BenchHealerd, events: EventClock, work: Path, tools: list[str]
 ) -> dict[str, Any]:
-    """Cold start 0 -> 1,000 in ten steps of 100, each step healerd's next to the bound's
-    and docker-compose's at the same size of the engine, in a rotating order: the ratio
-    of each step, and of the sums. (Measured 15 minutes apart, the engine's own rate
-    moved by 40 %: no ratio to a bound from another part of the run holds still.)"""
+    """Cold start 0 -> 1,000 in ten steps of 100, each step healerd's next to the bound's,
+    docker-compose's and Swarm's at the same size of the engine, in a rotating order: the
+    ratio of each step, and of the sums. (Measured 15 minutes apart, the engine's own rate
+    moved by 40 %: no ratio to a bound from another part of the run holds still.) A
+    reference that fails says so in the results and leaves the rotation."""
     runners: dict[str, Callable[[int], float]] = {
         "healerd": lambda i: _step_healerd(h, events, i),
         "bare": lambda i: _step_bare(client, i),
     }
-    exe = shutil.which("docker-compose") if with_compose else None
+    exe = shutil.which("docker-compose") if "compose" in tools else None
     compose = _ComposeSteps(client, exe, work) if exe else None
     if compose is not None:
         runners["compose"] = compose.step
+    with contextlib.ExitStack() as stack:
+        if "swarm" in tools and stack.enter_context(swarm(client)):
+            runners["swarm"] = _SwarmSteps(client, events).step
+        if compose is not None:
+            stack.callback(compose.close)
+        return _rotate(client, runners)
+
+
+def _rotate(client: docker.APIClient, runners: dict[str, Callable[[int], float]]) -> dict[str, Any]:
     names = list(runners)
     times: dict[str, list[float]] = {n: [] for n in names}
-    try:
-        for i in range(SERVICES):
-            k = i % len(names)
-            for n in names[k:] + names[:k]:
+    failed: dict[str, str] = {}
+    for i in range(SERVICES):
+        k = i % len(names)
+        for n in names[k:] + names[:k]:
+            if n in failed:
+                continue
+            try:
                 times[n].append(runners[n](i))
-                time.sleep(2)
-            print(f"step {i}: " + ", ".join(f"{n} {times[n][-1]:.1f} s" for n in names), flush=True)
-    finally:
-        if compose is not None:
-            compose.close()
-    out: dict[str, Any] = {"steps_s": times, **{f"{n}_s": sum(times[n]) for n in names}}
-    for ref in names[1:]:
+            except Exception as exc:
+                if n == "healerd":
+                    raise
+                failed[n] = f"step {i}: {type(exc).__name__}: {exc}"
+                cleanup(client)
+            time.sleep(2)
+        print(
+            f"step {i}: "
+            + ", ".join(f"{n} {times[n][-1]:.1f} s" for n in names if n not in failed),
+            flush=True,
+        )
+    done = [n for n in names if n not in failed]
+    out: dict[str, Any] = {
+        "steps_s": times,
+        "failed": failed,
+        **{f"{n}_s": sum(times[n]) for n in done},
+    }
+    for ref in done[1:]:
         ratios = [x / y for x, y in zip(times["healerd"], times[ref], strict=True)]
         out[f"over_{ref}"] = {"sums": out["healerd_s"] / out[f"{ref}_s"], **_spread(ratios)}
     return out
@@ -328,68 +354,64 @@ def _bare_storm_like(client: docker.APIClient) -> dict[str, Any]:
     return {"bare_storm_s": storm_s, "history_removed_first": len(dead)}
 
 
-def _swarm_cold(client: docker.APIClient, limit: float = 900.0) -> dict[str, Any]:
-    """10 Swarm services of 100 replicas on the run's single-node swarm, timed from the
-    first create until 1,000 tasks run (or `limit`, then how many ran)."""
-    import docker.types
+class _SwarmSteps:
+    """A single-node Swarm, a step at a time, as `docker stack deploy` of the step's file
+    makes it: the stack's overlay network (Compose's service-name DNS needs one on
+    Swarm; a service without one sits on the default bridge with no DNS, which is not the
+    same container) and a service of 100 replicas on it with the Compose name as alias,
+    timed from the network's create to the 100th task's start event; then removed,
+    untimed, as `docker stack rm` would."""
 
-    img = image_id(client)
-    label = "com.docker.swarm.service.name"
-    with swarm(client) as have:
-        if not have:
-            return {"skipped": "swarm unavailable"}
+    def __init__(self, client: docker.APIClient, events: EventClock) -> None:
+        self._client = client
+        self._events = events
+        self._image = image_id(client)
+
+    def _service(self, name: str, net: str, alias: str) -> None:
+        import docker.types
+
         task = docker.types.TaskTemplate(
-            container_spec=docker.types.ContainerSpec(img, COMMAND[0], args=COMMAND[1:]),
+            container_spec=docker.types.ContainerSpec(self._image, COMMAND[0], args=COMMAND[1:]),
             restart_policy=docker.types.RestartPolicy(condition="any", delay=0),
+            networks=[docker.types.NetworkAttachmentConfig(net, aliases=[alias])],
         )
-        with EventClock(client) as events:
-            t0 = time.time()
-            for i in range(SERVICES):
-                mode = docker.types.ServiceMode("replicated", PER_SERVICE)
-                client.create_service(task, name=f"bench-swarm-k{i}", mode=mode)
-            # Timed by the events, as healerd is: a poll of 1,000 rows would slow it.
-            try:
-                started = events.wait_count(
-                    lambda e: e.get("Action") == "start" and bool(label_of(e, label)),
-                    t0,
-                    TOTAL,
-                    limit,
-                )
-                reached = True
-                elapsed = started - t0
-            except TimeoutError:
-                reached = False
-                elapsed = time.time() - t0
-        running = len(client.containers(filters={"label": label, "status": "running"}))
-        print(f"swarm up: {elapsed:.1f} s, {running} running, reached {reached}", flush=True)
-        # One service at a time, each gone before the next: the engine of an earlier run
-        # stopped answering while all ten were being removed at once.
-        for svc in client.services(filters={"name": "bench-swarm-"}):
-            name = svc["Spec"]["Name"]
-            client.remove_service(svc["ID"])
-            wait_for(
-                f"{name} gone",
-                lambda n=name: (
-                    not client.containers(
-                        all=True, filters={"label": f"com.docker.swarm.service.name={n}"}
-                    )
-                ),
-                600,
-                1,
-            )
-        cleanup(client)
-    return {"seconds": elapsed, "running": running, "reached": reached}
+        mode = docker.types.ServiceMode("replicated", PER_SERVICE)
+        self._client.create_service(task, name=name, mode=mode)
 
+    def step(self, step: int) -> float:
+        stack, label = f"bench-swarm-k{step}", "com.docker.swarm.service.name"
+        t0 = time.time()
+        net = self._client.create_network(
+            f"{stack}_default",
+            driver="overlay",
+            labels={"com.docker.stack.namespace": stack, BENCH_LABEL: "swarm"},
+        )
+        self._service(stack, net["Id"], f"k{step}")
+        started = self._events.wait_count(
+            lambda e: e.get("Action") == "start" and label_of(e, label) == stack,
+            t0,
+            PER_SERVICE,
+            900,
+        )
+        self._client.remove_service(stack)
+        wait_for(
+            f"{stack} gone",
+            lambda: not self._client.containers(all=True, filters={"label": f"{label}={stack}"}),
+            600,
+            0.5,
+        )
+        # The network outlives its last task by a moment (the endpoints' release).
+        wait_for(f"{stack} network gone", lambda: self._removed(net["Id"]), 120, 0.5)
+        return started - t0
 
-def _guarded(
-    reference: Callable[[docker.APIClient], dict[str, Any]], client: docker.APIClient
-) -> dict[str, Any]:
-    """A reference that fails says so in the results; the run goes on without it."""
-    try:
-        return reference(client)
-    except Exception as exc:
-        cleanup(client)
-        return {"error": f"{type(exc).__name__}: {exc}"}
+    def _removed(self, net: str) -> bool:
+        try:
+            self._client.remove_network(net)
+        except docker.errors.NotFound:
+            return True
+        except docker.errors.APIError:
+            return False
+        return True
 
 
 def _write_services(h: BenchHealerd, replicas: int) -> None:
@@ -419,11 +441,14 @@ def _heal_rounds(
     events: EventClock,
     services: list[str],
     per_service: int,
-    rounds: int = 20,
+    rounds: int = 30,
 ) -> dict[str, Any]:
     """`docker kill` of one container to its replacement's start event, each round next
-    to a bare create+start (on a user-defined bridge, as healerd's containers are)."""
-    heals, bare, pruned = [], [], []
+    to a bare create+start (on a user-defined bridge, as healerd's containers are) and a
+    perfect script's heal (kill a bare container, its die event, create+start at once):
+    where the heal's time goes is in the die and create events' times."""
+    heals, bare, script, pruned = [], [], [], []
+    parts: dict[str, list[float]] = {"die": [], "create": [], "kill_returned": []}
 
     def converged() -> bool:  # one list, not one per service, while 1,000 run
         running = client.containers(filters={"label": "io.healerd.service", "status": "running"})
@@ -441,12 +466,16 @@ def _heal_rounds(
         pruned.append(any(c["Id"] == before and c["State"] != "running" for c in rows))
         t0 = time.time()
         client.kill(victim)
+        parts["kill_returned"].append(time.time() - t0)
         ev = events.wait(_replacement_of(service, victim), after=t0)
         heals.append(ev["timeNano"] / 1e9 - t0)
+        for action, cid in (("die", victim), ("create", ev["id"])):
+            parts[action].append(_event_at(events, action, cid, t0) - t0)
         t0 = time.perf_counter()
         (cid,) = _bare(client, 1, "heal-ref", i)
         bare.append(time.perf_counter() - t0)
         client.remove_container(cid, force=True)
+        script.append(_script_heal(client, events, i))
     ratios = [h / b for h, b in zip(heals, bare, strict=True)]
     split = {
         name: [r for r, p in zip(ratios, pruned, strict=True) if p is want]
@@ -455,14 +484,38 @@ def _heal_rounds(
     return {
         "heals_ms": [h * 1000 for h in heals],
         "bare_ms": [b * 1000 for b in bare],
+        "script_ms": [x * 1000 for x in script],
         "history_removed_first": pruned,
         "pair_ratio_by_slot": {k: _spread(v) for k, v in split.items() if v},
         "heal_p50_ms": pct(heals, 0.5) * 1000,
         "heal_p99_ms": pct(heals, 0.99) * 1000,
         "bare_create_start_p50_ms": pct(bare, 0.5) * 1000,
+        "script_heal_p50_ms": pct(script, 0.5) * 1000,
+        **{f"{k}_p50_ms": pct(v, 0.5) * 1000 for k, v in parts.items()},
         "ratio": pct(heals, 0.5) / pct(bare, 0.5),
         "pair_ratio": _spread(ratios),
+        "over_script": _spread([h / x for h, x in zip(heals, script, strict=True)]),
     }
+
+
+def _event_at(events: EventClock, action: str, cid: str, after: float) -> float:
+    def match(e: dict[str, Any]) -> bool:
+        return e.get("Action") == action and e["id"] == cid
+
+    return float(events.wait(match, after)["timeNano"] / 1e9)
+
+
+def _script_heal(client: docker.APIClient, events: EventClock, i: int) -> float:
+    """A perfect script's heal: a bare container killed, and at its die event (which
+    the script is shown at once, as healerd is) a bare create+start; from the kill."""
+    (victim,) = _bare(client, 1, "script-victim", i)
+    t0 = time.time()
+    threading.Thread(target=client.kill, args=(victim,), daemon=True).start()
+    events.wait(lambda e: e.get("Action") == "die" and e["id"] == victim, t0)
+    (cid,) = _bare(client, 1, "script-heal", i)
+    took = time.time() - t0
+    _remove(client, [victim, cid])
+    return took
 
 
 def _idle(h: BenchHealerd, seconds: float) -> dict[str, Any]:
@@ -571,7 +624,7 @@ def run() -> dict[str, Any]:
             _write_services(h, 0)
             h.start()
             time.sleep(2)
-            out["cold"] = _cold_steps(client, h, events, Path(work), "compose" in tools)
+            out["cold"] = _cold_steps(client, h, events, Path(work), tools)
             out["cold_start_s"] = out["cold"]["healerd_s"]
             wait_for("cold start", lambda: _all_converged(cluster, PER_SERVICE), 120, 1.0)
             time.sleep(10)
@@ -599,10 +652,6 @@ def run() -> dict[str, Any]:
         h.stop()
         cleanup(client)
         _drop_ref_networks(client)
-    # 4. Swarm last: an engine that falls over removing 1,000 tasks costs only this figure.
-    if "swarm" in tools:
-        out["swarm"] = _guarded(_swarm_cold, client)
-        print(f"swarm: {json.dumps(out['swarm'])}", flush=True)
     return _judged(out)
 
 
@@ -672,8 +721,8 @@ def _judged(out: dict[str, Any]) -> dict[str, Any]:
     }
     if "over_compose" in cold:
         out["ratios"]["cold_start_over_compose"] = cold["over_compose"]["sums"]
-    if "seconds" in out.get("swarm", {}):
-        out["ratios"]["cold_start_over_swarm"] = out["cold_start_s"] / out["swarm"]["seconds"]
+    if "over_swarm" in cold:
+        out["ratios"]["cold_start_over_swarm"] = cold["over_swarm"]["sums"]
     r = out["ratios"]
     out["goals"] = {
         "cold start faster than docker-compose --scale": r.get("cold_start_over_compose", 9) < 1,
