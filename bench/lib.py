@@ -10,6 +10,7 @@ reference. Everything is removed at the end, the engine included.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import shutil
@@ -120,11 +121,19 @@ class EventClock:
     def wait(
         self, match: Callable[[dict[str, Any]], bool], after: float, timeout: float = 60.0
     ) -> dict[str, Any]:
-        """The first event after wall time `after` for which `match` is true."""
+        """The first event after wall time `after` for which `match` is true. The scan
+        starts a second before `after` (the stream is in the engine's time order) and
+        goes on from where it stopped: a run's list grows to tens of thousands, and a
+        waiter that rescanned it all on each new event would be slow to see its own."""
         deadline = time.monotonic() + timeout
         with self._cond:
+            scanned = bisect.bisect_left(
+                self._events, (after - 1.0) * 1e9, key=lambda e: float(e["timeNano"])
+            )
             while True:
-                for ev in self._events:
+                while scanned < len(self._events):
+                    ev = self._events[scanned]
+                    scanned += 1
                     if ev["timeNano"] / 1e9 >= after and match(ev):
                         return ev
                 left = deadline - time.monotonic()
@@ -215,10 +224,14 @@ def swarm(client: docker.APIClient) -> Iterator[bool]:
         if client.info().get("Swarm", {}).get("LocalNodeState") != "active":
             client.init_swarm(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2378")
             created = True
-        yield True
     except docker.errors.APIError as exc:
         print(f"swarm unavailable: {exc}", file=sys.stderr)
         yield False
+        return
+    # The body's own errors are not "Swarm unavailable": they pass through, and the swarm
+    # this run made is left in any case.
+    try:
+        yield True
     finally:
         if created:
             with contextlib.suppress(Exception):

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import docker.types
 import psutil
 
 from bench.fleet import _import_floor, _metrics
@@ -148,10 +149,20 @@ REF_NETS = [f"bench-ref-k{i}" for i in range(SERVICES)]
 def _ref_networks(client: docker.APIClient) -> None:
     """The reference's containers sit on a user-defined bridge each, with an alias, as
     healerd's do on their project's `default` network: the same container, so that the
-    bound is the engine's rate for what healerd asks of it."""
-    for net in REF_NETS:
+    bound is the engine's rate for what healerd asks of it. Their subnets (/20s of
+    100.64.0.0/16, which nothing else here uses) are given, not drawn from the engine's
+    default pools (the free /16s of 172.17-31 and the /20s of 192.168.0.0/16): with
+    healerd's ten projects, docker-compose's and Swarm's docker_gwbridge, these ten
+    more left healerd's last project no subnet (run F stopped there)."""
+    for i, net in enumerate(REF_NETS):
         if not client.networks(names=[net]):
-            client.create_network(net, driver="bridge", labels={BENCH_LABEL: "ref"})
+            pool = docker.types.IPAMPool(subnet=f"100.64.{16 * i}.0/20")
+            client.create_network(
+                net,
+                driver="bridge",
+                labels={BENCH_LABEL: "ref"},
+                ipam=docker.types.IPAMConfig(pool_configs=[pool]),
+            )
 
 
 def _drop_ref_networks(client: docker.APIClient) -> None:
@@ -160,25 +171,26 @@ def _drop_ref_networks(client: docker.APIClient) -> None:
             client.remove_network(net["Id"])
 
 
+def _make(client: docker.APIClient, i: int, tag: str) -> str:
+    """One bare container made and started on REF_NETS[i % 10], with its alias."""
+    net = REF_NETS[i % SERVICES]
+    cid = client.create_container(
+        IMAGE,
+        COMMAND,
+        labels={BENCH_LABEL: tag},
+        host_config=client.create_host_config(network_mode=net),
+        networking_config=client.create_networking_config(
+            {net: client.create_endpoint_config(aliases=[f"k{i % SERVICES}"])}
+        ),
+    )["Id"]
+    client.start(cid)
+    return str(cid)
+
+
 def _bare(client: docker.APIClient, n: int, tag: str, first: int = 0) -> list[str]:
     """`n` containers made and started by 8 threads, the i-th on REF_NETS[i % 10]."""
-
-    def one(i: int) -> str:
-        net = REF_NETS[i % SERVICES]
-        cid = client.create_container(
-            IMAGE,
-            COMMAND,
-            labels={BENCH_LABEL: tag},
-            host_config=client.create_host_config(network_mode=net),
-            networking_config=client.create_networking_config(
-                {net: client.create_endpoint_config(aliases=[f"k{i % SERVICES}"])}
-            ),
-        )["Id"]
-        client.start(cid)
-        return str(cid)
-
     with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(one, range(first, first + n)))
+        return list(pool.map(lambda i: _make(client, i, tag), range(first, first + n)))
 
 
 def _remove(client: docker.APIClient, ids: list[str]) -> None:
@@ -271,11 +283,26 @@ def _cold_steps(
     if compose is not None:
         runners["compose"] = compose.step
     with contextlib.ExitStack() as stack:
-        if "swarm" in tools and stack.enter_context(swarm(client)):
-            runners["swarm"] = _SwarmSteps(client, events).step
         if compose is not None:
             stack.callback(compose.close)
-        return _rotate(client, runners)
+        unavailable = {}
+        if "swarm" in tools:
+            if stack.enter_context(swarm(client)):
+                runners["swarm"] = _SwarmSteps(client, events).step
+            else:
+                unavailable["swarm"] = "swarm unavailable on this engine"
+        out = _rotate(client, runners)
+        out["failed"].update(unavailable)
+        return out
+
+
+def _drop_references(client: docker.APIClient) -> None:
+    """What a failed reference left: its containers and Swarm services (never healerd's,
+    whose steps go on)."""
+    with contextlib.suppress(Exception):
+        for svc in client.services(filters={"name": "bench-swarm-"}):
+            client.remove_service(svc["ID"])
+    Cluster(client).remove_labelled(BENCH_LABEL)
 
 
 def _rotate(client: docker.APIClient, runners: dict[str, Callable[[int], float]]) -> dict[str, Any]:
@@ -290,10 +317,10 @@ def _rotate(client: docker.APIClient, runners: dict[str, Callable[[int], float]]
             try:
                 times[n].append(runners[n](i))
             except Exception as exc:
-                if n == "healerd":
+                if n not in ("compose", "swarm"):
                     raise
                 failed[n] = f"step {i}: {type(exc).__name__}: {exc}"
-                cleanup(client)
+                _drop_references(client)
             time.sleep(2)
         print(
             f"step {i}: "
@@ -368,8 +395,6 @@ class _SwarmSteps:
         self._image = image_id(client)
 
     def _service(self, name: str, net: str, alias: str) -> None:
-        import docker.types
-
         task = docker.types.TaskTemplate(
             container_spec=docker.types.ContainerSpec(self._image, COMMAND[0], args=COMMAND[1:]),
             restart_policy=docker.types.RestartPolicy(condition="any", delay=0),
@@ -386,22 +411,27 @@ class _SwarmSteps:
             driver="overlay",
             labels={"com.docker.stack.namespace": stack, BENCH_LABEL: "swarm"},
         )
-        self._service(stack, net["Id"], f"k{step}")
-        started = self._events.wait_count(
-            lambda e: e.get("Action") == "start" and label_of(e, label) == stack,
-            t0,
-            PER_SERVICE,
-            900,
-        )
-        self._client.remove_service(stack)
-        wait_for(
-            f"{stack} gone",
-            lambda: not self._client.containers(all=True, filters={"label": f"{label}={stack}"}),
-            600,
-            0.5,
-        )
-        # The network outlives its last task by a moment (the endpoints' release).
-        wait_for(f"{stack} network gone", lambda: self._removed(net["Id"]), 120, 0.5)
+        try:
+            self._service(stack, net["Id"], f"k{step}")
+            started = self._events.wait_count(
+                lambda e: e.get("Action") == "start" and label_of(e, label) == stack,
+                t0,
+                PER_SERVICE,
+                900,
+            )
+        finally:
+            with contextlib.suppress(docker.errors.NotFound):
+                self._client.remove_service(stack)
+            wait_for(
+                f"{stack} gone",
+                lambda: (
+                    not self._client.containers(all=True, filters={"label": f"{label}={stack}"})
+                ),
+                600,
+                0.5,
+            )
+            # The network outlives its last task by a moment (the endpoints' release).
+            wait_for(f"{stack} network gone", lambda: self._removed(net["Id"]), 120, 0.5)
         return started - t0
 
     def _removed(self, net: str) -> bool:
@@ -507,13 +537,14 @@ def _event_at(events: EventClock, action: str, cid: str, after: float) -> float:
 
 def _script_heal(client: docker.APIClient, events: EventClock, i: int) -> float:
     """A perfect script's heal: a bare container killed, and at its die event (which
-    the script is shown at once, as healerd is) a bare create+start; from the kill."""
+    the script is shown at once, as healerd is shown its events) a bare create+start;
+    from before the kill to the replacement's start event, as healerd's heal is timed."""
     (victim,) = _bare(client, 1, "script-victim", i)
     t0 = time.time()
     threading.Thread(target=client.kill, args=(victim,), daemon=True).start()
-    events.wait(lambda e: e.get("Action") == "die" and e["id"] == victim, t0)
-    (cid,) = _bare(client, 1, "script-heal", i)
-    took = time.time() - t0
+    _event_at(events, "die", victim, t0)
+    cid = _make(client, i, "script-heal")
+    took = _event_at(events, "start", cid, t0) - t0
     _remove(client, [victim, cid])
     return took
 
