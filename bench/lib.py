@@ -207,12 +207,17 @@ class BenchHealerd(Healerd):
 
 def cleanup(client: docker.APIClient) -> None:
     """Remove every container and Swarm service the benchmarks made; leave the swarm."""
+    remove_references(client)
+    Cluster(client).remove_labelled()
+
+
+def remove_references(client: docker.APIClient, services: str = "bench-") -> None:
+    """The references' containers and the Swarm services named `services`*; not
+    healerd's (a failed reference's cleanup while healerd's steps go on)."""
     with contextlib.suppress(Exception):
-        for svc in client.services(filters={"name": "bench-"}):
+        for svc in client.services(filters={"name": services}):
             client.remove_service(svc["ID"])
-    cluster = Cluster(client)
-    cluster.remove_labelled(BENCH_LABEL)
-    cluster.remove_labelled()
+    Cluster(client).remove_labelled(BENCH_LABEL)
 
 
 @contextlib.contextmanager

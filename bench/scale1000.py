@@ -73,6 +73,7 @@ from bench.lib import (
     label_of,
     pct,
     private_engine,
+    remove_references,
     swarm,
 )
 from healerd.config import DesiredStore, load_conf_dir
@@ -285,24 +286,13 @@ def _cold_steps(
     with contextlib.ExitStack() as stack:
         if compose is not None:
             stack.callback(compose.close)
-        unavailable = {}
-        if "swarm" in tools:
-            if stack.enter_context(swarm(client)):
-                runners["swarm"] = _SwarmSteps(client, events).step
-            else:
-                unavailable["swarm"] = "swarm unavailable on this engine"
+        no_swarm = "swarm" in tools and not stack.enter_context(swarm(client))
+        if "swarm" in tools and not no_swarm:
+            runners["swarm"] = _SwarmSteps(client, events).step
         out = _rotate(client, runners)
-        out["failed"].update(unavailable)
+        if no_swarm:
+            out["failed"]["swarm"] = "swarm unavailable on this engine"
         return out
-
-
-def _drop_references(client: docker.APIClient) -> None:
-    """What a failed reference left: its containers and Swarm services (never healerd's,
-    whose steps go on)."""
-    with contextlib.suppress(Exception):
-        for svc in client.services(filters={"name": "bench-swarm-"}):
-            client.remove_service(svc["ID"])
-    Cluster(client).remove_labelled(BENCH_LABEL)
 
 
 def _rotate(client: docker.APIClient, runners: dict[str, Callable[[int], float]]) -> dict[str, Any]:
@@ -320,7 +310,7 @@ def _rotate(client: docker.APIClient, runners: dict[str, Callable[[int], float]]
                 if n not in ("compose", "swarm"):
                     raise
                 failed[n] = f"step {i}: {type(exc).__name__}: {exc}"
-                _drop_references(client)
+                remove_references(client, "bench-swarm-")
             time.sleep(2)
         print(
             f"step {i}: "

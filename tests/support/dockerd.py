@@ -233,12 +233,8 @@ class PrivateDockerd:
         """The containers of an engine killed at its stop's deadline: their shims outlive
         it, and so do they (a bench run stopped at 900 left 900 sleeping, which slowed
         the next run's engine by a third). Each shim's children, then the shim."""
-        shims = [
-            p
-            for p in psutil.process_iter(["cmdline"])
-            if "containerd-shim" in " ".join(p.info["cmdline"] or ())
-            and self._marker in " ".join(p.info["cmdline"] or ())
-        ]
+        lines = ((p, " ".join(p.info["cmdline"] or ())) for p in psutil.process_iter(["cmdline"]))
+        shims = [p for p, line in lines if "containerd-shim" in line and self._marker in line]
         for shim in shims:
             with contextlib.suppress(psutil.Error):
                 for child in shim.children():
