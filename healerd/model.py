@@ -486,10 +486,21 @@ class ObservedContainer:
     network_of: str = ""
     # Every io.healerd.* label as listed, sorted: what its signature is checked against.
     owner_labels: tuple[tuple[str, str], ...] = ()
+    # What the list does not say and the loop remembers (healerd.core.observe): when the
+    # current (or last) run began, 0 meaning at `created` (made and started at once);
+    # whether the kernel's OOM killer ended the last run.
+    started: float = 0.0
+    oom_killed: bool = False
 
     @property
     def running(self) -> bool:
         return self.state is ContainerState.RUNNING
+
+    @property
+    def run_started(self) -> float:
+        """When the run that is going on (or last ended) began: a container restarted in
+        place is as old as its creation but has run only since its last start."""
+        return self.started or self.created
 
 
 @dataclass(frozen=True)
@@ -510,8 +521,9 @@ class ActionKind(StrEnum):
     # Stop and keep: a failed (unhealthy, paused) container before its replacement takes
     # over its anonymous volumes; it stays as history.
     STOP = "stop"
-    # Start the same container again: one stopped by an engine restart or a reboot keeps
-    # its id, logs, volumes and counts, and starting is faster than creating.
+    # Start the same container again (heal in place): it keeps its id, name, hostname,
+    # writable layer, anonymous volumes and network endpoints, and a start is the
+    # engine's own speed. `Action.container` is the container.
     START = "start"
 
 
@@ -524,7 +536,8 @@ class Action:
     reason: str
     spec: ServiceSpec | None = None
     container: ObservedContainer | None = None
-    # For a create that replaces a failed container: the labels its replacement carries.
+    # For a create that replaces a failed container: the labels its replacement carries;
+    # for a start in place: the counts the container carries on (healerd.core.runs).
     restarts: int = 0
     crash_streak: int = 0
     # A create that replaces `container` in a rollout: remove it once the replacement is

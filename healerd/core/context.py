@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from healerd.core.jobs import run_once
 from healerd.core.planner import PlanContext, Replacement, min_ready_at, replacement_verdict
-from healerd.model import ContainerState, ObservedContainer, ServiceSpec
+from healerd.model import ObservedContainer, ServiceSpec
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,11 @@ class Recall:
     unhealthy_since: Mapping[str, float] = field(default_factory=dict)
     dead_since: Mapping[str, float] = field(default_factory=dict)
     forgiven: Set[str] = frozenset()  # stopped by an operator or an engine restart
-    engine_stopped: Set[str] = frozenset()  # stopped by an engine restart: start in place
+    engine_stopped: Set[str] = frozenset()  # stopped by an engine restart
     # A rolling update under way: when it last progressed and started its last batch.
     rollout: tuple[float, float] | None = None
+    # Starts in place for unhealthiness since each container was last healthy.
+    unhealthy_restarts: Mapping[str, int] = field(default_factory=dict)
 
 
 def plan_context(
@@ -75,7 +77,13 @@ def plan_context(
         failed_running=frozenset(failed_running),
         replacements=replacements,
         rollout_allowed=rollout_allowed,
-        restartable=_restartable(spec, mine, recall),
+        engine_stopped=frozenset(recall.engine_stopped),
+        stopped_outside=frozenset(recall.forgiven - recall.engine_stopped),
+        replace={
+            c.id: f"{c.name} still unhealthy after a restart in place"
+            for c in mine
+            if c.id in failed_running and recall.unhealthy_restarts.get(c.id, 0) > 0
+        },
     )
     return ctx, wake, note
 
@@ -101,19 +109,6 @@ def _failed_running(
             else:
                 wake.append(due)
     return failed
-
-
-def _restartable(
-    spec: ServiceSpec, mine: Sequence[ObservedContainer], recall: Recall
-) -> frozenset[str]:
-    """Stopped by an engine restart with the current spec: started in place."""
-    return frozenset(
-        c.id
-        for c in mine
-        if c.id in recall.engine_stopped
-        and c.spec_hash == spec.spec_hash
-        and c.state in (ContainerState.EXITED, ContainerState.CREATED)
-    )
 
 
 def _rollout_pacing(

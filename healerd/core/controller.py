@@ -23,7 +23,7 @@ from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.images import ImagePolicy
 from healerd.core.inspect import Dead, deaths, pick
-from healerd.core.observe import Memory, note_event, observe
+from healerd.core.observe import Memory, note_event, observe, shown
 from healerd.core.outcome import Outcome, Requeue, Tally
 from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
@@ -32,6 +32,7 @@ from healerd.core.readmodel import StatusBook, container_statuses, summary
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
 from healerd.core.room import ahead_may_claim, claims
+from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
@@ -89,6 +90,7 @@ class Controller:
         reader: Engine | None = None,
         name_tag: Callable[[str], str] = plain_tag,
         credentials: Callable[[str], RegistryAuth | None] | None = None,
+        runbook: RunBook | None = None,
     ) -> None:
         self._engine = engine
         # What the API reads through (the list, logs, how a container died): the daemon
@@ -121,10 +123,7 @@ class Controller:
         )  # fmt: skip
         auth = credentials or _anonymous
         self.updates = Updates(engine, self.events, auth, self._repinned, clock.time)
-        self._reconciler = Reconciler(
-            clock, self._executor, self._images, self._report, admission, self._mem,
-            self._lock, self._is_paused, settings.history_limit, self.updates, self._spec_now,
-        )  # fmt: skip
+        self._reconciler = self._build_reconciler(runbook or NoRunBook())
         self._health = EngineHealth(
             engine, clock, self.events, settings.engine_down_log_interval,
             guard=engine_guard, on_back=self._engine_back,
@@ -136,6 +135,15 @@ class Controller:
         self.last_progress = clock.monotonic()
         if admission is not None:
             admission.subscribe(self._pressure_changed)
+
+    def _build_reconciler(self, runbook: RunBook) -> Reconciler:
+        """The pass, on the memory a healerd before this one left in the run book."""
+        self._mem.load_runs(runbook.load(), self._clock.monotonic(), self._clock.time())
+        return Reconciler(
+            self._clock, self._executor, self._images, self._report, self.admission,
+            self._mem, self._lock, self._is_paused, self._settings.history_limit,
+            self.updates, self._spec_now, runbook,
+        )  # fmt: skip
 
     # -- what the daemon and the API read ----------------------------------------------
 
@@ -170,7 +178,15 @@ class Controller:
     def container_statuses(self, service: str | None = None) -> list[ContainerStatus]:
         """What runs now: the loop's last list if under a second old, else a list of the
         readers' own (at most one a second for all of them, outside the heal budget)."""
-        return container_statuses(self._last_look.get(), self._desired.services, service)
+        return container_statuses(
+            self.known(self._last_look.get()), self._desired.services, service
+        )
+
+    def known(self, listed: Sequence[ObservedContainer]) -> list[ObservedContainer]:
+        """A list with what the loop remembers of each run: the restarts in place, the
+        crash streak and the start of containers restarted in place."""
+        with self._lock:
+            return shown(self._mem, listed, self._clock.monotonic(), self._clock.time())
 
     def logs(
         self, service: str, *, previous: bool, tail: int | None, since: float | None
@@ -374,6 +390,7 @@ class Controller:
             else:
                 self._seen = (self._seen - {scope}) | _services(seen)
             self._recent = (began, seen, scope)
+        self._reconciler.save_runs()  # the runs of containers gone are pruned
         obs = Observation(seen, desired)
         if self.admission is not None:
             states = self._book.states()

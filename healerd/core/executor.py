@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from healerd.config import EnvFileError, effective_environment
 from healerd.core.own import OwnActions
-from healerd.engine import Engine, EngineError, NameConflict
+from healerd.engine import CannotRestart, Engine, EngineError, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,
     LABEL_REPLACES,
@@ -30,6 +30,7 @@ from healerd.model import (
     Action,
     ActionKind,
     ContainerState,
+    ObservedContainer,
     RegistryAuth,
     ServiceSpec,
 )
@@ -134,8 +135,8 @@ class Executor:
             # Without a spec (an orphan) the container's own stop timeout applies.
             grace = action.spec.stop_grace_period if action.spec else None
             if action.kind is ActionKind.START:
-                self._engine.start(action.container)
-            elif action.kind is ActionKind.STOP:
+                return self._start(action, action.container)
+            if action.kind is ActionKind.STOP:
                 self._engine.stop(action.container, grace)
             else:
                 if self._own is not None:
@@ -149,6 +150,24 @@ class Executor:
         except Exception as exc:
             log.exception("unexpected error in %s", action.describe())
             return ActionResult(action, error=f"unexpected {type(exc).__name__}: {exc}")
+
+    def _start(self, action: Action, c: ObservedContainer) -> ActionResult:
+        """Heal in place; where the engine says only a new container can heal it (gone,
+        being removed, its network or a mount source gone), that container is made in
+        the same action: the plan's start stands for "this replica runs again"."""
+        if self._own is not None:
+            self._own.starting(c.id)
+        try:
+            self._engine.start(c)
+        except CannotRestart as exc:
+            if action.spec is None:
+                raise
+            log.info("%s: cannot start %s in place (%s): replacing it", c.service, c.name, exc)
+            create = dataclasses.replace(
+                action, kind=ActionKind.CREATE, reason=f"replaced {c.name}: {exc}"
+            )
+            return self._create(create, action.spec)
+        return ActionResult(action, container_id=c.id, container_name=c.name)
 
     def _create(self, action: Action, spec: ServiceSpec) -> ActionResult:
         last: NameConflict | None = None

@@ -41,14 +41,15 @@ def to_hand_off(
 ) -> list[ObservedContainer]:
     """The containers a stop gives the engine's policy: running replicas of declared,
     long-running services not in `keep` (paused, crash-looping), none in a crash streak.
-    A replica made by a crash replacement carries its streak in a label for life: it is
-    in a streak only until it has run for the policy's window (as the planner forgives)."""
+    A replica carries its streak (its label, or its run when restarted in place: the
+    containers come with what the loop remembers) for life: it is in a streak only until
+    its run lasted the policy's window (as the planner forgives)."""
     out = []
     for c in containers:
         spec = desired.get(c.service)
         if spec is None or c.service in keep or not c.running or run_once(spec):
             continue
-        if c.crash_streak > 0 and now - c.created < spec.restart_policy.window:
+        if c.crash_streak > 0 and now - c.run_started < spec.restart_policy.window:
             continue
         out.append(c)
     return out

@@ -8,22 +8,29 @@ the property tests drive the loop's own observation rather than a copy of it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from healerd.core.context import Recall
-from healerd.core.planner import history
-from healerd.model import ContainerState, EngineEvent, ObservedContainer
+from healerd.core.planner import IN_PLACE, history
+from healerd.core.runs import Run, after_start
+from healerd.model import Action, ContainerState, EngineEvent, Health, ObservedContainer
 
 # Events after which the container should no longer be listed as running.
 SUSPECT_ACTIONS = frozenset({"die", "pause", "oom"})
-# Events that mean the container is dead for sure, even while the list (which lags the
-# event by tens of milliseconds) still says running: acting on them at once saves that.
-SIGKILL = frozenset({"9", "SIGKILL", "KILL"})
-# Events that say someone stopped the container on purpose: no crash, no backoff.
-MANUAL_ACTIONS = frozenset({"kill", "stop"})
+# A `kill` event says someone stopped the container on purpose (docker kill, docker
+# stop, docker rm -f): its death is no crash, no backoff. Not these signals, which by
+# convention ask a program to do something else (reload, rotate, resize), not to end.
+# (The `stop` event is not needed: it comes after the death, its `kill` before.)
+NOT_STOPPING = frozenset(
+    {"1", "SIGHUP", "HUP", "10", "SIGUSR1", "USR1", "12", "SIGUSR2", "USR2", "28",
+     "SIGWINCH", "WINCH", "18", "SIGCONT", "CONT"}
+)  # fmt: skip
 # How long to believe an event that the list does not confirm yet.
 SUSPECT_WINDOW = 2.0
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -35,6 +42,8 @@ class Memory:
     dead_since: dict[str, float] = field(default_factory=dict)
     unhealthy_since: dict[str, float] = field(default_factory=dict)
     first_seen: dict[str, float] = field(default_factory=dict)
+    # Its next death is no crash: stopped from outside, or by an engine restart; until
+    # it starts again (a start in place must not forgive its later crashes).
     forgiven: set[str] = field(default_factory=set)
     # Containers an event said died (time, exit code), before the list says so.
     died: dict[str, tuple[float, int | None]] = field(default_factory=dict)
@@ -45,6 +54,17 @@ class Memory:
     # Kept as history at some look (a failed container that was replaced): never taken
     # for one the engine stopped, even once its replacement is gone (docker rm -f).
     history: set[str] = field(default_factory=set)
+    # When a container seen before started again (a start event, or healerd's start in
+    # place): its run began then, not at its creation.
+    started: dict[str, float] = field(default_factory=dict)
+    # The kernel's OOM killer ended its run (an `oom` event; the list does not say).
+    oom: set[str] = field(default_factory=set)
+    # The counts of containers restarted in place (healerd.core.runs), kept in state_dir.
+    runs: dict[str, Run] = field(default_factory=dict)
+    # The last container each look showed, as listed and as decorated with the above:
+    # an unchanged row keeps its decorated object (healerd.engine.listing.RowCache).
+    shown: dict[str, tuple[ObservedContainer, ObservedContainer]] = field(default_factory=dict)
+    runs_dirty: bool = False  # `runs` changed since they were last written out
 
     def recall(self, ids: set[str], offset: float) -> Recall:
         """The service's remembered times as wall-clock ones (`offset` = wall - mono)."""
@@ -53,7 +73,19 @@ class Memory:
             dead_since={i: t + offset for i, t in self.dead_since.items() if i in ids},
             forgiven=frozenset(self.forgiven & ids),
             engine_stopped=frozenset(self.engine_stopped & ids),
+            unhealthy_restarts={
+                i: r.unhealthy_restarts
+                for i, r in self.runs.items()
+                if i in ids and r.unhealthy_restarts
+            },
         )
+
+    def load_runs(self, runs: Mapping[str, Run], mono: float, wall: float) -> None:
+        """The runs a healerd before this one kept (its file), at start."""
+        for cid, r in runs.items():
+            self.runs[cid] = r
+            if r.started:
+                self.started[cid] = mono - max(0.0, wall - r.started)
 
 
 def observe(
@@ -74,22 +106,30 @@ def observe(
     until the next full list prunes it (an id is never listed again)."""
     present = {c.id for c in listed}
     if not scoped:
-        for d in (mem.dead_since, mem.unhealthy_since, mem.first_seen, mem.died):
-            for cid in [cid for cid in d if cid not in present]:
-                del d[cid]
+        for table in (mem.dead_since, mem.unhealthy_since, mem.first_seen, mem.started):
+            _prune(table, present)
+        _prune(mem.died, present)
+        _prune(mem.shown, present)
+        if _prune(mem.runs, present):
+            mem.runs_dirty = True
         mem.forgiven &= present
         mem.engine_stopped &= present
-    seen = [_aged(mem, c, mono, wall) for c in listed]
+        mem.oom &= present
+    seen = [_shown(mem, _aged(mem, c, mono, wall), mono, wall) for c in listed]
     for c in seen:
         if c.running:
             mem.dead_since.pop(c.id, None)
             mem.engine_stopped.discard(c.id)
         else:
             mem.dead_since.setdefault(c.id, mono)
-        if c.running and c.health == "unhealthy":
+        if c.running and c.health == Health.UNHEALTHY:
             mem.unhealthy_since.setdefault(c.id, mono)
         else:
             mem.unhealthy_since.pop(c.id, None)
+        run = mem.runs.get(c.id)
+        if run is not None and run.unhealthy_restarts and c.health == Health.HEALTHY:
+            mem.runs[c.id] = replace(run, unhealthy_restarts=0)  # cured in place
+            mem.runs_dirty = True
     # Sticky while stopped: the replacement that made it history may go during an outage
     # (the chaos soak: docker rm -f of it, then an engine restart).
     kept = {c.id for c in seen if c.id in mem.history and not c.running}
@@ -105,6 +145,54 @@ def observe(
     return seen
 
 
+def shown(
+    mem: Memory, listed: Sequence[ObservedContainer], mono: float, wall: float
+) -> list[ObservedContainer]:
+    """A list as readers see it: with what the memory knows of each run (its restarts in
+    place above all), as the loop's own look is (the caller holds the loop's lock)."""
+    return [_shown(mem, c, mono, wall) for c in listed]
+
+
+def _prune(table: dict[str, _T], present: set[str]) -> int:
+    gone = [cid for cid in table if cid not in present]
+    for cid in gone:
+        del table[cid]
+    return len(gone)
+
+
+def _shown(mem: Memory, c: ObservedContainer, mono: float, wall: float) -> ObservedContainer:
+    """The container with what the memory knows of its run (start, counts, OOM); the
+    same object as last time while nothing of it changed."""
+    run, since, oom = mem.runs.get(c.id), mem.started.get(c.id), c.id in mem.oom
+    if run is None and since is None and not oom:
+        mem.shown.pop(c.id, None)
+        return c
+    started = c.started if since is None else wall - (mono - since)
+    last = mem.shown.get(c.id)
+    if last is not None and last[0] is c and _same_run(last[1], run, started, oom):
+        return last[1]
+    out = replace(
+        c,
+        started=started,
+        oom_killed=oom,
+        crash_streak=run.streak if run is not None else c.crash_streak,
+        restarts=run.restarts if run is not None else c.restarts,
+    )
+    mem.shown[c.id] = (c, out)
+    return out
+
+
+def _same_run(shown: ObservedContainer, run: Run | None, started: float, oom: bool) -> bool:
+    """Whether a decorated container still says what the memory says (a start moves by
+    well under a millisecond between looks only through float rounding: 1 ms is equal)."""
+    counts = (run.streak, run.restarts) if run is not None else (shown.crash_streak, shown.restarts)
+    return (
+        abs(shown.started - started) < 0.001
+        and shown.oom_killed == oom
+        and (shown.crash_streak, shown.restarts) == counts
+    )
+
+
 def _aged(mem: Memory, c: ObservedContainer, mono: float, wall: float) -> ObservedContainer:
     """A container is at least as old as healerd has seen it: after the wall clock jumps
     back, its engine-stamped creation time would make it look younger (not yet up for
@@ -118,23 +206,56 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
     """Remember what an event says about its container (the list will say it later)."""
     if not event.container_id:
         return
-    if event.action == "die" or (event.action == "kill" and event.signal in SIGKILL):
+    if event.action == "die":
+        # Dead for sure, even while the list (which lags the event by tens of
+        # milliseconds) still says running: acting on it at once saves that. Not at a
+        # SIGKILL's `kill` event: the process may not be gone yet, and a start in place
+        # must come after the death (the engine holds it until the exit is handled).
         mem.died[event.container_id] = (mono, event.exit_code)
     elif event.action == "start":
         mem.died.pop(event.container_id, None)
+        mem.oom.discard(event.container_id)
         # Started again: a later death is its own (chaos soak seed 845508: a `docker
         # kill` right after healerd started it in place, before any list saw it run, was
         # taken for the engine's stop and started in place once more).
         mem.engine_stopped.discard(event.container_id)
+        mem.forgiven.discard(event.container_id)
+        if event.container_id in mem.first_seen:  # a restart, not its first start
+            mem.started[event.container_id] = mono
+    elif event.action == "oom":
+        mem.oom.add(event.container_id)
     if event.action in SUSPECT_ACTIONS:
         mem.suspects.setdefault(event.service, {})[event.container_id] = mono
-    if event.action in MANUAL_ACTIONS:
+    if event.action == "kill" and event.signal not in NOT_STOPPING:
         mem.forgiven.add(event.container_id)
 
 
+def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
+    """Healerd started `a.container` in place: it carries its counts on (its run), a new
+    run began now, and its death is healed (not only once an event says so): a next
+    one is dated from when it is seen."""
+    c = a.container
+    if c is None:
+        return
+    mem.runs[c.id] = after_start(
+        c,
+        mem.runs.get(c.id),
+        streak=a.crash_streak,
+        why=a.reason.removeprefix(IN_PLACE),
+        unhealthy=c.running,
+        wall=wall,
+    )
+    mem.started[c.id] = mono
+    for table in (mem.died, mem.dead_since, mem.unhealthy_since):
+        table.pop(c.id, None)
+    mem.forgiven.discard(c.id)
+    mem.engine_stopped.discard(c.id)
+    mem.runs_dirty = True
+
+
 def as_dead(mem: Memory, c: ObservedContainer, mono: float) -> ObservedContainer:
-    """A container an event said died (or got SIGKILL) counts as exited, even while the
-    list still says running; a later `start` event, or SUSPECT_WINDOW, ends this."""
+    """A container an event said died counts as exited, even while the list still says
+    running; a later `start` event, or SUSPECT_WINDOW, ends this."""
     entry = mem.died.get(c.id) if c.running else None
     if entry is None:
         return c
@@ -169,6 +290,7 @@ __all__ = [
     "Memory",
     "as_dead",
     "note_event",
+    "note_started",
     "observe",
     "still_suspect",
 ]

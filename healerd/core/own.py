@@ -28,10 +28,16 @@ class OwnActions:
         self._lock = threading.Lock()
         self._names: dict[str, float] = {}  # containers about to be created, by name
         self._removals: dict[str, float] = {}  # containers about to be removed, by id
+        self._starts: dict[str, float] = {}  # containers about to be started in place, by id
 
     def creating(self, name: str) -> None:
         with self._lock:
             self._names[name] = self._clock.monotonic()
+            self._expire()
+
+    def starting(self, container_id: str) -> None:
+        with self._lock:
+            self._starts[container_id] = self._clock.monotonic()
             self._expire()
 
     def removing(self, container_id: str) -> None:
@@ -45,16 +51,18 @@ class OwnActions:
             if event.action == "create":
                 return event.name in self._names
             if event.action == "start":
+                if self._starts.pop(event.container_id, None) is not None:
+                    return True
                 return self._names.pop(event.name, None) is not None
             if event.action == "destroy":
                 return self._removals.pop(event.container_id, None) is not None
             return False
 
     def _expire(self) -> None:
-        if len(self._names) + len(self._removals) < 64:
+        if len(self._names) + len(self._removals) + len(self._starts) < 64:
             return
         oldest = self._clock.monotonic() - EXPECT_FOR
-        for table in (self._names, self._removals):
+        for table in (self._names, self._removals, self._starts):
             for key in [k for k, t in table.items() if t < oldest]:
                 del table[key]
 

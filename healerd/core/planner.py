@@ -5,8 +5,10 @@ observes again, so a plan only has to move towards the desired state, not reach 
 in one step: a rolling update takes several passes.
 
 Words used here:
-- failed: not running, or unhealthy past its grace. Replaced, unless its crash-loop
-  backoff still holds it (then it stays, for its logs, and keeps its slot).
+- failed: not running, or unhealthy past its grace. Healed once its crash-loop backoff
+  lets it (until then it stays, for its logs, and keeps its slot): started again in
+  place when it still can serve (the current spec, a state a start can leave), else
+  replaced by a new container.
 - alive: running and not failed. available: alive, not `unhealthy` or `starting`, and up
   for `min_ready_seconds`.
 - current / stale: the spec hash label matches the declared spec, or not.
@@ -19,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from healerd.core.jobs import finished
+from healerd.core.runs import exit_words
 from healerd.model import (
     Action,
     ActionKind,
@@ -32,6 +35,11 @@ from healerd.model import (
 # States in which a failed container still holds what its replacement needs (a fixed
 # host port, memory): it is stopped first.
 _HOLDING = frozenset({ContainerState.RUNNING, ContainerState.PAUSED, ContainerState.RESTARTING})
+# States a start in place can leave (running ones unhealthy, or paused, are stopped
+# first): not `dead` (a removal failed half-way) nor `removing` (going).
+_STARTABLE = _HOLDING | {ContainerState.EXITED, ContainerState.CREATED}
+# How the reason of every start in place begins (events, logs, status).
+IN_PLACE = "restarted in place: "
 
 
 @dataclass(frozen=True)
@@ -58,9 +66,13 @@ class PlanContext:
     # a surge container, one that vanished).
     max_replacements: int | None = None
     max_extras: int | None = None
-    # Failed containers to start again in place (stopped by an engine restart, current
-    # spec): no create, same id, logs, volumes and counts.
-    restartable: frozenset[str] = frozenset()
+    # Stopped by an engine restart, and by someone else (docker kill, docker stop): what
+    # a start in place says it heals. The engine's take the slots first.
+    engine_stopped: frozenset[str] = frozenset()
+    stopped_outside: frozenset[str] = frozenset()
+    # Failed containers of the current spec that a start in place cannot serve, with why
+    # (still unhealthy after one): replaced instead.
+    replace: Mapping[str, str] = field(default_factory=dict)
     # History kept per replica: failed containers that were replaced (their logs).
     history_limit: int = 1
     # Running current containers to recreate, with why: a depends_on `restart: true`
@@ -88,6 +100,10 @@ class Plan:
         return sum(1 for a in self.actions if a.kind is ActionKind.CREATE)
 
     @property
+    def starts(self) -> int:
+        return sum(1 for a in self.actions if a.kind is ActionKind.START)
+
+    @property
     def removes(self) -> int:
         return sum(1 for a in self.actions if a.kind is ActionKind.REMOVE)
 
@@ -111,8 +127,9 @@ def min_ready_at(c: ObservedContainer, spec: ServiceSpec) -> float:
     """When a container of the current spec has run min_ready_seconds. The engine's
     list gives creation times in whole seconds: such a time is taken as the end of its
     second, so that a container up for 0.2 s never counts as up for 1.2 s."""
-    created = c.created + 1.0 if c.created == int(c.created) else c.created
-    return created + spec.update_config.min_ready_seconds
+    started = c.run_started
+    started = started + 1.0 if started == int(started) else started
+    return started + spec.update_config.min_ready_seconds
 
 
 def min_available(spec: ServiceSpec, order: UpdateOrder | None = None) -> int:
@@ -241,10 +258,12 @@ class _Planning:
         spec, ctx, cur, stale, held = self.spec, self.ctx, self.cur, self.stale, self.held
         desired = spec.replicas
         missing = max(0, desired - len(cur) - len(stale) - len(held) - len(self.done))
-        # What the engine stopped takes the slots first (a start, and it had not failed),
-        # then the oldest failed ones.
-        restartable = ctx.restartable
-        to_replace = sorted(_oldest_first(self.ready_failed), key=lambda c: c.id not in restartable)
+        # What starts in place takes the slots first (the engine's stops first: they had
+        # not failed), then the oldest failed ones.
+        to_replace = sorted(
+            _oldest_first(self.ready_failed),
+            key=lambda c: (not self._in_place(c), c.id not in ctx.engine_stopped),
+        )
         n_repl = min(missing, len(to_replace))
         n_extra = missing - n_repl
         a_repl = _at_most(n_repl, ctx.max_replacements)
@@ -270,21 +289,40 @@ class _Planning:
     def _heal(
         self, now: list[ObservedContainer], surplus: list[ObservedContainer], made: int
     ) -> None:
-        """Start in place what an engine restart stopped; create for the rest."""
-        starts = [c for c in now if c.id in self.ctx.restartable]
+        """Start in place what still can serve; create for the rest."""
+        starts = [c for c in now if self._in_place(c)]
         for c in starts:
-            self.actions.append(
-                Action(
-                    ActionKind.START,
-                    self.service,
-                    f"start {c.name} again: stopped while the engine was away",
-                    spec=self.spec,
-                    container=c,
-                )
-            )
+            self._start(c)
         self._pending = [c for c in now if c not in starts] + surplus
         for _ in range(made - len(starts)):
             self.create(f"{self.spec.replicas} wanted")
+
+    def _in_place(self, c: ObservedContainer) -> bool:
+        """Whether a start of this failed container heals it: the current spec, a state
+        a start can leave, and no reason to replace it instead."""
+        return (
+            c.spec_hash == self.spec.spec_hash
+            and c.state in _STARTABLE
+            and c.id not in self.ctx.replace
+        )
+
+    def _start(self, c: ObservedContainer) -> None:
+        """Heal in place: stop first what still runs (unhealthy) or is paused, then
+        start the same container. It carries its counts on (healerd.core.runs)."""
+        why = _in_place_reason(c, self.ctx)
+        if c.state in _HOLDING:
+            self.actions.append(Action(ActionKind.STOP, self.service, why, self.spec, c))
+        self.actions.append(
+            Action(
+                ActionKind.START,
+                self.service,
+                IN_PLACE + why,
+                spec=self.spec,
+                container=c,
+                restarts=c.restarts + 1,
+                crash_streak=self._verdict(c).crash_streak,
+            )
+        )
 
     def _settle_replaced(self) -> None:
         """A replaced container that still holds its slot (unhealthy, paused) is stopped
@@ -391,13 +429,13 @@ def replacement_verdict(
     """When a failed container may be replaced, and the crash streak its replacement gets.
 
     A container stopped by an operator (`docker kill`/`stop`) or by an engine restart is
-    no crash: replaced at once, streak unchanged. One that ran for `policy.window`
+    no crash: healed at once, streak unchanged. One whose run lasted `policy.window`
     starts a new streak. Otherwise each quick death in a row doubles the wait:
     0, delay, 2*delay, ... up to max_delay; it never gives up.
     """
     if forgiven:
         return died_at, c.crash_streak
-    if died_at - c.created >= policy.window:
+    if died_at - c.run_started >= policy.window:
         return died_at, 1
     streak = c.crash_streak
     wait = 0.0 if streak == 0 else min(policy.max_delay, policy.delay * 2 ** min(streak - 1, 32))
@@ -437,10 +475,28 @@ def _stale_victims(
 def _failure(c: ObservedContainer | None, ctx: PlanContext) -> str:
     if c is None:
         return ""
+    if c.id in ctx.replace:
+        return ctx.replace[c.id]
     if c.running:
         return f"{c.name} unhealthy"
     code = f", exit code {c.exit_code}" if c.exit_code is not None else ""
     return f"{c.name} {c.state.value}{code}"
+
+
+def _in_place_reason(c: ObservedContainer, ctx: PlanContext) -> str:
+    """What a start in place heals: `exited with code 137 (killed)`, ..."""
+    if c.id in ctx.engine_stopped:
+        return "stopped while the engine was away"
+    if c.state is ContainerState.PAUSED:
+        return "it was paused"
+    if c.running:
+        return "unhealthy past its grace"
+    if c.state is ContainerState.CREATED:
+        return "created but never started"
+    words = exit_words(c.exit_code, c.oom_killed)
+    if c.id in ctx.stopped_outside:
+        return f"stopped from outside ({words})"
+    return words
 
 
 def _done(

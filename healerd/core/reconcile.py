@@ -19,15 +19,16 @@ from healerd.core.admission import Admission
 from healerd.core.clock import Clock
 from healerd.core.context import Recall, plan_context
 from healerd.core.dependencies import outdated, unmet
-from healerd.core.executor import Executor
+from healerd.core.executor import ActionResult, Executor
 from healerd.core.images import ImagePolicy
-from healerd.core.observe import Memory, as_dead, still_suspect
+from healerd.core.observe import Memory, as_dead, note_started, still_suspect
 from healerd.core.outcome import Facts, Outcome, Tally, decide
 from healerd.core.planner import Plan, PlanContext, plan
 from healerd.core.readmodel import tally
 from healerd.core.report import Reporter
 from healerd.core.rollouts import Rollout
 from healerd.core.room import admit
+from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
 from healerd.core.updates import Updates, follows
 from healerd.model import Action, ActionKind, ObservedContainer, ServiceSpec
@@ -76,6 +77,7 @@ class Reconciler:
         history_limit: int = 1,
         updates: Updates | None = None,
         spec_now: Callable[[str], ServiceSpec | None] | None = None,
+        runbook: RunBook | None = None,
     ) -> None:
         """`updates`: the pins of services that follow their tag; `spec_now(key)` the
         service's spec as the loop has it now (after a rollback moved its pin)."""
@@ -91,6 +93,7 @@ class Reconciler:
         self._history_limit = history_limit
         self._updates = updates
         self._spec_now = spec_now
+        self._runbook = runbook or NoRunBook()
         self.rollouts: dict[str, Rollout] = {}
 
     def reconcile(self, key: str, obs: Observation) -> Outcome:
@@ -118,6 +121,7 @@ class Reconciler:
             self.hold_rollout(key)
         p = planned.plan
         if spec is not None and (p.creates or p.rollout_step):
+            # A start in place needs no image check: its container has its image.
             counts = tally(spec, mine, p.available, p.up_to_date)
             problem = self._images.ensure(key, spec, counts)
             if problem is not None:
@@ -284,7 +288,7 @@ class Reconciler:
         p, wait_reason = planned.plan, ""
         if self._admission is None:
             return p, ""
-        if spec is not None and p.creates:
+        if spec is not None and (p.creates or p.starts):
             p, wait_reason = admit(self._admission, key, spec, mine, planned.ctx, p)
         else:
             self._admission.done(key)
@@ -312,13 +316,34 @@ class Reconciler:
                 with self._lock:
                     died = self._mem.dead_since.get(a.container.id)
                 if died is not None:
-                    self._report.healed(key, max(0.0, self._clock.monotonic() - died))
+                    how = "in-place" if a.kind is ActionKind.START else "replaced"
+                    self._report.healed(key, max(0.0, self._clock.monotonic() - died), how)
+        self._note_starts(results)
         if p.rollout_step:
             with self._lock:
                 r = self.rollouts.get(key)
                 if r is not None:
                     r.last_batch = self._clock.monotonic()
         return [res.error for res in results if res.error is not None]
+
+    def _note_starts(self, results: Sequence[ActionResult]) -> None:
+        """The containers started in place carry their counts on (healerd.core.runs):
+        remembered, and kept in the run book for a healerd started after this one."""
+        wall, mono = self._clock.time(), self._clock.monotonic()
+        with self._lock:
+            for res in results:
+                if res.ok and res.action.kind is ActionKind.START:
+                    note_started(self._mem, res.action, mono, wall)
+        self.save_runs()
+
+    def save_runs(self) -> None:
+        """Write the runs out if they changed (not under the lock: a file write)."""
+        with self._lock:
+            if not self._mem.runs_dirty:
+                return
+            self._mem.runs_dirty = False
+            runs = dict(self._mem.runs)
+        self._runbook.save(runs)
 
     def _done_with_room(self, key: str) -> None:
         if self._admission is not None:

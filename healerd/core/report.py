@@ -21,7 +21,7 @@ class LoopHooks(Protocol):
 
     def on_action(self, kind: str, service: str, ok: bool) -> None: ...
     def on_pass(self, service: str, seconds: float) -> None: ...
-    def on_heal(self, service: str, latency_seconds: float) -> None: ...
+    def on_heal(self, service: str, latency_seconds: float, how: str) -> None: ...
 
 
 @dataclass
@@ -32,6 +32,7 @@ class Stats:
     reused_looks: int = 0
     creates: int = 0
     removes: int = 0
+    restarts: int = 0  # starts in place
     errors: int = 0
 
 
@@ -50,18 +51,29 @@ class Reporter:
         for h in self._hooks:
             _safely(h.on_pass, key, seconds)
 
-    def healed(self, key: str, latency: float) -> None:
+    def healed(self, key: str, latency: float, how: str) -> None:
+        """A replica healed (`how`: "in-place" or "replaced"), `latency` after its loss."""
         for h in self._hooks:
-            _safely(h.on_heal, key, latency)
+            _safely(h.on_heal, key, latency, how)
 
     def results(self, key: str, results: Sequence[ActionResult]) -> None:
-        """A log line and an event per action, counters and hooks."""
+        """A log line and an event per action (one per heal: the stop before a start in
+        place says nothing of its own), counters and hooks."""
+        started = {
+            r.action.container.id
+            for r in results
+            if r.ok and r.action.kind is ActionKind.START and r.action.container is not None
+        }
         for r in results:
             kind = r.action.kind.value
-            if r.ok:
-                self._done(key, r)
-            else:
+            if not r.ok:
                 self._failed(key, r)
+            elif not (
+                r.action.kind is ActionKind.STOP
+                and r.action.container is not None
+                and r.action.container.id in started
+            ):
+                self._done(key, r)
             for h in self._hooks:
                 _safely(h.on_action, kind, key, r.ok)
         with self._lock:
@@ -70,6 +82,8 @@ class Reporter:
                     self.stats.errors += 1
                 elif r.action.kind is ActionKind.CREATE:
                     self.stats.creates += 1
+                elif r.action.kind is ActionKind.START:
+                    self.stats.restarts += 1
                 else:
                     self.stats.removes += 1
 
@@ -109,7 +123,7 @@ class Reporter:
 _DONE = {
     ActionKind.CREATE: "created",
     ActionKind.REMOVE: "removed",
-    ActionKind.START: "started",
+    ActionKind.START: "restarted",
     ActionKind.STOP: "stopped",
 }
 

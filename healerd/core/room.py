@@ -67,11 +67,12 @@ def admit(
     ctx: PlanContext,
     p: Plan,
 ) -> tuple[Plan, str]:
-    """Ask the host for room for the plan's creates; plan again with what is granted.
-    Returns the plan to apply and why some creates wait ("" if none)."""
-    creates = [a for a in p.actions if a.kind is ActionKind.CREATE]
-    # A running (unhealthy) or paused container is stopped before its replacement
-    # starts: the swap frees what it takes, it needs no room.
+    """Ask the host for room for the plan's creates and starts in place (a stopped
+    container holds no memory: starting it takes what a new one would); plan again with
+    what is granted. Returns the plan to apply and why some wait ("" if none)."""
+    creates = [a for a in p.actions if a.kind in (ActionKind.CREATE, ActionKind.START)]
+    # A running (unhealthy) or paused container is stopped before it (or its
+    # replacement) starts: the swap frees what it takes, it needs no room.
     swaps = sum(
         1 for a in creates if a.container is not None and a.container.state in HOLDING_STATES
     )

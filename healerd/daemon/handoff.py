@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from healerd.core.handoff import HANDOFF_POLICY, TAKEN_BACK, to_hand_off
+from healerd.daemon.atomicfile import write_atomic
 from healerd.engine import Engine, EngineError
-from healerd.model import ContainerState, ServiceSpec
+from healerd.model import ContainerState, ObservedContainer, ServiceSpec
 
 log = logging.getLogger("healerd.handoff")
+
+Known = Callable[[Sequence[ObservedContainer]], list[ObservedContainer]]
 
 MARKER = "handed-off"
 PARALLEL = 8
@@ -52,10 +54,12 @@ class HandOff:
         keep: AbstractSet[str],
         now: float,
         deadline: float,
+        known: Known = list,
     ) -> int:
         """At a clean stop: how many containers now carry the engine's policy (at most
-        `deadline` seconds for the updates)."""
-        chosen = to_hand_off(self._engine.list_managed(), desired, keep, now)
+        `deadline` seconds for the updates). `known`: the list with what the loop
+        remembers of each run (a crash streak of a container restarted in place)."""
+        chosen = to_hand_off(known(self._engine.list_managed()), desired, keep, now)
         if not chosen:
             return 0
         # First the marker: a stop killed half-way is taken back all the same.
@@ -72,7 +76,11 @@ class HandOff:
         return len(done)
 
     def at_stop(
-        self, desired: Mapping[str, ServiceSpec], keep: AbstractSet[str], now: float
+        self,
+        desired: Mapping[str, ServiceSpec],
+        keep: AbstractSet[str],
+        now: float,
+        known: Known = list,
     ) -> None:
         """give(), in a thread of its own waited for STOP_DEADLINE at most, list call
         included: a hung engine must not hold the stop past systemd's TimeoutStopSec."""
@@ -81,7 +89,7 @@ class HandOff:
         def run() -> None:
             try:
                 left = STOP_DEADLINE - (time.monotonic() - started)
-                done = self.give(desired, keep, now, left)
+                done = self.give(desired, keep, now, left, known)
             except (EngineError, OSError) as exc:
                 log.warning("containers not handed to the engine's restart policy: %s", exc)
                 return
@@ -167,18 +175,7 @@ class HandOff:
     def _write_marker(self, ids: list[str] | None) -> None:
         """Written and synced before the first update: it must outlive a power cut that
         follows the stop (the reboot it is for)."""
-        tmp = self.marker.with_name(f".{MARKER}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"ids": ids, "at": time.time()}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.marker)
-        dir_fd = os.open(self.marker.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomic(self.marker, json.dumps({"ids": ids, "at": time.time()}).encode())
 
 
 __all__ = ["MARKER", "HandOff"]

@@ -52,6 +52,7 @@ from healerd.daemon.journal import make_handler
 from healerd.daemon.memory import keep_large_blocks_in_mmap
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notify import Notifier
+from healerd.daemon.runbook import FileRunBook
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine, EngineError
 from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
@@ -198,6 +199,7 @@ class Daemon:
         self.credentials = CredentialsFile()
         # Unthrottled and signed: only what healerd owns, at the pace a stop allows.
         self.handoff = HandOff(engine, settings.state_dir)
+        self.runbook = FileRunBook(settings.state_dir)
         self.controller = self._controller(engine, name_tag, loop_metrics)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.images = ImageWork(
@@ -236,6 +238,7 @@ class Daemon:
             reader=read_engine(engine, self.clock),
             name_tag=name_tag,
             credentials=self.credentials.for_image,
+            runbook=self.runbook,
         )
 
     @functools.cached_property
@@ -293,7 +296,8 @@ class Daemon:
             for st in self.controller.statuses()
             if st.paused or st.state in (ServiceState.CRASH_LOOP_BACK_OFF, ServiceState.FAILED)
         }
-        self.handoff.at_stop(self.controller.desired.services, keep, self.clock.time())
+        c = self.controller
+        self.handoff.at_stop(c.desired.services, keep, self.clock.time(), c.known)
 
     def _data_root(self) -> str:
         return self.controller.engine_data_root or ""
@@ -482,6 +486,7 @@ class Daemon:
         self.confwatch.stop()
         self.watcher.stop()
         self.controller.shutdown()
+        self.runbook.flush()
         self._hand_off()
         for t in threads:
             t.join(timeout=SHUTDOWN_GRACE / len(threads))

@@ -56,9 +56,17 @@ class LoopMetrics:
         )
         self.heal = Histogram(
             "healerd_heal_latency_seconds",
-            "From a replica's loss (as healerd saw it) to its replacement running.",
+            "From a replica's loss (as healerd saw it) to it running again (in place or "
+            "by a replacement).",
             ["service"],
             buckets=HEAL_BUCKETS,
+            registry=None,
+        )
+        self.heals = Counter(
+            "healerd_heals",
+            "Replicas healed, by how: in-place (the same container started again) or "
+            "replaced (a new container).",
+            ["service", "how"],
             registry=None,
         )
 
@@ -69,9 +77,10 @@ class LoopMetrics:
         if service:
             self.reconcile.labels(service).observe(max(0.0, seconds))
 
-    def on_heal(self, service: str, latency_seconds: float) -> None:
+    def on_heal(self, service: str, latency_seconds: float, how: str) -> None:
         if service:
             self.heal.labels(service).observe(max(0.0, latency_seconds))
+            self.heals.labels(service, how).inc()
 
 
 class ImageGcMetrics:
@@ -112,7 +121,13 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         # Fed by image garbage collection's hook (ImageCollector's on_removed).
         self.image_gc = ImageGcMetrics()
-        for metric in (loop.actions, loop.reconcile, loop.heal, *self.image_gc.counters):
+        for metric in (
+            loop.actions,
+            loop.reconcile,
+            loop.heal,
+            loop.heals,
+            *self.image_gc.counters,
+        ):
             self.registry.register(metric)
         self.state = StateCollector(controller)
         self.registry.register(self.state)

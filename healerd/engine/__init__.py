@@ -25,6 +25,11 @@ class NameConflict(EngineError):
     """The container name is taken; the caller picks another name."""
 
 
+class CannotRestart(EngineError):
+    """The container can never run again as it is: it is gone or being removed, or a
+    network or mount source it names is gone. A new container is what heals it."""
+
+
 class ImageMissing(EngineError):
     """The image is not present locally."""
 
@@ -87,7 +92,8 @@ class Engine(Protocol):
         ...
 
     def start(self, container: ObservedContainer) -> None:
-        """Start a stopped container again (already running is success)."""
+        """Start a stopped container again (already running is success); raises
+        CannotRestart when only a new container can heal it."""
         ...
 
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:

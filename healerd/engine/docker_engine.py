@@ -12,7 +12,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Any
 
 import docker
@@ -24,16 +24,17 @@ import requests.exceptions
 import urllib3.exceptions
 
 from healerd.engine import (
+    CannotRestart,
     Death,
     EngineError,
     EngineUnavailable,
     ImageMissing,
     ImagePullFailed,
     LocalImage,
-    NameConflict,
     imagelist,
     request,
 )
+from healerd.engine.docker_errors import needs_new, translated
 from healerd.engine.listing import RowCache, event_of, int_or_none, rows_of
 from healerd.model import (
     LABEL_SERVICE,
@@ -64,24 +65,6 @@ WATCHED_EVENTS = [
 
 
 _log = logging.getLogger("healerd.engine")
-
-
-@contextmanager
-def _translated(what: str) -> Iterator[None]:
-    try:
-        yield
-    except docker.errors.ImageNotFound as exc:
-        raise ImageMissing(f"{what}: {exc.explanation or exc}") from exc
-    except docker.errors.APIError as exc:
-        if exc.status_code == 409 and "already in use" in str(exc.explanation or ""):
-            raise NameConflict(f"{what}: {exc.explanation}") from exc
-        raise EngineError(f"{what}: {exc.explanation or exc}") from exc
-    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, ValueError) as exc:
-        # Also a response cut short or garbled by an engine that restarts mid-answer (a
-        # streamed body, a pull's, is read through urllib3 itself: its errors unwrapped).
-        raise EngineUnavailable(f"{what}: engine unreachable ({type(exc).__name__})") from exc
-    except docker.errors.DockerException as exc:
-        raise EngineUnavailable(f"{what}: {exc}") from exc
 
 
 def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
@@ -123,11 +106,11 @@ class DockerEngine:
         self._networks_seen: set[str] = set()
 
     def version(self) -> str:
-        with _translated("version"):
+        with translated("version"):
             return str(self._api.version(api_version=False).get("Version", "?"))
 
     def identity(self) -> str:
-        with _translated("info"):
+        with translated("info"):
             info = self._api.info()
         # dockerd's ID comes from /etc/docker/key.json, shared by every dockerd of a host;
         # no two of them share a data root.
@@ -135,7 +118,7 @@ class DockerEngine:
         return f"{engine_id} {root}" if engine_id and root else ""
 
     def data_root(self) -> str | None:
-        with _translated("info"):
+        with translated("info"):
             root = self._api.info().get("DockerRootDir")
         return str(root) if root else None
 
@@ -148,13 +131,13 @@ class DockerEngine:
         params: dict[str, object] = {"all": 1}
         if filters:
             params["filters"] = docker.utils.convert_filters(filters)
-        with _translated("list containers"):  # a garbled body too, row by row
+        with translated("list containers"):  # a garbled body too, row by row
             response = self._api._get(self._api._url("/containers/json"), params=params)
             yield from rows_of(str(self._api._result(response)))
 
     def image_present(self, image: str) -> bool:
         try:
-            with _translated(f"inspect image {image}"):
+            with translated(f"inspect image {image}"):
                 self._api.inspect_image(image)
         except ImageMissing:
             return False
@@ -166,7 +149,7 @@ class DockerEngine:
 
     def image_size_hint(self, image: str) -> int | None:
         repo, _ = request.split_reference(image)
-        with _translated(f"list images {repo}"):
+        with translated(f"list images {repo}"):
             found = self._api.images(name=repo)
         sizes = [int(i.get("Size") or 0) for i in found if isinstance(i, dict)]
         return max(sizes) if sizes and max(sizes) > 0 else None
@@ -183,7 +166,7 @@ class DockerEngine:
         repo, tag = request.split_reference(image)
         config = _auth_config(image, auth)
         try:
-            with _translated(f"pull {image}"):
+            with translated(f"pull {image}"):
                 response = self._api._post(
                     self._api._url("/images/create"),
                     params={"fromImage": repo, "tag": tag or "latest"},
@@ -219,7 +202,7 @@ class DockerEngine:
         """GET /distribution/NAME/json: the engine asks the registry for the manifest's
         descriptor (a HEAD or GET of one manifest), with `auth` only."""
         try:
-            with _translated(f"check {image}"):
+            with translated(f"check {image}"):
                 found = self._api.inspect_distribution(
                     image, auth_config=_auth_config(image, auth) or None
                 )
@@ -233,7 +216,7 @@ class DockerEngine:
         return digest
 
     def local_digests(self, image: str) -> tuple[str, ...]:
-        with _translated(f"inspect image {image}"):
+        with translated(f"inspect image {image}"):
             found = self._api.inspect_image(image)
         return tuple(str(d) for d in found.get("RepoDigests") or ())
 
@@ -249,7 +232,7 @@ class DockerEngine:
         port_bindings = request.port_bindings(spec)
         networks = list(spec.networks)
         self._ensure(spec)
-        with _translated(f"create {name}"):
+        with translated(f"create {name}"):
             host_config = self._api.create_host_config(
                 binds=binds or None,
                 mounts=[*mounts, *request.secret_mounts(spec)] or None,
@@ -280,7 +263,7 @@ class DockerEngine:
             created = self._create_from_config(config, name, spec.platform)
         container_id = str(created["Id"])
         try:
-            with _translated(f"start {name}"):
+            with translated(f"start {name}"):
                 for net in networks[1:]:
                     endpoint = request.endpoint(spec, net)
                     self._api.connect_container_to_network(container_id, net, **endpoint)
@@ -324,7 +307,7 @@ class DockerEngine:
         service = request.shared_network(spec)
         if service is None:
             return request.network_mode(spec)
-        with _translated(f"list containers of {service}"):
+        with translated(f"list containers of {service}"):
             found = self._api.containers(
                 filters={"label": f"{LABEL_SERVICE}={service}", "status": "running"}
             )
@@ -342,7 +325,7 @@ class DockerEngine:
             for n in spec.networks_to_create:
                 if n.name in self._networks_seen:
                     continue
-                with _translated(f"network {n.name}"):
+                with translated(f"network {n.name}"):
                     # The engine's name filter matches parts of names: compare exactly.
                     found = self._api.networks(names=[n.name])
                     if not any(net.get("Name") == n.name for net in found):
@@ -358,7 +341,7 @@ class DockerEngine:
                         )
                 self._networks_seen.add(n.name)
             for v in spec.volumes_to_create:
-                with _translated(f"volume {v.name}"):
+                with translated(f"volume {v.name}"):
                     try:
                         self._api.inspect_volume(v.name)
                     except docker.errors.NotFound:
@@ -385,18 +368,24 @@ class DockerEngine:
             return []
         declared = {v.target for v in spec.volumes if not v.source and v.kind in ("", "volume")}
         bound = {v.target for v in spec.volumes if v.source or v.kind in ("bind", "tmpfs")}
-        with _translated(f"inspect image {spec.image}"):
+        with translated(f"inspect image {spec.image}"):
             config = self._api.inspect_image(spec.image).get("Config") or {}
         declared |= set(config.get("Volumes") or {})
         return [(v, t) for v, t in inherit if t in declared and t not in bound]
 
     def start(self, container: ObservedContainer) -> None:
-        with _translated(f"start {container.name}"):
-            self._api.start(container.id)
+        try:
+            with translated(f"start {container.name}"):
+                self._api.start(container.id)
+        except EngineError as exc:
+            if needs_new(exc.__cause__):
+                self._networks_seen.clear()  # perhaps one of ours is gone: look again
+                raise CannotRestart(str(exc)) from exc.__cause__
+            raise
 
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         try:
-            with _translated(f"stop {container.name}"):
+            with translated(f"stop {container.name}"):
                 if container.state is ContainerState.PAUSED:
                     self._api.unpause(container.id)
                 self._api.stop(
@@ -407,11 +396,15 @@ class DockerEngine:
                 raise
 
     def _remove_quietly(self, container_id: str) -> None:
+        """A container made by a create whose start failed, with the anonymous volumes
+        made for it (`v`): a retry every few seconds must not leave one behind each time
+        (issue 28: 13 in 40 s). Volumes it took over from its predecessor are mounted by
+        name and stay: the engine removes only those it made for this container."""
         with suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-            self._api.remove_container(container_id, force=True)
+            self._api.remove_container(container_id, force=True, v=True)
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
-        with _translated("list volumes"):
+        with translated("list volumes"):
             listed = self._api.volumes(filters={"label": request.LABEL_PROJECT, "dangling": True})
         names = sorted(str(v["Name"]) for v in listed.get("Volumes") or () if v["Name"] not in keep)
         if dry_run:
@@ -419,7 +412,7 @@ class DockerEngine:
         removed = []
         for name in names:
             try:
-                with _translated(f"remove volume {name}"):
+                with translated(f"remove volume {name}"):
                     self._api.remove_volume(name)
                 removed.append(name)
                 _log.info("removed volume %s (healerctl prune volumes)", name)
@@ -432,7 +425,7 @@ class DockerEngine:
 
     def prune_networks(self, keep: AbstractSet[str]) -> bool:
         self._networks_seen.clear()
-        with _translated("list networks"):
+        with translated("list networks"):
             found = self._api.networks(filters={"label": request.LABEL_PROJECT})
         done = True
         for net in found:
@@ -440,7 +433,7 @@ class DockerEngine:
             if name in keep:
                 continue
             try:
-                with _translated(f"remove network {name}"):
+                with translated(f"remove network {name}"):
                     self._api.remove_network(net["Id"])
                 _log.info("removed network %s: no declared service uses it", name)
             except EngineError as exc:
@@ -454,12 +447,12 @@ class DockerEngine:
         return done
 
     def rename(self, container: ObservedContainer, name: str) -> None:
-        with _translated(f"rename {container.name} to {name}"):
+        with translated(f"rename {container.name} to {name}"):
             self._api.rename(container.id, name)
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         try:
-            with _translated(f"remove {container.name}"):
+            with translated(f"remove {container.name}"):
                 if container.running:
                     self._api.stop(
                         container.id,
@@ -485,7 +478,7 @@ class DockerEngine:
         leave them behind: healerd removes each once its last container is gone."""
         for volume, _ in container.anon_volumes:
             try:
-                with _translated(f"remove volume {volume[:12]}"):
+                with translated(f"remove volume {volume[:12]}"):
                     self._api.remove_volume(volume)
             except EngineError as exc:
                 cause = exc.__cause__
@@ -494,7 +487,7 @@ class DockerEngine:
                     raise
 
     def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
-        with _translated(f"logs {container_id[:12]}"):
+        with translated(f"logs {container_id[:12]}"):
             out = self._api.logs(
                 container_id,
                 stdout=True,
@@ -505,7 +498,7 @@ class DockerEngine:
         return bytes(out)
 
     def death(self, container_id: str) -> Death:
-        with _translated(f"inspect {container_id[:12]}"):
+        with translated(f"inspect {container_id[:12]}"):
             state = self._api.inspect_container(container_id).get("State") or {}
         running = bool(state.get("Running"))
         return Death(
@@ -521,7 +514,7 @@ class DockerEngine:
         # A client of its own: the stream holds its connection for as long as it lives.
         api = docker.APIClient(base_url=self._base_url, version=API_VERSION, timeout=None)
         try:
-            with _translated("events"):
+            with translated("events"):
                 # Not api.events(): its chunk reader can hold the last event back until
                 # the next one arrives (docker-py over urllib3 2), and a held-back `die`
                 # is a missed heal. requests yields each chunk as it arrives.
@@ -539,7 +532,7 @@ class DockerEngine:
                     return
                 self._watch_stream = resp
             on_connected()
-            with _translated("events"):
+            with translated("events"):
                 for line in resp.iter_lines(chunk_size=None):
                     event = event_of(line) if line else None
                     if event is not None:
@@ -569,20 +562,20 @@ class DockerEngine:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def list_images(self) -> list[LocalImage]:
-        with _translated("list images"):
+        with translated("list images"):
             return imagelist.local_images(self._api.images())
 
     def images_in_use(self) -> set[str]:
         return {str(c["ImageID"]) for c in self._list_rows() if c.get("ImageID")}
 
     def set_restart_policy(self, container_id: str, policy: str) -> None:
-        with _translated(f"update {container_id[:12]}"), suppress(docker.errors.NotFound):
+        with translated(f"update {container_id[:12]}"), suppress(docker.errors.NotFound):
             restart = {"Name": policy, "MaximumRetryCount": 0}
             self._api.update_container(container_id, restart_policy=restart)
 
     def remove_image(self, image_id: str) -> bool:
         try:
-            with _translated(f"remove image {image_id[:19]}"):
+            with translated(f"remove image {image_id[:19]}"):
                 self._api.remove_image(image_id, force=False, noprune=False)
         except EngineError as exc:
             # 409: a container uses it (perhaps one made a moment ago) or several

@@ -40,13 +40,17 @@ class Cluster:
         return spec_hash is None or all(c["Labels"][LABEL_SPEC_HASH] == spec_hash for c in cs)
 
     def count_events(self, service: str, action: str, since: float) -> int:
+        return len(self.event_times(service, action, since))
+
+    def event_times(self, service: str, action: str, since: float) -> list[float]:
+        """When each `action` event of the service's containers happened (engine time)."""
         stream = self.api.events(
             since=_timestamp(since),
             until=_timestamp(time.time() + 0.001),
             filters={"type": "container", "event": action, "label": f"{LABEL_SERVICE}={service}"},
             decode=True,
         )
-        return sum(1 for _ in stream)
+        return [float(e["timeNano"]) / 1e9 for e in stream]
 
     def remove_labelled(self, label: str = LABEL_SERVICE) -> None:
         """Force-remove every container with this label (key or key=value): by default

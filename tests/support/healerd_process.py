@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.support.polling import wait_for
 from tests.support.processes import terminate
@@ -116,6 +117,12 @@ class Healerd:
             env=dict(os.environ, PYTHONPATH=str(REPO)),
         )
         return p.returncode, p.stdout, p.stderr
+
+    def api(self, path: str, **params: Any) -> Any:
+        """GET `path` from healerd's local API (root's socket)."""
+        from healerd.cli.client import Client
+
+        return Client(str(self.socket), timeout=10).get(path, **params)
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None

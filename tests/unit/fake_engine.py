@@ -22,6 +22,7 @@ from collections.abc import Set as AbstractSet
 from healerd.core.clock import FakeClock
 from healerd.core.planner import history
 from healerd.engine import (
+    CannotRestart,
     Death,
     EngineError,
     EngineUnavailable,
@@ -30,7 +31,14 @@ from healerd.engine import (
     LocalImage,
     NameConflict,
 )
-from healerd.model import ContainerState, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.model import (
+    ContainerState,
+    EngineEvent,
+    Health,
+    ObservedContainer,
+    RegistryAuth,
+    ServiceSpec,
+)
 
 # What a reconcile pass asks of the engine: one list, whether an image is there, creates,
 # starts, stops, renames (a fixed container_name) and removes; and, on first contact and
@@ -118,6 +126,8 @@ class FakeEngine:
         self.foreign_image_users: set[str] = set()
         self.removed_images: list[str] = []
         self.policies: dict[str, str] = {}  # container id -> its engine restart policy
+        # Containers a start cannot bring back (their network gone, say), with why.
+        self.unstartable: dict[str, str] = {}
         self.clock = clock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -208,7 +218,20 @@ class FakeEngine:
         self._allowed("start", container.name)
         self.calls.append("start")
         self._check()
-        self.set(container.id, state=ContainerState.RUNNING, exit_code=None)
+        with self._lock:
+            gone = container.id not in self.containers
+            why = self.unstartable.get(container.id)
+        if gone or why:
+            # As the adapter says what only a new container gets past (docker_engine.start).
+            raise CannotRestart(f"start {container.name}: {why or 'No such container'}")
+        if container.image in self.crash_images:  # it crashes again at once
+            self.set(container.id, state=ContainerState.EXITED, exit_code=1)
+            return
+        with self._lock:
+            checked = self.containers[container.id].health is not None
+        # A new run: its health checks start again.
+        health = Health.STARTING if checked else None
+        self.set(container.id, state=ContainerState.RUNNING, exit_code=None, health=health)
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
         self._allowed("prune_volumes")

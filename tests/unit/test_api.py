@@ -539,7 +539,9 @@ def test_metrics_from_state_and_hooks(served: Any) -> None:
     hooks.on_action("create", "web", True)
     hooks.on_action("remove", "web", False)
     hooks.on_pass("web", 0.02)
-    hooks.on_heal("web", 0.3)
+    hooks.on_heal("web", 0.3, "in-place")
+    hooks.on_heal("web", 0.4, "replaced")
+    hooks.on_heal("web", 0.2, "in-place")
     d.controller.events.record("backoff", "web", "waiting")
     code, text = call(srv.path, "GET", "/metrics")
     assert code == 200
@@ -553,7 +555,9 @@ def test_metrics_from_state_and_hooks(served: Any) -> None:
         'healerd_actions_total{kind="create",result="ok"} 1.0',
         'healerd_actions_total{kind="remove",result="error"} 1.0',
         'healerd_reconcile_duration_seconds_count{service="web"} 1.0',
-        'healerd_heal_latency_seconds_bucket{le="0.5",service="web"} 1.0',
+        'healerd_heal_latency_seconds_bucket{le="0.5",service="web"} 3.0',
+        'healerd_heals_total{how="in-place",service="web"} 2.0',
+        'healerd_heals_total{how="replaced",service="web"} 1.0',
         'healerd_events_total{kind="backoff"} 1.0',
         "healerd_engine_up 1.0",
         'healerd_engine_info{version="28.2.2"} 1.0',

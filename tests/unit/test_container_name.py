@@ -39,13 +39,27 @@ def test_the_file_side() -> None:
                      "container_name"]  # fmt: skip
 
 
-def test_a_heal_keeps_the_name_and_removes_the_failed_one() -> None:
+def test_a_heal_keeps_the_name_in_place() -> None:
     ctrl, engine, clock = make()
     ctrl.set_desired(desired(spec("mqtt", 1, container_name="mosquitto")))
     drive(ctrl, clock)
     (c,) = engine.running("mqtt")
     assert c.name == "mosquitto"
     engine.kill(c.id, exit_code=1)
+    ctrl.reconcile_now("mqtt")
+    drive(ctrl, clock, max_seconds=60)
+    (again,) = engine.running("mqtt")
+    assert again.name == "mosquitto" and again.id == c.id
+    assert engine.calls.count("rename") == 0 and engine.calls.count("create") == 1
+
+
+def test_a_replacement_keeps_the_name_and_removes_the_failed_one() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("mqtt", 1, container_name="mosquitto")))
+    drive(ctrl, clock)
+    (c,) = engine.running("mqtt")
+    engine.kill(c.id, exit_code=1)
+    engine.unstartable[c.id] = "network 9cb4 not found"  # only a new container heals it
     ctrl.reconcile_now("mqtt")
     drive(ctrl, clock, max_seconds=60)
     (new,) = engine.running("mqtt")

@@ -19,6 +19,7 @@ def test_a_failed_replacement_keeps_the_dead_container_and_its_restart_count() -
     drive(ctrl, clock)
     (c,) = engine.running("web")
     engine.kill(c.id, exit_code=1)
+    engine.unstartable[c.id] = "network 9cb4 not found"  # only a new container heals it
     ctrl.on_event(EngineEvent("web", c.id, "die"))
     engine.fail_creates = 1
     ctrl.process_once()  # the replacement's create fails
@@ -58,8 +59,9 @@ def test_a_paused_container_is_stopped_before_its_replacement_starts() -> None:
     engine.calls.clear()
     ctrl.reconcile_now("edge")
     ctrl.process_once()
-    # Stopped, not removed: it stays as history, for its logs (issue 14).
-    assert [x for x in engine.calls if x in ("create", "remove", "stop")] == ["stop", "create"]
+    # Stopped (the engine unpauses it first), then started again in place (issue 28).
+    calls = [x for x in engine.calls if x in ("create", "remove", "stop", "start")]
+    assert calls == ["stop", "start"] and engine.running("edge")[0].id == c.id
 
 
 def test_containers_found_stopped_at_start_are_no_crash() -> None:
@@ -107,6 +109,7 @@ def _killed_and_replaced() -> tuple[
     drive(ctrl, clock)
     (old,) = engine.running("web")
     engine.kill(old.id)
+    engine.unstartable[old.id] = "network 9cb4 not found"  # replaced, not started in place
     ctrl.on_event(EngineEvent("web", old.id, "die"))
     drive(ctrl, clock, max_seconds=1)
     (new,) = engine.running("web")

@@ -41,24 +41,25 @@ def test_a_job_that_exited_is_finished_whatever_its_code_and_never_replaced() ->
         assert p.actions == () and p.finished == 1 and p.converged
 
 
-def test_with_always_the_same_exit_is_replaced() -> None:
+def test_with_always_the_same_exit_is_restarted() -> None:
     s = spec(restart="always")
     p = plan("web", s, [exited(s, 0)], NOW)
-    assert [a.kind for a in p.actions] == [ActionKind.CREATE]
+    assert [a.kind for a in p.actions] == [ActionKind.START]
 
 
-def test_on_failure_replaces_a_non_zero_exit_only() -> None:
+def test_on_failure_restarts_a_non_zero_exit_only() -> None:
     s = spec(restart="on-failure")
     assert plan("web", s, [exited(s, 0)], NOW).actions == ()
     p = plan("web", s, [exited(s, 1)], NOW)
-    assert [a.kind for a in p.actions] == [ActionKind.CREATE]
-    assert p.actions[0].restarts == 1  # carried on: on-failure:N counts them
+    # In place, as Docker's on-failure does; the count goes on: on-failure:N counts them.
+    assert [a.kind for a in p.actions] == [ActionKind.START]
+    assert p.actions[0].restarts == 1
 
 
 def test_on_failure_n_gives_up_after_n_restarts() -> None:
     s = spec(restart="on-failure:2")
     assert [a.kind for a in plan("web", s, [exited(s, 1, restarts=1)], NOW).actions] == [
-        ActionKind.CREATE
+        ActionKind.START
     ]
     last = exited(s, 1, restarts=2)
     p = plan("web", s, [last], NOW)

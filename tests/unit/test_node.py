@@ -218,11 +218,11 @@ def test_planner_keeps_failed_containers_it_has_no_room_to_replace() -> None:
     alive = container(s, created=0.0)
     ctx = PlanContext(now=100.0, max_replacements=1, max_extras=0)
     p = plan("web", s, [alive, *dead], ctx)
-    creates = [a for a in p.actions if a.kind is ActionKind.CREATE]
-    removes = [a for a in p.actions if a.kind is ActionKind.REMOVE]
-    # The oldest dead one is replaced (and stays as history, for its logs: issue 14); the
-    # other stays, for its logs and its slot.
-    assert [a.container for a in creates] == [dead[0]] and removes == []
+    starts = [a for a in p.actions if a.kind is ActionKind.START]
+    others = [a for a in p.actions if a.kind is not ActionKind.START]
+    # The oldest dead one is started again in place (issue 28); the other stays, for its
+    # logs and its slot.
+    assert [a.container for a in starts] == [dead[0]] and others == []
     assert p.waiting == 1 and p.held == 0 and not p.converged
 
 
@@ -501,8 +501,8 @@ def test_under_disk_pressure_a_higher_prioritys_extras_claim_no_room() -> None:
     assert len(engine.running("db")) == 1 and status(ctrl, "db")[0] == "WaitingForResources"
 
 
-def test_an_unhealthy_container_is_swapped_even_under_memory_pressure() -> None:
-    # Its replacement takes what stopping it frees: the swap needs no room.
+def test_an_unhealthy_container_is_restarted_even_under_memory_pressure() -> None:
+    # Its new run takes what stopping it frees: the swap needs no room.
     ctrl, engine, clock, probe = loop(host())
     ctrl.set_desired(desired(spec("web", 1, unhealthy_grace=5.0)))
     drive(ctrl, clock, 10)
@@ -511,9 +511,10 @@ def test_an_unhealthy_container_is_swapped_even_under_memory_pressure() -> None:
     clock.advance(SAMPLE_TTL)
     engine.set(c.id, health="unhealthy")
     ctrl.reconcile_now("web")
+    engine.calls.clear()
     drive(ctrl, clock, 30)
-    (new,) = engine.running("web")
-    assert new.id != c.id
+    (again,) = engine.running("web")
+    assert again.id == c.id and engine.calls.count("stop") == engine.calls.count("start") == 1
 
 
 def test_merge_keys_that_expand_too_far_are_refused() -> None:

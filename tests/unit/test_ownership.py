@@ -108,7 +108,8 @@ def test_the_loop_signs_what_it_makes_and_leaves_forged_containers_alone() -> No
     ctrl.on_event(EngineEvent("web", real[0].id, "die"))
     engine.calls.clear()
     drive(ctrl, clock)
-    assert engine.calls.count("create") == 1, "a forged copy is no replica: the heal creates"
+    # A forged copy is no replica: the real one is started again in place.
+    assert engine.calls.count("start") == 1 and engine.containers[real[0].id].running
     assert engine.containers[copy].state is ContainerState.RUNNING
     assert engine.containers[ghost].state is ContainerState.RUNNING
     assert len([c for c in engine.running("web") if signed_engine.key.verifies(c)]) == 2

@@ -81,19 +81,65 @@ def test_scale_down_removes_not_running_before_running() -> None:
     assert removed(p) == {dead.id} and p.creates == 0
 
 
-def test_failed_containers_are_replaced_with_their_restart_count_carried_on() -> None:
+def started(p: Plan) -> set[str]:
+    return {a.container.id for a in p.actions if a.kind is ActionKind.START and a.container}
+
+
+def test_failed_containers_are_restarted_in_place_with_their_counts_carried_on() -> None:
     s = spec(replicas=2)
     ok = container(s)
-    for state in (EXITED, ContainerState.DEAD, ContainerState.CREATED, ContainerState.PAUSED):
+    for state in (EXITED, ContainerState.CREATED, ContainerState.PAUSED):
         bad = dataclasses.replace(container(s, state), restarts=4)
         ctx = dataclasses.replace(NOW, replacements={bad.id: Replacement(True, 3)})
         p = plan("web", s, [ok, bad], ctx)
-        # The failed container stays, as history (its logs): issue 14. A paused one,
-        # which may still hold a port or memory, is stopped first.
-        assert p.creates == 1 and removed(p) == set(), state
+        # The same container again (issue 28): no create, nothing removed. A paused one
+        # is stopped first (a start of a paused container does nothing).
+        assert p.creates == 0 and removed(p) == set() and started(p) == {bad.id}, state
         assert stopped(p) == ({bad.id} if state is ContainerState.PAUSED else set()), state
+        (start,) = [a for a in p.actions if a.kind is ActionKind.START]
+        assert start.container == bad and start.restarts == 5 and start.crash_streak == 3
+        assert start.reason.startswith("restarted in place: ")
+
+
+def test_what_a_start_cannot_serve_is_replaced_and_kept_as_history() -> None:
+    s = spec(replicas=2)
+    ok = container(s)
+    dead = dataclasses.replace(container(s, ContainerState.DEAD), restarts=4)
+    old = dataclasses.replace(container(s, EXITED, spec_hash="old"), restarts=4)
+    going = dataclasses.replace(container(s, ContainerState.REMOVING), restarts=4)
+    told = dataclasses.replace(container(s, EXITED), restarts=4)
+    for bad, extra in ((dead, {}), (old, {}), (going, {}), (told, {told.id: "why"})):
+        ctx = dataclasses.replace(NOW, replacements={bad.id: Replacement(True, 3)}, replace=extra)
+        p = plan("web", s, [ok, bad], ctx)
+        # A dead container (its removal failed), one of an old spec (its replacement
+        # takes the new one), one being removed, one the loop says a start cannot serve:
+        # a new container, carrying the counts; the failed one stays as history.
+        assert p.creates == 1 and removed(p) == set() and started(p) == set(), bad.state
         (create,) = [a for a in p.actions if a.kind is ActionKind.CREATE]
         assert create.container == bad and create.restarts == 5 and create.crash_streak == 3
+
+
+def test_in_place_reasons_say_what_ended_the_run() -> None:
+    s = spec(replicas=1)
+    killed = dataclasses.replace(container(s, EXITED), exit_code=137)
+    oom = dataclasses.replace(container(s, EXITED), exit_code=137, oom_killed=True)
+    crashed = dataclasses.replace(container(s, EXITED), exit_code=3)
+    engine = dataclasses.replace(container(s, EXITED), exit_code=143)
+    outside = dataclasses.replace(container(s, EXITED), exit_code=143)
+    ctx = dataclasses.replace(
+        NOW, engine_stopped=frozenset({engine.id}), stopped_outside=frozenset({outside.id})
+    )
+    reasons = {
+        c.id: next(a.reason for a in plan("web", s, [c], ctx).actions)
+        for c in (killed, oom, crashed, engine, outside)
+    }
+    assert reasons == {
+        killed.id: "restarted in place: exited with code 137 (killed)",
+        oom.id: "restarted in place: killed by the kernel's OOM killer (exit code 137)",
+        crashed.id: "restarted in place: exited with code 3",
+        engine.id: "restarted in place: stopped while the engine was away",
+        outside.id: "restarted in place: stopped from outside (exited with code 143 (SIGTERM))",
+    }
 
 
 def test_crash_backoff_holds_the_replacement_and_keeps_the_dead_one() -> None:
@@ -106,13 +152,21 @@ def test_crash_backoff_holds_the_replacement_and_keeps_the_dead_one() -> None:
     assert not p.converged
 
 
-def test_unhealthy_past_grace_is_replaced() -> None:
+def test_unhealthy_past_grace_is_restarted_in_place_then_replaced() -> None:
     s = spec(replicas=1)
     sick = dataclasses.replace(container(s), health=Health.UNHEALTHY)
     assert plan("web", s, [sick], NOW).actions == ()
-    p = plan("web", s, [sick], dataclasses.replace(NOW, failed_running=frozenset({sick.id})))
-    # Stopped, not removed: it stays as history once its replacement runs (issue 14).
+    failed = dataclasses.replace(NOW, failed_running=frozenset({sick.id}))
+    p = plan("web", s, [sick], failed)
+    # As the kubelet does on a failed liveness probe: the same container, stopped and
+    # started again.
+    assert kinds(p) == ["stop", "start"] and started(p) == {sick.id} and p.creates == 0
+    # Still unhealthy after that: a new container. Stopped, not removed: it stays as
+    # history once its replacement runs (issue 14).
+    again = dataclasses.replace(failed, replace={sick.id: "still unhealthy"})
+    p = plan("web", s, [sick], again)
     assert stopped(p) == {sick.id} and removed(p) == set() and p.creates == 1
+    assert started(p) == set()
 
 
 def test_start_first_rollout_keeps_every_replica_available() -> None:

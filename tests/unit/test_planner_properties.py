@@ -40,7 +40,7 @@ from healerd.core import rollouts
 from healerd.core.clock import FakeClock
 from healerd.core.context import plan_context
 from healerd.core.controller import Controller, LoopSettings
-from healerd.core.observe import Memory, observe
+from healerd.core.observe import Memory, note_started, observe
 from healerd.core.planner import (
     Plan,
     PlanContext,
@@ -174,6 +174,17 @@ class Sim:
             self.port_holders.add(cid)
         return c
 
+    def _started(self, a: Action) -> None:
+        """A start in place: a new run, its health checks from the start again (as the
+        engine does), and the loop's own memory of it (healerd.core.observe)."""
+        assert a.container is not None and a.spec is not None
+        cid, hc = a.container.id, a.spec.healthcheck
+        if cid in self.engine:
+            self._set(cid, health=Health.STARTING if hc else None)
+            if hc:
+                self.health_at[cid] = (self.now + (hc.start_period or 1.0), Health.HEALTHY)
+        note_started(self.mem, a, self.now, self.now)
+
     # -- disruptions ------------------------------------------------------------------
 
     def _pick(self, i: int, running: bool | None = None) -> ObservedContainer | None:
@@ -288,6 +299,9 @@ class Sim:
             return c
 
         apply_plan(self.engine, p.actions, make)
+        for a in p.actions:
+            if a.kind is ActionKind.START and a.container is not None:
+                self._started(a)
         if p.rollout_step and self.rollout is not None:
             self.rollout.last_batch = self.now
         return conflicts
@@ -638,10 +652,11 @@ def test_never_more_than_replicas_plus_parallelism_alive(sc: Scenario) -> None:
 @given(SCENARIOS)
 def test_failed_containers_go_when_their_backoff_allows_and_not_before(sc: Scenario) -> None:
     """A failed container (not running, or unhealthy past its grace) whose crash-loop
-    backoff is over is dealt with on that very pass: replaced (it then stays, stopped,
-    as history: issue 14) or removed when unneeded; one still held keeps its slot unless
-    enough current containers make it unneeded. A create that stands in for a failed one
-    carries its restart count on and the streak of its verdict."""
+    backoff is over is dealt with on that very pass: started again in place (issue 28),
+    replaced (it then stays, stopped, as history: issue 14) or removed when unneeded; one
+    still held keeps its slot unless enough current containers make it unneeded. A create
+    that stands in for a failed one carries its restart count on and the streak of its
+    verdict."""
     s = sc.run()
     s.converge(pass_bound(s))
     for step in s.trace:
@@ -664,7 +679,14 @@ def test_failed_containers_go_when_their_backoff_allows_and_not_before(sc: Scena
             elif len(cur) < spec.replicas:
                 assert cid not in gone | replaced, step
         for a in step.plan.actions:
-            if a.kind is ActionKind.CREATE and a.container is not None and a.retire:
+            if a.kind is ActionKind.START and a.container is not None:
+                # In place: a failed container of the current spec, its counts carried on.
+                old = a.container
+                assert old.id in failed and old.spec_hash == spec.spec_hash, step
+                verdict = ctx.replacements.get(old.id, Replacement(True, 0))
+                assert verdict.ready and a.crash_streak == verdict.crash_streak, step
+                assert a.restarts == old.restarts + 1, step
+            elif a.kind is ActionKind.CREATE and a.container is not None and a.retire:
                 # A stop-first rollout step onto the old container's volumes.
                 assert a.container.id not in failed and a.container.id in gone, step
             elif a.kind is ActionKind.CREATE and a.container is not None:
@@ -718,8 +740,8 @@ def test_undeclared_with_held_orphans_stays_untouched_through_time(
 # -- found by the properties above ------------------------------------------------------------
 
 
-def test_an_unhealthy_replacement_waits_its_backoff_not_its_window() -> None:
-    """README: a replacement that fails before it ran for `window` waits `delay`, then
+def test_an_unhealthy_container_waits_its_backoff_not_its_window() -> None:
+    """README: a container that fails before it ran for `window` waits `delay`, then
     twice that, up to `max_delay`. The real controller, on an in-memory engine."""
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)
@@ -739,11 +761,12 @@ def test_an_unhealthy_replacement_waits_its_backoff_not_its_window() -> None:
     try:
         ctrl.set_desired(DesiredState({SERVICE: s}, (), hold_orphans=False, broken_files=()))
         start = clock.time()
-        while "x" in engine.live() and clock.time() - start <= policy.window + 10:
+        while "start" not in engine.calls and clock.time() - start <= policy.window + 10:
             ctrl.process_once()
             delay = ctrl.queue.next_delay()
             clock.advance(30.0 if delay is None else max(delay, 0.001))
-        assert "x" not in engine.live()
+        # Stopped and started again in place (issue 28), within its backoff.
+        assert engine.calls.count("stop") == 1 and engine.containers["x"].running
         assert clock.time() - start <= policy.max_delay + 0.5
     finally:
         ctrl.shutdown()

@@ -1,0 +1,374 @@
+"""Heal in place (issue 28): a failed container comes back as itself, with the crash
+backoff it would have had, its counts kept across a restart of healerd, and replaced only
+where a start cannot serve."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from healerd.core.clock import FakeClock
+from healerd.core.controller import Controller, LoopSettings
+from healerd.core.runs import Run, Termination, from_json, to_json
+from healerd.daemon.runbook import FileRunBook
+from healerd.model import ContainerState, EngineEvent, Health, RestartPolicy
+from tests.unit.builders import spec
+from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.test_controller import desired, drive, state
+
+
+class DictBook:
+    """A run book in memory that outlives one Controller (a restart of healerd)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, Run] = {}
+        self.saves = 0
+
+    def load(self) -> Mapping[str, Run]:
+        return dict(self.runs)
+
+    def save(self, runs: Mapping[str, Run]) -> None:
+        self.runs = dict(runs)
+        self.saves += 1
+
+
+def make(
+    clock: FakeClock | None = None,
+    engine: FakeEngine | None = None,
+    book: DictBook | None = None,
+) -> tuple[Controller, FakeEngine, FakeClock]:
+    clock = clock or FakeClock()
+    engine = engine or FakeEngine(clock, allow=LOOP_CALLS)
+    ctrl = Controller(engine, clock, LoopSettings(workers=2), runbook=book)
+    return ctrl, engine, clock
+
+
+def die(ctrl: Controller, engine: FakeEngine, cid: str, code: int) -> None:
+    """The container's process ends: the engine's state, then its `die` event."""
+    c = engine.containers[cid]
+    engine.kill(cid, exit_code=code)
+    ctrl.on_event(EngineEvent(c.service, cid, "die", exit_code=code, name=c.name))
+
+
+def test_a_crashed_container_is_started_again_as_itself() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 2)))
+    drive(ctrl, clock)
+    ids = set(engine.containers)
+    victim = sorted(ids)[0]
+    engine.calls.clear()
+    die(ctrl, engine, victim, 1)
+    drive(ctrl, clock)
+    assert set(engine.containers) == ids  # the same two: no create, nothing removed
+    assert engine.containers[victim].running
+    assert "create" not in engine.calls and engine.calls.count("start") == 1
+    (c,) = [c for c in ctrl.container_statuses("web") if c.id == victim]
+    assert c.restarts == 1
+    kinds = [(e.kind, e.message) for e in ctrl.events.since(0) if e.service == "web"]
+    assert ("restarted", "restarted in place: exited with code 1") in kinds
+    assert state(ctrl, "web") == "Converged"
+
+
+def test_crash_loop_backoff_applies_in_place_and_never_gives_up() -> None:
+    ctrl, engine, clock = make()
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=40.0, window=600.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.crash_images.add("img:1")  # from now on every start exits at once
+    t0 = clock.monotonic()
+    die(ctrl, engine, cid, 1)
+    starts: list[float] = []
+    while len(starts) < 6:
+        before = engine.calls.count("start")
+        ctrl.process_once()
+        if engine.calls.count("start") > before:
+            starts.append(round(clock.monotonic() - t0))
+        delay = ctrl.queue.next_delay()
+        assert delay is not None  # it never gives up
+        clock.advance(delay)
+    # The first death heals at once; then 10 s doubling to the 40 s cap, for ever.
+    assert starts == [0, 10, 30, 70, 110, 150], starts
+    assert set(engine.containers) == {cid}  # one container all along
+    ctrl.process_once()  # it crashed again: waiting out the next 40 s
+    assert state(ctrl, "web") == "CrashLoopBackOff"
+
+
+def test_the_streak_outlives_a_restart_of_healerd() -> None:
+    book = DictBook()
+    ctrl, engine, clock = make(book=book)
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=300.0, window=600.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    for _ in range(3):  # three quick crashes in a row: streak 3
+        die(ctrl, engine, cid, 1)
+        drive(ctrl, clock, max_seconds=60)
+    assert book.runs[cid].streak == 3 and book.runs[cid].restarts == 3
+    last = book.runs[cid].last
+    assert last is not None and last.exit_code == 1
+    ctrl.shutdown()
+    # A new healerd on the same engine and book: the next quick crash waits 40 s.
+    again, _, _ = make(clock, engine, book)
+    again.set_desired(desired(s))
+    drive(again, clock, max_seconds=5)
+    die(again, engine, cid, 1)
+    drive(again, clock, max_seconds=30)
+    assert not engine.containers[cid].running
+    assert state(again, "web") == "CrashLoopBackOff"
+    drive(again, clock, max_seconds=20)
+    assert engine.containers[cid].running and book.runs[cid].streak == 4
+
+
+def test_a_run_that_lasted_the_window_starts_a_new_streak() -> None:
+    book = DictBook()
+    ctrl, engine, clock = make(book=book)
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=300.0, window=60.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    for _ in range(3):
+        die(ctrl, engine, cid, 1)
+        drive(ctrl, clock, max_seconds=60)
+    clock.advance(61)  # this run lasted the window (counted from its start, not its create)
+    die(ctrl, engine, cid, 1)
+    drive(ctrl, clock, max_seconds=1)
+    assert engine.containers[cid].running and book.runs[cid].streak == 1
+
+
+def test_a_container_a_start_cannot_bring_back_is_replaced_in_the_same_pass() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.containers
+    engine.unstartable[old] = "network 9cb4 not found"
+    die(ctrl, engine, old, 1)
+    engine.calls.clear()
+    ctrl.process_once()
+    assert engine.calls.count("start") == 1 and engine.calls.count("create") == 1
+    (new,) = [c for c in engine.running("web")]
+    # The new one names the old one: kept as history (its logs), never started again.
+    assert new.id != old and new.replaces == old and new.restarts == 1
+    drive(ctrl, clock)
+    assert set(engine.containers) == {old, new.id} and state(ctrl, "web") == "Converged"
+    events = [(e.kind, e.message) for e in ctrl.events.since(0) if e.service == "web"]
+    assert any(k == "created" and "network 9cb4 not found" in m for k, m in events), events
+
+
+def test_a_removed_container_is_replaced() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.containers
+    c = engine.containers.pop(old)  # docker rm -f
+    ctrl.on_event(EngineEvent("web", old, "destroy", name=c.name))
+    drive(ctrl, clock)
+    (new,) = engine.running("web")
+    assert new.id != old and "start" not in engine.calls[-3:]
+
+
+def test_a_removal_seen_only_as_its_die_is_replaced_in_the_same_pass() -> None:
+    """rm -f: the die event comes while the list still shows the container; the start
+    in place finds it gone (or being removed), and the same action creates."""
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.containers
+    engine.unstartable[old] = "container is marked for removal and cannot be started"
+    die(ctrl, engine, old, 137)
+    engine.calls.clear()
+    ctrl.process_once()
+    assert engine.calls == ["list", "start", "create"]
+    assert len(engine.running("web")) == 1
+
+
+def test_a_sigkill_event_alone_starts_nothing_before_the_death() -> None:
+    """docker kill: the `kill` event comes ~60 ms before the process is gone; a start
+    then would be a no-op ("already running") and the death would be healed later."""
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.calls.clear()
+    ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name="x"))
+    drive(ctrl, clock)
+    assert "start" not in engine.calls and "create" not in engine.calls
+    die(ctrl, engine, cid, 137)
+    drive(ctrl, clock)
+    assert engine.containers[cid].running and engine.calls.count("start") == 1
+    # Stopped from outside: no crash, the streak stays 0.
+    (c,) = ctrl.container_statuses("web")
+    assert c.restarts == 1
+
+
+def test_unhealthy_is_restarted_in_place_once_then_replaced() -> None:
+    ctrl, engine, clock = make()
+    s = spec("web", 1, unhealthy_grace=5.0)
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.set(cid, health=Health.UNHEALTHY)
+    ctrl.enqueue_all()
+    drive(ctrl, clock, max_seconds=6)
+    # Past its grace: stopped and started again, the same container.
+    assert set(engine.containers) == {cid} and engine.calls.count("stop") == 1
+    engine.set(cid, health=Health.UNHEALTHY)  # still sick after the restart
+    ctrl.enqueue_all()
+    drive(ctrl, clock, max_seconds=30)
+    assert len(engine.containers) == 2
+    (new,) = engine.running("web")
+    assert new.id != cid and new.replaces == cid
+
+
+def test_healthy_again_after_a_restart_in_place_resets_the_count() -> None:
+    ctrl, engine, clock = make()
+    s = spec("web", 1, unhealthy_grace=5.0)
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    for _ in range(2):
+        engine.set(cid, health=Health.UNHEALTHY)
+        ctrl.enqueue_all()
+        drive(ctrl, clock, max_seconds=30)
+        engine.set(cid, health=Health.HEALTHY)  # cured by the restart
+        ctrl.enqueue_all()
+        drive(ctrl, clock, max_seconds=1)
+    assert set(engine.containers) == {cid}  # restarted in place both times
+
+
+def test_min_ready_seconds_counts_from_the_restart_not_the_creation() -> None:
+    from healerd.model import UpdateConfig
+
+    ctrl, engine, clock = make()
+    s = spec("web", 1, update_config=UpdateConfig(min_ready_seconds=30))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock, max_seconds=40)
+    (cid,) = engine.containers
+    assert state(ctrl, "web") == "Converged"
+    die(ctrl, engine, cid, 1)
+    ctrl.process_once()
+    assert engine.containers[cid].running
+    drive(ctrl, clock, max_seconds=5)
+    assert state(ctrl, "web") == "Progressing"  # up for 5 s of its 30
+    drive(ctrl, clock, max_seconds=30)
+    assert state(ctrl, "web") == "Converged"
+
+
+# -- the run book's file -----------------------------------------------------------
+
+
+def test_runs_round_trip_through_json_and_skip_what_is_not_theirs() -> None:
+    runs = {
+        "a" * 64: Run(3, 7, 1, 1000.5, Termination(137, True, "killed", 999.0)),
+        "b" * 64: Run(0, 1),
+    }
+    assert from_json(json.loads(json.dumps(to_json(runs)))) == runs
+    assert from_json([1, 2]) == {}
+    assert from_json({"x": {"streak": "no"}, "y": 3}) == {}
+
+
+def test_the_file_is_written_whole_in_its_own_thread_and_read_back(tmp_path: Path) -> None:
+    book = FileRunBook(tmp_path / "state")
+    assert book.load() == {}  # no file yet
+    runs = {"c1": Run(2, 2, 0, 5.0, Termination(1, False, "exited with code 1", 4.0))}
+    book.save(runs)
+    book.flush()
+    path = tmp_path / "state" / "runs.json"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(path.parent).st_mode & 0o777 == 0o700
+    assert FileRunBook(tmp_path / "state").load() == runs
+    assert sorted(os.listdir(path.parent)) == ["runs.json"]  # no temporary file left
+
+
+def test_an_unreadable_file_is_a_warning_and_no_streak(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "runs.json").write_text("{not json")
+    assert FileRunBook(tmp_path).load() == {}
+    assert "crash-loop streaks start again" in caplog.text
+
+
+def test_a_storm_of_saves_is_written_as_the_last_one(tmp_path: Path) -> None:
+    book = FileRunBook(tmp_path)
+    for i in range(200):
+        book.save({f"c{j}": Run(j, j) for j in range(i + 1)})
+    book.flush()
+    assert len(FileRunBook(tmp_path).load()) == 200
+
+
+def test_engine_states_a_start_cannot_leave_are_not_started() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.set(cid, state=ContainerState.DEAD)
+    ctrl.enqueue_all()
+    engine.calls.clear()
+    drive(ctrl, clock)
+    assert "start" not in engine.calls and engine.calls.count("create") == 1
+
+
+def test_a_kill_forgives_one_death_not_the_crashes_after_its_restart() -> None:
+    """Forgiveness belongs to a run: a container restarted in place after a docker kill
+    (or an engine restart) that then crashes is in a crash loop like any other."""
+    ctrl, engine, clock = make()
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=300.0, window=600.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    c = engine.containers[cid]
+    for _ in range(3):  # docker kill, three times: no crash, started again at once
+        ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name=c.name))
+        die(ctrl, engine, cid, 137)
+        ctrl.process_once()
+        assert engine.containers[cid].running
+    die(ctrl, engine, cid, 1)  # a crash: streak 1, at once
+    ctrl.process_once()
+    assert engine.containers[cid].running
+    die(ctrl, engine, cid, 1)  # a second one: 10 s
+    ctrl.process_once()
+    assert not engine.containers[cid].running and state(ctrl, "web") == "CrashLoopBackOff"
+
+
+def test_a_signal_that_asks_for_a_reload_forgives_nothing() -> None:
+    ctrl, engine, clock = make()
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=300.0, window=600.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    die(ctrl, engine, cid, 1)  # crash 1: at once
+    ctrl.process_once()
+    ctrl.on_event(EngineEvent("web", cid, "kill", signal="1", name="x"))  # SIGHUP: reload
+    die(ctrl, engine, cid, 1)  # crash 2 of the run: waits, SIGHUP or not
+    ctrl.process_once()
+    assert not engine.containers[cid].running
+
+
+def test_the_engines_answers_that_only_a_new_container_gets_past() -> None:
+    """What makes a start in place fall back to a replacement (docker_engine.start),
+    in the engine's own words as measured on dockerd 20.10."""
+    import docker.errors
+    import requests
+
+    from healerd.engine.docker_errors import needs_new
+
+    def err(status: int, text: str) -> docker.errors.APIError:
+        r = requests.Response()
+        r.status_code = status
+        return docker.errors.APIError("start", response=r, explanation=text)
+
+    assert needs_new(err(404, "network 9cb47e39 not found"))
+    assert needs_new(err(404, "No such container: 3dd56fd0"))
+    assert needs_new(err(409, "container is marked for removal and cannot be started"))
+    assert needs_new(
+        err(400, 'invalid mount config for type "bind": bind source path does not exist: /x')
+    )
+    # Not a new container's to fix: a host port taken, an engine error.
+    assert not needs_new(err(500, "driver failed programming external connectivity on "
+                                  "endpoint x: bind: address already in use"))  # fmt: skip
+    assert not needs_new(err(409, "conflict: something else"))
+    assert not needs_new(None)
