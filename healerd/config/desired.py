@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 
@@ -127,6 +128,18 @@ class DesiredState:
     errors: tuple[ConfigError, ...]
     hold_orphans: bool
     broken_files: tuple[str, ...]
+
+    @cached_property
+    def joiners(self) -> Mapping[str, tuple[str, ...]]:
+        """Per service, the services whose containers join its network namespace
+        (network_mode service:NAME): a new run of its container leaves theirs with `lo`
+        only, so they look again when it starts."""
+        out: dict[str, list[str]] = {}
+        for spec in self.services.values():
+            mode = spec.network_mode or ""
+            if mode.startswith("service:"):
+                out.setdefault(mode.removeprefix("service:"), []).append(spec.name)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
 class DesiredStore:

@@ -274,8 +274,14 @@ class Controller:
         self._last_look.changed()
         with self._lock:
             note_event(self._mem, event, self._clock.monotonic())
-        if self._own.consume(event):
-            return  # the pass that did it looks again anyway (healerd.core.own)
+        if event.action == "start":
+            # A new run has a new network namespace: what joined the old one looks again.
+            for joiner in self._desired.joiners.get(event.service, ()):
+                self.queue.add(joiner)
+        if event.action == "kill" or self._own.consume(event):
+            # The pass that did it looks again anyway (healerd.core.own); a kill that
+            # ends the container is followed by its `die`, which is when it can start.
+            return
         self.queue.add(event.service)
 
     def stream_state(self, connected: bool) -> None:

@@ -51,7 +51,10 @@ def outdated(
       dependency was made has not seen that one (it was replaced since). Whole seconds,
       strictly older: a dependent made in the same second as its dependency stays.
     - network_mode service:NAME: one whose network namespace was a container of NAME that
-      runs no more (only `lo` is left in it), once NAME runs again.
+      runs no more (only `lo` is left in it), once NAME runs again; or one that joined it
+      before that container was restarted in place (a new run has a new namespace). A
+      start in place is timed to the moment, a create to its whole second: one made in
+      the second of the restart may be made once more, never left without a network.
     """
     live = [c for c in mine if c.running and c.spec_hash == spec.spec_hash]
     out: dict[str, str] = {}
@@ -66,11 +69,26 @@ def outdated(
         out |= {c.id: why for c in live if c.created < since}
     mode = spec.network_mode or ""
     if mode.startswith("service:"):
-        name = mode.removeprefix("service:")
-        owners = {c.id for c in containers if c.service == name and c.running}
-        why = f"the {name} container whose network it joined is gone (network_mode {mode})"
-        if owners:
-            out |= {c.id: why for c in live if c.network_of and c.network_of not in owners}
+        out |= _joined(mode, live, containers)
+    return out
+
+
+def _joined(
+    mode: str, live: Sequence[ObservedContainer], containers: Sequence[ObservedContainer]
+) -> dict[str, str]:
+    name = mode.removeprefix("service:")
+    owners = {c.id: c for c in containers if c.service == name and c.running}
+    if not owners:
+        return {}
+    gone = f"the {name} container whose network it joined is gone (network_mode {mode})"
+    again = f"the {name} container whose network it joined was restarted (network_mode {mode})"
+    out: dict[str, str] = {}
+    for c in live:
+        owner = owners.get(c.network_of)
+        if c.network_of and owner is None:
+            out[c.id] = gone
+        elif owner is not None and owner.started and owner.run_started > c.run_started:
+            out[c.id] = again
     return out
 
 

@@ -3,6 +3,7 @@ across a heal, declared networks with aliases, and named volumes as Compose name
 
 from __future__ import annotations
 
+import os
 import subprocess
 import textwrap
 import time
@@ -231,6 +232,19 @@ def test_secrets_links_and_a_shared_network_namespace(
     assert info["HostConfig"]["NetworkMode"] == f"container:{db['Id']}"
     ns = [_exec(api, c["Id"], "ls", "-l", "/proc/self/ns/net").split("->")[-1] for c in (db, side)]
     assert ns[0] == ns[1], ns
+    # db crashes and is started again in place: a new run has a new network namespace,
+    # so side, left with `lo` only, is made again in it (issue 28).
+    os.kill(int(api.inspect_container(db["Id"])["State"]["Pid"]), 9)
+
+    def side_follows() -> bool:
+        c = _only(cluster, "side")
+        if c is None or c["Id"] == side["Id"] or c["State"] != "running":
+            return False
+        pair = [_exec(api, x, "ls", "-l", "/proc/self/ns/net") for x in (db["Id"], c["Id"])]
+        return pair[0].split("->")[-1] == pair[1].split("->")[-1]
+
+    wait_for("side in db's new network namespace", side_follows, timeout=30)
+    assert _only(cluster, "db") is not None and _only(cluster, "db")["Id"] == db["Id"]  # type: ignore[index]
     # Editing the secret rolls db: its replacement reads the new content.
     secret.write_text("changed\n")
     healerd.ctl("reload")

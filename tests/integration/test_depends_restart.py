@@ -51,7 +51,22 @@ def test_dependents_with_restart_true_follow_a_replaced_dependency(
     # The engine's creation times are whole seconds: let the dependency's replacement be
     # made in a later second than the dependents.
     wait_for("a second later", lambda: _later(cluster), timeout=5)
+    # A crash of db is healed in place: an automatic restart, which Compose's
+    # `restart: true` leaves out ("excludes automated restart by the container runtime").
+    started = cluster.api.inspect_container(db)["State"]["StartedAt"]
     cluster.api.kill(db)
+    wait_for(
+        "db started again in place",
+        lambda: (
+            cluster.api.inspect_container(db)["State"]["StartedAt"] != started
+            and _one_id(cluster, "db") == db
+        ),
+        timeout=30,
+    )
+    wait_for("settled", lambda: healerd.ctl("status", "--check")[0] == 0, timeout=30)
+    assert _one_id(cluster, "app") == app, "an in-place heal of db recreates no dependent"
+    # Removed, db is replaced: a new container, which app follows.
+    cluster.api.remove_container(db, force=True)
     wait_for("db replaced", lambda: _one_id(cluster, "db") not in (None, db), timeout=30)
     wait_for("app recreated", lambda: _one_id(cluster, "app") not in (None, app), timeout=30)
     assert _one_id(cluster, "side") == side, "without restart: true a dependent stays"

@@ -162,3 +162,25 @@ def test_a_container_whose_network_owner_is_gone_is_recreated_once_it_runs_again
     assert outdated(app, [a], [a, new_vpn]) == {
         a.id: "the vpn container whose network it joined is gone (network_mode service:vpn)"
     }
+
+
+def test_a_container_that_joined_a_network_owner_restarted_in_place_is_recreated() -> None:
+    """network_mode service:NAME: a start in place gives its owner a new network
+    namespace; what joined the old one is left with `lo` (issue 28)."""
+    import dataclasses
+
+    from healerd.core.dependencies import outdated
+    from tests.unit.builders import container, spec
+
+    vpn = spec("vpn")
+    app = spec("app", network_mode="service:vpn")
+    owner = dataclasses.replace(container(vpn), created=100.0)
+    a = dataclasses.replace(container(app), network_of=owner.id, created=101.0)
+    assert outdated(app, [a], [a, owner]) == {}
+    restarted = dataclasses.replace(owner, started=150.5)  # started again in place
+    assert outdated(app, [a], [a, restarted]) == {
+        a.id: "the vpn container whose network it joined was restarted (network_mode service:vpn)"
+    }
+    # Made after that restart: left alone.
+    later = dataclasses.replace(a, created=151.0)
+    assert outdated(app, [later], [later, restarted]) == {}
