@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -97,6 +98,24 @@ def healerd(
     if h.alive():
         h.stop()
     print(f"--- healerd log ({h.log_path}) tail ---\n" + h.log(since_start=False)[-3000:])
+
+
+@pytest.fixture
+def forwarding() -> Iterator[Callable[[docker.APIClient, str], None]]:
+    """Let traffic cross a network's bridge on this host: the host's own dockerd set the
+    FORWARD policy to DROP with bridge netfilter on, and the private test engine runs
+    without iptables (on a host whose engine manages iptables, Docker does this)."""
+    rules: list[list[str]] = []
+
+    def allow(api: docker.APIClient, network: str) -> None:
+        bridge = f"br-{api.inspect_network(network)['Id'][:12]}"
+        rule = ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+        subprocess.run(["iptables", "-I", *rule], check=True)
+        rules.append(rule)
+
+    yield allow
+    for rule in rules:
+        subprocess.run(["iptables", "-D", *rule], check=False)
 
 
 def unique(prefix: str) -> str:

@@ -4,14 +4,12 @@ across a heal, declared networks with aliases, and named volumes as Compose name
 from __future__ import annotations
 
 import os
-import subprocess
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import docker
-import pytest
 
 from tests.integration.conftest import IMAGE
 from tests.support.busybox_image import COMMAND
@@ -44,24 +42,6 @@ networks:
 volumes:
   site:
 """
-
-
-@pytest.fixture
-def forwarding() -> Iterator[Callable[[docker.APIClient, str], None]]:
-    """Let traffic cross a network's bridge on this host: the host's own dockerd set the
-    FORWARD policy to DROP with bridge netfilter on, and the private test engine runs
-    without iptables (on a host whose engine manages iptables, Docker does this)."""
-    rules: list[list[str]] = []
-
-    def allow(api: docker.APIClient, network: str) -> None:
-        bridge = f"br-{api.inspect_network(network)['Id'][:12]}"
-        rule = ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
-        subprocess.run(["iptables", "-I", *rule], check=True)
-        rules.append(rule)
-
-    yield allow
-    for rule in rules:
-        subprocess.run(["iptables", "-D", *rule], check=False)
 
 
 def _only(cluster: Cluster, service: str) -> dict[str, Any] | None:

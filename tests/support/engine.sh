@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Make sure Debian's docker.io, busybox-static, docker-registry and apache2-utils
-# (htpasswd, for the registry's basic auth) are installed and that a Docker
+# Make sure Debian's docker.io, busybox-static, docker-registry, apache2-utils
+# (htpasswd, for the registry's basic auth) and debootstrap are installed and that a Docker
 # engine answers on the default socket (started in the background if not).
 # Used by .ci/run, the README's example command and the benchmarks.
 set -euo pipefail
@@ -14,6 +14,8 @@ command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 # A real registry for the pull tests (tests/support/registry.py), with htpasswd -B.
 command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
+# Images of real software from Debian's packages (tests/support/debian_image.py).
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
   echo "engine.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
