@@ -5,12 +5,15 @@ empty) and `${VAR-default}` (unset); `${VAR:?error}` and `${VAR?error}` (an erro
 file, line and field); `${VAR:+alt}` and `${VAR+alt}`; `$$` is a literal `$`; defaults
 may hold further substitutions. A variable that is not set and has no default is an
 empty string with a warning naming file, line, field and variable, as Compose does (a
-file must run unchanged; `${VAR:?}` makes one required). Values come from healerd's own
-environment, then from the file's env file: `<name>.env` beside `<name>.yaml` (what
-Compose reads from the project's `.env`), read through the trusted open; the environment
-wins, as in Compose. Only values are interpolated, never keys. A value that was a plain
-(unquoted) scalar and becomes a number or a boolean is read as one, so `replicas: ${N}`
-works.
+file must run unchanged; `${VAR:?}` makes one required). Values come from the file's
+env file: `<name>.env` beside `<name>.yaml` (what Compose reads from the project's
+`.env`), read through the trusted open, and from healerd's own environment only for the
+names healerd.yaml's `interpolate_environment` lists (those win, as the environment does
+in Compose). Unlike `docker compose`, which reads the whole shell environment: healerd's
+environment holds what its unit gives it (credentials for a credential helper, say),
+which no service file should be able to move into a container. Only values are
+interpolated, never keys. A value that was a plain (unquoted) scalar and becomes a
+number or a boolean is read as one, so `replicas: ${N}` works.
 
 No error or warning shows a variable's value: only its name.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -61,11 +64,16 @@ def project_directory(
 
 
 def project_env(
-    path: Path, project_dir: Path | None = None, *, strict_modes: bool
+    path: Path,
+    project_dir: Path | None = None,
+    *,
+    strict_modes: bool,
+    environment: Collection[str] = (),
 ) -> tuple[dict[str, str], list[ConfigError]]:
     """The variables a service file is interpolated with: the `.env` of its project
     directory when that is not conf.d (a link, or x-healerd.project_directory); then its
-    `<name>.env` in conf.d; then the environment over both."""
+    `<name>.env` in conf.d; then, over both, the variables of healerd's own environment
+    named in `environment` (healerd.yaml's interpolate_environment), and no other."""
     candidates = [path.with_suffix(".env")]
     project_dir = project_directory(path) if project_dir is None else project_dir
     if project_dir != path.parent:
@@ -79,7 +87,7 @@ def project_env(
             values.update(read_env_file(env_path, strict_modes=strict_modes))
         except EnvFileError as exc:
             errors.append(exc.error)
-    values.update(os.environ)
+    values.update({name: os.environ[name] for name in environment if name in os.environ})
     return values, errors
 
 
