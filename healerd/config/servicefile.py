@@ -14,8 +14,9 @@ from pathlib import Path
 
 from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
-from healerd.config.interpolate import interpolate, project_directory, project_env
+from healerd.config.interpolate import Made, interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
+from healerd.config.masking import mask_error, related
 from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
 from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
@@ -167,13 +168,26 @@ def _result(
     context = dataclasses.replace(
         context, profiles=frozenset(p.strip() for p in active.split(",") if p.strip())
     )
-    interpolate(data, env, At(found, file, "", None, None, context))
+    made = interpolate(data, env, At(found, file, "", None, None, context))
     specs, positions = _document(data, At(found, file, "", None, None, context))
     lines = {name: line for name, (line, _) in positions.items()}
     columns = {name: col for name, (_, col) in positions.items() if col is not None}
     if found:
-        return FileResult(file, None, _capped(sort_errors(found), file), lines, columns)
+        masked = [_masked(e, made) for e in found]
+        return FileResult(file, None, _capped(sort_errors(masked), file), lines, columns)
+    subs = tuple(dict.fromkeys(m.substitution for m in made if not m.number))
+    if subs:
+        specs = {name: dataclasses.replace(s, substitutions=subs) for name, s in specs.items()}
     return FileResult(file, specs, (), lines, columns)
+
+
+def _masked(error: ConfigError, made: tuple[Made, ...]) -> ConfigError:
+    """`error` without the values that came from variables (they may be secrets): those
+    put into its field, and every shown one (a shared mapping is interpolated under
+    the first field that reaches it)."""
+    subs = [m.substitution for m in made if m.substitution.shown or related(m.field, error.field)]
+    reason = mask_error(error.reason, subs)
+    return error if reason == error.reason else dataclasses.replace(error, reason=reason)
 
 
 def _capped(errors: tuple[ConfigError, ...], file: str) -> tuple[ConfigError, ...]:
