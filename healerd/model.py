@@ -248,6 +248,20 @@ class RestartPolicy:
     window: float = 600.0
 
 
+@dataclass(frozen=True)
+class Substitution:
+    """One `${NAME}` of a service file and the text it gave (healerd.config.interpolate):
+    views show `${NAME}` where the text would be (healerd.config.masking), the container
+    gets the text. `field`: where it went (`services.web.command[2]`; an environment or
+    label entry by its name); `shown`: false in environment and labels, which no view
+    shows (so a value such as `1` there does not mask every 1 elsewhere)."""
+
+    name: str
+    value: str = field(repr=False)
+    shown: bool = True
+    field: str = ""
+
+
 # A ServiceSpec field that steers healerd rather than shaping the container is marked
 # with STEERING; every other field enters the spec hash (when it differs from its
 # default, so that a new optional field never replaces running containers). Opt-out, not
@@ -372,6 +386,11 @@ class ServiceSpec:
     update_config: UpdateConfig = field(default_factory=UpdateConfig, metadata=STEERING)
     restart_policy: RestartPolicy = field(default_factory=RestartPolicy, metadata=STEERING)
     source_file: str = field(default="", compare=False, metadata=STEERING)
+    # The file's ${NAME}s and their values: what views mask. Not compared: the values
+    # themselves are in the fields above.
+    substitutions: tuple[Substitution, ...] = field(
+        default=(), compare=False, repr=False, metadata=STEERING
+    )
 
     @cached_property
     def spec_hash(self) -> str:

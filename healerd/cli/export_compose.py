@@ -23,6 +23,7 @@ from healerd.cli.export_common import (
 )
 from healerd.cli.export_host import compose_fields, depends_on, networks_with_aliases
 from healerd.cli.export_more import compose_more, top_level
+from healerd.cli.export_vars import all_substitutions, argv_warnings, env_note, written_back
 from healerd.model import ServiceSpec
 
 KEPT = (
@@ -89,14 +90,22 @@ def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
     projects = {s.project for s in specs}
     if len(projects) == 1 and "" not in projects:
         doc["name"] = projects.pop()  # the same `<project>_default` network
-    doc["services"] = {s.name: _service(s, losses) for s in specs}
+    # `${VAR}` where the files had it, and the .env kept (healerd.cli.export_vars).
+    doc["services"] = {
+        s.name: written_back(_service(s, losses), s.substitutions, f"services.{s.name}")
+        for s in specs
+    }
     nets = networks(specs)
     if nets:
         # By the names they have on this engine, where they exist already.
         doc["networks"] = {n: {"external": True} for n in nets}
-    doc |= top_level(specs, losses)
+    doc |= written_back(top_level(specs, losses), all_substitutions(specs))
     vols = named_volumes(specs)
     if vols:
         # `name:` keeps the very volume healerd used (no project prefix): the data stays.
         doc["volumes"] = {v: {"name": v} for v in vols}
-    return Rendered(header("compose", opts.sources) + dump(doc), losses)
+    out = Rendered(header("compose", opts.sources) + dump(doc), losses)
+    out.notes += [n for n in [env_note(specs, "compose")] if n]
+    for spec in specs:
+        out.warnings += argv_warnings(spec, "written as ${...}")
+    return out

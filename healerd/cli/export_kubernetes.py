@@ -1,6 +1,8 @@
 """`healerctl export --to kubernetes`: per service a Deployment, a Service when it
 publishes ports (so that its name still resolves), and (only with --include-secrets) a
-Secret with its env file values. One multi-document YAML.
+Secret with its env file values and the values that came from `${VAR}`s, which the
+Deployment reads through `secretKeyRef` (healerd.cli.export_vars). One multi-document
+YAML.
 
 Volumes: an anonymous volume becomes an emptyDir (scratch space that lives as long as
 the pod, as an anonymous volume lives as long as its container line); an absolute host
@@ -28,6 +30,7 @@ from healerd.cli.export_common import (
 )
 from healerd.cli.export_host import kubernetes_fields, order_lost
 from healerd.cli.export_more import kubernetes_losses
+from healerd.cli.export_vars import KubernetesVars, argv_warnings
 from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder, VolumeSpec
 
 LOST = {
@@ -63,11 +66,14 @@ def _meta(spec: ServiceSpec, name: str) -> dict[str, Any]:
     return {"name": name, "labels": labels(spec)}
 
 
-def probe(hc: HealthcheckSpec | None) -> dict[str, Any] | None:
+def probe(hc: HealthcheckSpec | None, kv: KubernetesVars | None = None) -> dict[str, Any] | None:
     """Docker's healthcheck as an exec probe; Docker's defaults where a field is unset."""
     if hc is None or hc.disable or not hc.test or hc.test[0] == "NONE":
         return None
-    command = list(hc.test[1:]) if hc.test[0] == "CMD" else ["/bin/sh", "-c", hc.test[1]]
+    if hc.test[0] == "CMD":
+        command = list(hc.test[1:])  # an exec probe: Kubernetes expands nothing there
+    else:
+        command = ["/bin/sh", "-c", kv.shell(hc.test[1]) if kv else hc.test[1]]
     return {
         "exec": {"command": command},
         "periodSeconds": whole_seconds(hc.interval if hc.interval is not None else 30.0),
@@ -166,17 +172,16 @@ def _ports(spec: ServiceSpec) -> list[dict[str, Any]]:
     return out
 
 
-def _container(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
+def _container(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars) -> dict[str, Any]:
     c: dict[str, Any] = {"name": k8s_name(spec.name), "image": spec.image}
     c["imagePullPolicy"] = PULL[spec.pull_policy]
     if spec.entrypoint is not None:
-        c["command"] = list(spec.entrypoint)
+        c["command"] = kv.argv(spec.entrypoint, "entrypoint")
     if spec.command is not None:
-        c["args"] = list(spec.command)
+        c["args"] = kv.argv(spec.command, "command")
     if spec.working_dir is not None:
         c["workingDir"] = spec.working_dir
-    if spec.environment:
-        c["env"] = [{"name": k, "value": v} for k, v in spec.environment]
+    c["env"] = kv.env  # the probe below may add the variables it reads
     if spec.env_files:
         # `env` wins over `envFrom`, as `environment` wins over env_file in healerd.
         c["envFrom"] = [{"secretRef": {"name": f"{k8s_name(spec.name)}-env"}}]
@@ -189,10 +194,12 @@ def _container(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
         limits["cpu"] = f"{round(spec.cpus * 1000)}m"
     if limits:
         c["resources"] = {"limits": limits}
-    p = probe(spec.healthcheck)
+    p = probe(spec.healthcheck, kv)
     if p is not None:
         c["livenessProbe"] = p
         c["readinessProbe"] = dict(p)
+    if not kv.env:
+        del c["env"]
     extra, security = kubernetes_fields(spec, losses)
     c |= extra
     sc = {**(_security(spec, losses) or {}), **security}
@@ -201,10 +208,12 @@ def _container(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     return c
 
 
-def deployment(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
+def deployment(
+    spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars | None = None
+) -> dict[str, Any]:
     name = k8s_name(spec.name)
     volumes, mounts = _volumes(spec, losses)
-    container = _container(spec, losses)
+    container = _container(spec, losses, kv or KubernetesVars(spec, secret_name(spec)))
     if mounts:
         container["volumeMounts"] = mounts
     pod: dict[str, Any] = {
@@ -250,12 +259,16 @@ def service(spec: ServiceSpec) -> dict[str, Any]:
     }
 
 
+def secret_name(spec: ServiceSpec) -> str:
+    return f"{k8s_name(spec.name)}-env"
+
+
 def secret(spec: ServiceSpec, values: dict[str, str]) -> dict[str, Any]:
     data = {k: base64.b64encode(v.encode()).decode() for k, v in sorted(values.items())}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(spec, f"{k8s_name(spec.name)}-env"),
+        "metadata": _meta(spec, secret_name(spec)),
         "type": "Opaque",
         "data": data,
     }
@@ -286,18 +299,30 @@ def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
     for net, names in spec.network_aliases:
         reason = f"{', '.join(names)} on {net}: a Service gives only its own name"
         out.losses.append(Loss(spec.name, "networks.aliases", reason))
-    docs = [dump(deployment(spec, out.losses))]
+    kv = KubernetesVars(spec, secret_name(spec))
+    docs = [dump(deployment(spec, out.losses, kv))]
     if spec.ports:
         docs.append(dump(service(spec)))
-    if spec.env_files and spec.name in opts.secrets:
-        docs.append(dump(secret(spec, opts.secrets[spec.name])))
-    elif spec.env_files:
-        out.notes.append(
-            f"{spec.name}: env_file values are not exported; create the Secret "
-            f"{k8s_name(spec.name)}-env: kubectl create secret generic "
-            f"{k8s_name(spec.name)}-env " + " ".join(f"--from-env-file={f}" for f in spec.env_files)
-        )
+    out.warnings += argv_warnings(spec, "read from the Secret " + secret_name(spec))
+    if (spec.env_files or kv.secret) and spec.name in opts.secrets:
+        # The environment wins over env files in healerd: its values win here too.
+        docs.append(dump(secret(spec, {**opts.secrets[spec.name], **kv.secret})))
+    elif spec.env_files or kv.secret:
+        out.notes.append(_secret_note(spec, kv))
     return docs
+
+
+def _secret_note(spec: ServiceSpec, kv: KubernetesVars) -> str:
+    """How to make the Secret that was not written (values are never printed)."""
+    name = secret_name(spec)
+    what = "env_file values are" if spec.env_files else "values from variables are"
+    args = [f"--from-env-file={f}" for f in spec.env_files]
+    args += [f"--from-literal={k}=..." for k in kv.secret]
+    keys = f" (keys {', '.join(kv.secret)} hold values from variables)" if kv.secret else ""
+    return (
+        f"{spec.name}: {what} not exported; create the Secret {name}{keys}: "
+        f"kubectl create secret generic {name} " + " ".join(args)
+    )
 
 
 def render(specs: list[ServiceSpec], opts: Options) -> Rendered:

@@ -22,6 +22,7 @@ from healerd.cli.export_common import (
 )
 from healerd.cli.export_host import networks_with_aliases, order_lost, swarm_fields
 from healerd.cli.export_more import swarm_more, top_level
+from healerd.cli.export_vars import all_substitutions, argv_warnings, env_note, written_back
 from healerd.model import PortSpec, ServiceSpec
 
 # Steering fields Swarm has no equivalent for, and why.
@@ -156,7 +157,10 @@ def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
     notes: list[str] = []
     doc: dict[str, Any] = {
         "version": "3.8",
-        "services": {s.name: _service(s, losses, notes) for s in specs},
+        "services": {
+            s.name: written_back(_service(s, losses, notes), s.substitutions, f"services.{s.name}")
+            for s in specs
+        },
     }
     nets = networks(specs)
     if nets:
@@ -164,11 +168,13 @@ def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
         # <stack>_<name>, so the services of the stack reach each other by name there.
         doc["networks"] = {n: {"driver": "overlay"} for n in nets}
         notes.append("networks: " + ", ".join(nets) + ": declared as overlay networks of the stack")
-    doc |= top_level(specs, losses)
+    doc |= written_back(top_level(specs, losses), all_substitutions(specs))
     vols = named_volumes(specs)
     if vols:
         doc["volumes"] = {v: {} for v in vols}
         notes.append(
             "volumes: " + ", ".join(vols) + ": named volumes are local to each node in Swarm"
         )
-    return Rendered(header("swarm", opts.sources) + dump(doc), losses, notes)
+    notes += [n for n in [env_note(specs, "swarm")] if n]
+    warnings = [w for s in specs for w in argv_warnings(s, "written as ${...}")]
+    return Rendered(header("swarm", opts.sources) + dump(doc), losses, notes, warnings)

@@ -22,7 +22,8 @@ EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_FORBIDDEN, EXIT_API = range
 EXIT_CODES_HELP = """exit codes:
   0  done (status --check / wait: converged; validate: valid; diff: nothing to do)
   1  the answer is "no": not converged, wait timed out, config invalid, diff has actions,
-     export --strict: a field the target cannot express
+     export --strict: a field the target cannot express, or a value from a ${VAR} in a
+     command or healthcheck
   2  bad usage
   3  healerd unreachable (no socket, permission denied, not running, no answer)
   4  refused: changing anything needs root or the admin group (default healerd-admin)

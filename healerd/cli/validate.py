@@ -15,6 +15,7 @@ from healerd.config import (
     ConfigError,
     DesiredStore,
     FileResult,
+    Settings,
     SettingsError,
     load_conf_dir,
     load_service_file,
@@ -56,12 +57,13 @@ def _add_results(report: Report, results: list[FileResult]) -> None:
         report.services.setdefault(name, spec.source_file)
 
 
-def _settings(report: Report, path: Path) -> None:
+def _settings(report: Report, path: Path) -> Settings:
     report.files.append(str(path))
     try:
-        load_settings(path)
+        return load_settings(path)
     except SettingsError as exc:
         report.errors.extend(exc.errors)
+        return Settings()
 
 
 def validate(paths: list[Path]) -> Report:
@@ -70,14 +72,16 @@ def validate(paths: list[Path]) -> Report:
         if path.is_dir():
             settings = path / SETTINGS_FILE
             conf_d = path / "conf.d"
+            # The variables of the environment that healerd.yaml lets `${VAR}` read.
+            allowed: tuple[str, ...] = ()
             if conf_d.is_dir() or settings.is_file():
                 if settings.is_file():
-                    _settings(report, settings)
+                    allowed = _settings(report, settings).interpolate_environment
                 conf_dir = conf_d
             else:
                 conf_dir = path
             try:
-                _add_results(report, load_conf_dir(conf_dir))
+                _add_results(report, load_conf_dir(conf_dir, environment=allowed))
             except OSError as exc:
                 report.errors.append(ConfigError(str(conf_dir), None, "", f"cannot read: {exc}"))
         elif path.name == SETTINGS_FILE:

@@ -22,7 +22,7 @@ other file is refused as a whole, like a file with an error, so its last good ve
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -79,6 +79,7 @@ def load_conf_dir(
     *,
     strict_modes: bool = True,
     keep: Mapping[str, FileResult | None] = MappingProxyType({}),
+    environment: Collection[str] = (),
 ) -> list[FileResult]:
     """Checks every service file; `file` is the full path, which operators can act on directly.
 
@@ -93,6 +94,9 @@ def load_conf_dir(
     (DesiredStore.last_results). None (never read before) makes it a file without a good
     version yet and with no error: it declares nothing, and nothing undeclared is removed
     meanwhile. A kept file that is no longer there is gone as usual.
+
+    `environment`: the variables of healerd's environment that `${VAR}` may read
+    (healerd.yaml's interpolate_environment); the files' `.env` are read in any case.
     """
     files = list_config_files(conf_dir)
     if strict_modes:
@@ -102,15 +106,18 @@ def load_conf_dir(
                 error = ConfigError(str(directory), None, "directory", problem)
                 refused = [FileResult(str(path), None, (error,)) for path in files]
                 return [*refused, FileResult(str(directory), None, (error,))]
-    return [_load_or_keep(path, keep, strict_modes) for path in files]
+    return [_load_or_keep(path, keep, strict_modes, environment) for path in files]
 
 
 def _load_or_keep(
-    path: Path, keep: Mapping[str, FileResult | None], strict_modes: bool
+    path: Path,
+    keep: Mapping[str, FileResult | None],
+    strict_modes: bool,
+    environment: Collection[str],
 ) -> FileResult:
     file = str(path)
     if file not in keep:
-        return load_service_file(path, file, strict_modes=strict_modes)
+        return load_service_file(path, file, strict_modes=strict_modes, environment=environment)
     return keep[file] or FileResult(file, None, ())
 
 

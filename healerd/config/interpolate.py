@@ -5,22 +5,29 @@ empty) and `${VAR-default}` (unset); `${VAR:?error}` and `${VAR?error}` (an erro
 file, line and field); `${VAR:+alt}` and `${VAR+alt}`; `$$` is a literal `$`; defaults
 may hold further substitutions. A variable that is not set and has no default is an
 empty string with a warning naming file, line, field and variable, as Compose does (a
-file must run unchanged; `${VAR:?}` makes one required). Values come from healerd's own
-environment, then from the file's env file: `<name>.env` beside `<name>.yaml` (what
-Compose reads from the project's `.env`), read through the trusted open; the environment
-wins, as in Compose. Only values are interpolated, never keys. A value that was a plain
-(unquoted) scalar and becomes a number or a boolean is read as one, so `replicas: ${N}`
-works.
+file must run unchanged; `${VAR:?}` makes one required). Values come from the file's
+env file: `<name>.env` beside `<name>.yaml` (what Compose reads from the project's
+`.env`), read through the trusted open, and from healerd's own environment only for the
+names healerd.yaml's `interpolate_environment` lists (those win, as the environment does
+in Compose). Unlike `docker compose`, which reads the whole shell environment: healerd's
+environment holds what its unit gives it (credentials for a credential helper, say),
+which no service file should be able to move into a container. Only values are
+interpolated, never keys. A value that was a plain (unquoted) scalar and becomes a
+number or a boolean is read as one, so `replicas: ${N}` works.
 
-No error or warning shows a variable's value: only its name.
+No error or warning shows a variable's value: only its name. Every substitution is
+recorded (a Substitution), so that views show `${NAME}` in place of its value
+(healerd.config.masking).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +35,7 @@ from healerd.config.envfile import EnvFileError, read_env_file
 from healerd.config.errors import ConfigError
 from healerd.config.keys import At
 from healerd.config.yamlload import LineDict, LineList
+from healerd.model import Substitution
 
 log = logging.getLogger("healerd.config")
 
@@ -61,11 +69,16 @@ def project_directory(
 
 
 def project_env(
-    path: Path, project_dir: Path | None = None, *, strict_modes: bool
+    path: Path,
+    project_dir: Path | None = None,
+    *,
+    strict_modes: bool,
+    environment: Collection[str] = (),
 ) -> tuple[dict[str, str], list[ConfigError]]:
     """The variables a service file is interpolated with: the `.env` of its project
     directory when that is not conf.d (a link, or x-healerd.project_directory); then its
-    `<name>.env` in conf.d; then the environment over both."""
+    `<name>.env` in conf.d; then, over both, the variables of healerd's own environment
+    named in `environment` (healerd.yaml's interpolate_environment), and no other."""
     candidates = [path.with_suffix(".env")]
     project_dir = project_directory(path) if project_dir is None else project_dir
     if project_dir != path.parent:
@@ -79,13 +92,14 @@ def project_env(
             values.update(read_env_file(env_path, strict_modes=strict_modes))
         except EnvFileError as exc:
             errors.append(exc.error)
-    values.update(os.environ)
+    values.update({name: os.environ[name] for name in environment if name in os.environ})
     return values, errors
 
 
 class _Interpolator:
     def __init__(self, env: Mapping[str, str], at: At) -> None:
         self.env, self.at = env, at
+        self.used: list[tuple[str, str]] = []  # (name, value) of each value put in
 
     def text(self, s: str) -> str:
         out: list[str] = []
@@ -128,14 +142,14 @@ class _Interpolator:
         value = self.env.get(name)
         present = value is not None and (value != "" or ":" not in op)
         if op.endswith("-"):
-            return value if present and value is not None else self.text(arg)
+            return self._used(name, value) if present and value is not None else self.text(arg)
         if op.endswith("+"):
             return self.text(arg) if present else ""
         if not present:  # ? and :?
             state = "empty" if value == "" else "not set"
             # The message as written: interpolating it could show another value.
             self._fail(f"required variable {name} is {state}: {arg}")
-        return value or ""
+        return self._used(name, value or "")
 
     def _lookup(self, name: str) -> str:
         value = self.env.get(name)
@@ -147,6 +161,11 @@ class _Interpolator:
                 "or write $$ for a literal $"
             )
             return ""
+        return self._used(name, value)
+
+    def _used(self, name: str, value: str) -> str:
+        if value:
+            self.used.append((name, value))
         return value
 
     def _fail(self, reason: str) -> NoReturn:
@@ -190,29 +209,107 @@ def _retyped(quoted: bool, after: str) -> Any:
     return after
 
 
-def interpolate(data: object, env: Mapping[str, str], at: At) -> None:
-    """Substitute in place every string value below `data` (keys stay as written)."""
-    if isinstance(data, LineDict):
+@dataclass(frozen=True)
+class Made:
+    """One substitution; `number`: its field's text became a number or a boolean (shown
+    as one, and masked only in that field's errors)."""
+
+    substitution: Substitution
+    number: bool = False
+
+    @property
+    def field(self) -> str:
+        return self.substitution.field
+
+
+def interpolate(data: object, env: Mapping[str, str], at: At) -> tuple[Made, ...]:
+    """Substitute in place every string value below `data` (keys stay as written); the
+    substitutions made."""
+    walk = _Walk(env, _hidden(data))
+    walk.value(data, at)
+    return tuple(walk.found)
+
+
+def _hidden(data: object) -> frozenset[int]:
+    """The environment and labels of each service: shown by no view, their values need
+    no masking elsewhere."""
+    services = data.get("services") if isinstance(data, LineDict) else None
+    if not isinstance(services, LineDict):
+        return frozenset()
+    return frozenset(
+        id(body[key])
+        for body in services.values()
+        if isinstance(body, LineDict)
+        for key in ("environment", "labels")
+        if isinstance(body.get(key), LineDict | LineList)
+    )
+
+
+class _Walk:
+    def __init__(self, env: Mapping[str, str], hidden: frozenset[int]) -> None:
+        self.env, self.hidden = env, hidden
+        self.found: list[Made] = []
+        # Each mapping and list walked: the field it was first reached at, and what was
+        # substituted in it. An alias reaches it again, under another field.
+        self.walked: dict[int, tuple[str, list[Made]]] = {}
+
+    def text(self, container: object, value: str, at: At) -> str:
+        """`value` substituted (_Failed when it cannot be)."""
+        it = _Interpolator(self.env, at)
+        new = it.text(value)
+        shown = id(container) not in self.hidden
+        where = at.field
+        if not shown and isinstance(container, LineList):  # `- NAME=value`: by its name
+            where = f"{where[: where.rindex('[')]}.{new.partition('=')[0]}"
+        self.found += [Made(Substitution(n, v, shown, where)) for n, v in it.used]
+        return new
+
+    def value(self, data: object, at: At) -> None:
+        if not isinstance(data, LineDict | LineList):
+            return
+        if id(data) in self.walked:  # an alias: substituted already, now also here
+            first, made = self.walked[id(data)]
+            self.found += [_moved(m, first, at.field) for m in made]
+            return
+        start = len(self.found)
+        if isinstance(data, LineDict):
+            self._mapping(data, at)
+        else:
+            self._list(data, at)
+        self.walked[id(data)] = (at.field, self.found[start:])
+
+    def _mapping(self, data: LineDict, at: At) -> None:
         for key, value in list(data.items()):
             key_at = at.key(data, key)
             if isinstance(value, str) and "$" in value:
-                try:
-                    new = _Interpolator(env, key_at).text(value)
-                except _Failed:
-                    data[key] = None  # reported; its own check need not complain too
-                    continue
-                data[key] = _retyped(key in data.quoted, new) if new != value else new
-                data.raw[key] = new
-                data.interpolated.add(key)
+                self._entry(data, key, value, key_at)
             else:
-                interpolate(value, env, key_at)
-    elif isinstance(data, LineList):
+                self.value(value, key_at)
+
+    def _list(self, data: LineList, at: At) -> None:
         for index, value in enumerate(data):
             item_at = at.item(data, index)
             if isinstance(value, str) and "$" in value:
-                try:
-                    data[index] = _Interpolator(env, item_at).text(value)
-                except _Failed:
-                    continue
+                with contextlib.suppress(_Failed):
+                    data[index] = self.text(data, value, item_at)
             else:
-                interpolate(value, env, item_at)
+                self.value(value, item_at)
+
+    def _entry(self, data: LineDict, key: object, value: str, at: At) -> None:
+        before = len(self.found)
+        try:
+            new = self.text(data, value, at)
+        except _Failed:
+            data[key] = None  # reported; its own check need not complain too
+            return
+        data[key] = _retyped(key in data.quoted, new) if new != value else new
+        data.raw[key] = new
+        data.interpolated.add(key)
+        if not isinstance(data[key], str):
+            self.found[before:] = [replace(m, number=True) for m in self.found[before:]]
+
+
+def _moved(made: Made, first: str, field: str) -> Made:
+    """`made`, found under `first`, as found under `field` (an alias of it)."""
+    where = field + made.field[len(first) :]
+    return replace(made, substitution=replace(made.substitution, field=where))

@@ -242,6 +242,8 @@ def _setting_default(key: Key) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, tuple):
+        return f"[{', '.join(value)}]"
     if isinstance(value, Threshold):
         return f"{value.amount:g}%" if value.percent else format_size(int(value.amount))
     if key.type == "size" and isinstance(value, int):

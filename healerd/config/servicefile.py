@@ -7,16 +7,16 @@ error in the file is collected and the operator can fix them in one go.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
-from healerd.config.interpolate import interpolate, project_directory, project_env
+from healerd.config.interpolate import Made, interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
+from healerd.config.masking import mask_error, related
 from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
 from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
@@ -168,13 +168,26 @@ def _result(
     context = dataclasses.replace(
         context, profiles=frozenset(p.strip() for p in active.split(",") if p.strip())
     )
-    interpolate(data, env, At(found, file, "", None, None, context))
+    made = interpolate(data, env, At(found, file, "", None, None, context))
     specs, positions = _document(data, At(found, file, "", None, None, context))
     lines = {name: line for name, (line, _) in positions.items()}
     columns = {name: col for name, (_, col) in positions.items() if col is not None}
     if found:
-        return FileResult(file, None, _capped(sort_errors(found), file), lines, columns)
+        masked = [_masked(e, made) for e in found]
+        return FileResult(file, None, _capped(sort_errors(masked), file), lines, columns)
+    subs = tuple(dict.fromkeys(m.substitution for m in made if not m.number))
+    if subs:
+        specs = {name: dataclasses.replace(s, substitutions=subs) for name, s in specs.items()}
     return FileResult(file, specs, (), lines, columns)
+
+
+def _masked(error: ConfigError, made: tuple[Made, ...]) -> ConfigError:
+    """`error` without the values that came from variables (they may be secrets): those
+    put into its field, and every shown one (a shared mapping is interpolated under
+    the first field that reaches it)."""
+    subs = [m.substitution for m in made if m.substitution.shown or related(m.field, error.field)]
+    reason = mask_error(error.reason, subs)
+    return error if reason == error.reason else dataclasses.replace(error, reason=reason)
 
 
 def _capped(errors: tuple[ConfigError, ...], file: str) -> tuple[ConfigError, ...]:
@@ -196,16 +209,20 @@ def parse_service_text(
     """Checks YAML text as if it were the file `file`; never raises.
 
     Relative env_file paths start at `base_dir`, by default the directory of `file`;
-    `${VAR}` takes its values from `env` (default: the environment).
+    `${VAR}` takes its values from `env` (default: none, as healerd's environment is not
+    read).
     """
     data, errors = load_yaml(text, file)
     base = Path(file).parent if base_dir is None else base_dir
-    variables = dict(os.environ) if env is None else env
-    return _result(data, errors, file, Context(base, strict_modes), variables)
+    return _result(data, errors, file, Context(base, strict_modes), env or {})
 
 
 def load_service_file(
-    path: Path, display_name: str | None = None, *, strict_modes: bool = False
+    path: Path,
+    display_name: str | None = None,
+    *,
+    strict_modes: bool = False,
+    environment: Collection[str] = (),
 ) -> FileResult:
     """Reads and checks one service file; read errors become ConfigErrors, never exceptions.
 
@@ -213,7 +230,8 @@ def load_service_file(
     file over MAX_FILE_SIZE is refused; with `strict_modes`, so is a file (or an env file
     it names) that others than root or healerd's user own or could write, or that sits
     in a directory they could write. A symbolic link is followed only when its whole
-    target is trusted.
+    target is trusted. `${VAR}`s take their values from the file's `.env` and from the
+    variables of the environment named in `environment` (healerd.config.interpolate.project_env).
     """
     file = str(path) if display_name is None else display_name
     raw, errors = read_config_file(path, file, "file", strict=strict_modes, follow_symlink=True)
@@ -231,5 +249,7 @@ def load_service_file(
         return FileResult(file, None, (ConfigError(file, None, "file", reason),))
     data, errors = load_yaml_bytes(raw, file)
     project_dir = project_directory(path, data, errors, file)
-    env, env_errors = project_env(path, project_dir, strict_modes=strict_modes)
+    env, env_errors = project_env(
+        path, project_dir, strict_modes=strict_modes, environment=environment
+    )
     return _result(data, errors + env_errors, file, Context(project_dir, strict_modes), env)

@@ -6,6 +6,7 @@ to fall back on, and guessing at timeouts or the engine address would hide the m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,9 @@ class Settings:
     # Refuse config files and directories that others than root (or healerd's own user)
     # could write, like sshd's StrictModes. false is for development only.
     strict_modes: bool = True
+    # The variables of healerd's own environment that `${VAR}` in service files may read
+    # (besides the files' .env); no other (see healerd.config.interpolate).
+    interpolate_environment: tuple[str, ...] = ()
     # Registry credentials (Docker's config.json format); None: CONFIG_DIR/auth.json.
     registry_auth: Path | None = None
     # How often services with x-healerd.auto_update ask their registry for the tag's digest.
@@ -185,6 +189,20 @@ def _burst(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CALLS:
         raise ValueError(f"must be a whole number of calls from 1 to {MAX_CALLS}, not {value!r}")
     return value
+
+
+MAX_VARIABLES = 1000
+_VARIABLE = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
+
+
+def _variables(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or len(value) > MAX_VARIABLES:
+        raise ValueError(f"must be a list of at most {MAX_VARIABLES} variable names")
+    for name in value:
+        if not isinstance(name, str) or not _VARIABLE.fullmatch(name):
+            shown = repr(name)[:60] if isinstance(name, str) else describe(name)
+            raise ValueError(f"{shown} is not a variable name (letters, digits and _)")
+    return tuple(dict.fromkeys(value))
 
 
 def _log_level(value: object) -> str:
@@ -313,6 +331,19 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "false is for development only. healerd.yaml itself is always checked.",
         "false",
         _bool,
+    ),
+    _setting(
+        "interpolate_environment",
+        "list of variable names",
+        "The variables of healerd's own environment that `${VAR}` in a service file may "
+        "read; the files' `.env` are read in any case, and a listed variable that is set "
+        "wins over them. None by default, unlike `docker compose`, which reads the whole "
+        "shell environment: healerd's holds what its unit gives it (credentials for a "
+        "credential helper, say), which a service file must not move into a container. "
+        "See COMPOSE.md, Variables.",
+        "[HOSTNAME, TZ]",
+        _variables,
+        reloadable=True,
     ),
     _setting(
         "registry_auth",

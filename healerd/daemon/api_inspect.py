@@ -1,6 +1,7 @@
 """`GET /v1/services/NAME/logs` and `.../describe`: what an operator asks after a failure.
 
-Values of the environment never appear (only variable names); logs are the container's
+Values of the environment never appear (only variable names), nor do values that came
+from a `${VAR}` (shown as `${VAR}`, healerd.config.masking); logs are the container's
 own output, as `docker logs` would show it.
 """
 
@@ -10,10 +11,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from healerd.config.masking import mask_free, mask_tree, shown
 from healerd.core.executor import plain_tag
 from healerd.core.inspect import Dead
 from healerd.core.status import ContainerStatus
-from healerd.daemon.api_views import ControllerLike, container_view, event_view, service_view
+from healerd.daemon.api_views import (
+    ControllerLike,
+    Subs,
+    container_view,
+    event_view,
+    service_view,
+)
 from healerd.engine import EngineError
 from healerd.model import ServiceSpec
 
@@ -47,7 +55,7 @@ def logs_payload(
         "container": container.name,
         "container_id": container.id,
         "previous": previous,
-        "death": _death_view(dead) if dead else None,
+        "death": _death_view(dead, shown(c.desired.services.get(name))) if dead else None,
         "text": output.decode("utf-8", "replace"),
         "until": until,
     }
@@ -69,13 +77,14 @@ def describe_payload(
     kept = {d.container.id for d in dead}
     status = next((s for s in c.statuses() if s.name == name), None)
     spec = c.desired.services.get(name)
+    subs = shown(spec)
     events = [e for e in c.events.since(0) if e.service == name][-DESCRIBE_EVENTS:]
     return {
-        "service": service_view(status, now) if status else None,
-        "spec": _spec_view(spec, tag) if spec else None,
-        "containers": [container_view(r, now) for r in rows if r.id not in kept],
-        "history": [_dead_view(d) for d in dead],
-        "events": [event_view(e) for e in events],
+        "service": service_view(status, now, subs) if status else None,
+        "spec": _masked(_spec_view(spec, tag), subs) if spec else None,
+        "containers": [container_view(r, now, subs) for r in rows if r.id not in kept],
+        "history": [_dead_view(d, subs) for d in dead],
+        "events": [event_view(e, subs) for e in events],
     }
 
 
@@ -88,26 +97,35 @@ def _death_of(c: ControllerLike, name: str, cid: str) -> Dead | None:
     return next((d for d in c.deaths(name) if d.container.id == cid), None)
 
 
-def _dead_view(d: Dead) -> dict[str, Any]:
+def _dead_view(d: Dead, subs: Subs) -> dict[str, Any]:
     return {
         "name": d.container.name,
         "id": d.container.id,
         "created": d.container.created,
         "restarts": d.container.restarts,
-        **_death_view(d),
+        **_death_view(d, subs),
     }
 
 
-def _death_view(d: Dead) -> dict[str, Any]:
+def _death_view(d: Dead, subs: Subs = ()) -> dict[str, Any]:
     return {
         "exit_code": d.death.exit_code,
         "oom_killed": d.death.oom_killed,
         "finished_at": d.death.finished_at,
-        "error": d.death.error,
+        "error": mask_free(d.death.error, subs) if d.death.error else d.death.error,
     }
 
 
+# What healerd writes itself: a short value must not garble it.
+_NOT_MASKED = frozenset({"revision", "source_file", "update_order"})
+
+
+def _masked(view: dict[str, Any], subs: Subs) -> dict[str, Any]:
+    return {k: v if k in _NOT_MASKED else mask_tree(v, subs) for k, v in view.items()}
+
+
 def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
+    """The spec as declared; describe_payload masks what came from variables."""
     hc = s.healthcheck
     return {
         "image": s.image,

@@ -31,6 +31,7 @@ from healerd.daemon.api_views import (
     config_error_view,
     container_view,
     event_view,
+    masks_of,
     status_payload,
 )
 from healerd.daemon.metrics import Metrics
@@ -194,7 +195,8 @@ class Api:
             raise ApiError(503, f"cannot list containers: engine unreachable: {exc}") from None
         now = time.time()
         rows = sorted(containers, key=lambda c: (c.service, c.name))
-        return 200, {"containers": [container_view(c, now) for c in rows]}
+        subs = masks_of(self.daemon.controller)
+        return 200, {"containers": [container_view(c, now, subs(c.service)) for c in rows]}
 
     def _events(self, req: Request) -> tuple[int, Any]:
         log_ = self.daemon.controller.events
@@ -229,7 +231,8 @@ class Api:
                 seq = max(seq, *(e.seq for e in got))
             events = pick(got)
         last = max([log_.last_seq, *(e.seq for e in events)])
-        return 200, {"events": [event_view(e) for e in events], "last_seq": last}
+        subs = masks_of(self.daemon.controller)
+        return 200, {"events": [event_view(e, subs(e.service)) for e in events], "last_seq": last}
 
     def _diff(self, req: Request) -> tuple[int, Any]:
         service = self._service_filter(req)
@@ -239,7 +242,8 @@ class Api:
             actions = self.daemon.controller.preview(service)
         except EngineError as exc:
             raise ApiError(503, f"cannot plan: engine unreachable: {exc}") from None
-        return 200, {"actions": [action_view(a) for a in actions]}
+        subs = masks_of(self.daemon.controller)
+        return 200, {"actions": [action_view(a, subs(a.service)) for a in actions]}
 
     def _inspect(self, req: Request, name: str, what: str) -> tuple[int, Any]:
         c = self.daemon.controller

@@ -2,23 +2,25 @@
 
 Nothing here does socket I/O. Environment values never appear in any view: a
 ServiceSpec's environment is not rendered at all, and actions show only their target
-and reason.
+and reason. A value that came from a `${VAR}` is shown as `${VAR}` in everything said
+of its service (healerd.config.masking): the service's `subs`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from healerd import __version__
 from healerd.config import ConfigError, DesiredState, Settings
+from healerd.config.masking import mask, mask_free, shown
 from healerd.core.events import Event, EventLog
 from healerd.core.inspect import Dead
 from healerd.core.ownership import Unverified
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
-from healerd.model import Action, ObservedContainer
+from healerd.model import Action, ObservedContainer, Substitution
 
 if TYPE_CHECKING:
     from healerd.daemon.metrics import Metrics
@@ -81,8 +83,16 @@ class DaemonLike(Protocol):
 
 # -- services ------------------------------------------------------------------
 
+Subs = tuple[Substitution, ...]
 
-def service_view(st: ServiceStatus, now: float) -> dict[str, Any]:
+
+def masks_of(controller: ControllerLike) -> Callable[[str], Subs]:
+    """What views of each service mask: the substitutions of its declared spec."""
+    services = controller.desired.services
+    return lambda name: shown(services.get(name))
+
+
+def service_view(st: ServiceStatus, now: float, subs: Subs = ()) -> dict[str, Any]:
     return {
         "name": st.name,
         "desired": st.desired,
@@ -92,7 +102,7 @@ def service_view(st: ServiceStatus, now: float) -> dict[str, Any]:
         "up_to_date": st.up_to_date,
         "restarts": st.restarts,
         "state": st.state,
-        "reason": st.reason,
+        "reason": mask_free(st.reason, subs),
         "converged": is_converged(st),
         "paused": st.paused,
         "since": st.since or None,
@@ -184,8 +194,9 @@ def status_payload(
     wanted = set(names)
     statuses = [s for s in controller.statuses() if not wanted or s.name in wanted]
     desired = controller.desired
+    subs = masks_of(controller)
     return {
-        "services": [service_view(s, now) for s in statuses],
+        "services": [service_view(s, now, subs(s.name)) for s in statuses],
         "missing": sorted(wanted - {s.name for s in statuses}),
         "engine": engine_view(controller),
         "host": host_view(node),
@@ -209,7 +220,7 @@ def status_payload(
 # -- containers, events, actions ------------------------------------------------
 
 
-def container_view(c: ContainerStatus, now: float) -> dict[str, Any]:
+def container_view(c: ContainerStatus, now: float, subs: Subs = ()) -> dict[str, Any]:
     return {
         "name": c.name,
         "id": c.id,
@@ -221,32 +232,34 @@ def container_view(c: ContainerStatus, now: float) -> dict[str, Any]:
         "exit_code": c.exit_code,
         "created": c.created,
         "age_seconds": round(max(0.0, now - c.created), 3),
-        "image": c.image,
+        "image": mask(c.image, subs),
         "up_to_date": c.up_to_date,
     }
 
 
-def event_view(e: Event) -> dict[str, Any]:
+def event_view(e: Event, subs: Subs = ()) -> dict[str, Any]:
     return {
         "seq": e.seq,
         "time": e.time,
         "kind": e.kind,
         "service": e.service,
         "container": e.container,
-        "message": e.message,
+        "message": mask_free(e.message, subs),
     }
 
 
-def action_view(a: Action) -> dict[str, Any]:
+def action_view(a: Action, subs: Subs = ()) -> dict[str, Any]:
     """An action's target and reason only: its spec (and so its environment) stays home."""
     c = a.container
+    image = a.spec.image if a.spec is not None else (c.image if c is not None else None)
+    subs = (*subs, *shown(a.spec))
     return {
         "kind": a.kind.value,
         "service": a.service,
         "container": c.name if c is not None else None,
         "container_id": c.id if c is not None else None,
-        "image": a.spec.image if a.spec is not None else (c.image if c is not None else None),
-        "reason": a.reason,
+        "image": mask(image, subs) if image is not None else None,
+        "reason": mask_free(a.reason, subs),
     }
 
 
@@ -256,6 +269,7 @@ __all__ = [
     "action_view",
     "container_view",
     "event_view",
+    "masks_of",
     "service_view",
     "status_payload",
 ]

@@ -426,6 +426,7 @@ class Daemon:
                 conf_dir,
                 strict_modes=self.settings.strict_modes,
                 keep=self.store.last_results(writing),
+                environment=self.settings.interpolate_environment,
             )
         except OSError as exc:
             log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)

@@ -1,5 +1,7 @@
 """`healerctl export --to swarm` for real: the private engine becomes a one-node swarm, the
-exported stack is deployed with `docker stack deploy`, and Swarm keeps it running.
+exported stack is deployed with `docker stack deploy`, and Swarm keeps it running. Values
+from the file's `.env` stay out of the stack file (`${VAR}` is written back) and reach
+the containers through `docker stack deploy`'s own interpolation.
 
 On this kernel a service's virtual IP does not route (the private engine runs without
 iptables), so the test switches every exported service to `deploy.endpoint_mode: dnsrr`
@@ -36,7 +38,8 @@ TWO = """\
 services:
   web:
     image: {image}
-    command: ["httpd", "-f", "-p", "8080", "-h", "/www"]
+    command: ["httpd", "-f", "-p", "8080", "-h", "${{WEB_ROOT}}"]
+    environment: {{API_TOKEN: "tok-${{API_TOKEN}}"}}
     replicas: 2
     stop_grace_period: 1s
     restart_policy: {{delay: 1s}}
@@ -45,6 +48,7 @@ services:
     command: {command}
     stop_grace_period: 1s
 """
+TOKEN = "s3cr3t-from-dot-env"
 
 
 def free_port() -> int:
@@ -53,8 +57,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def docker_cli(dockerd: PrivateDockerd, *args: str) -> str:
-    env = {**os.environ, "DOCKER_HOST": dockerd.url}
+def docker_cli(dockerd: PrivateDockerd, *args: str, variables: dict[str, str] | None = None) -> str:
+    env = {**os.environ, **(variables or {}), "DOCKER_HOST": dockerd.url}
     done = subprocess.run(
         ["docker", *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
@@ -66,6 +70,7 @@ def export_stack(paths: list[Path]) -> dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
     code = healerctl.main(["export", "--to", "swarm", *map(str, paths)], out, err)
     assert code == 0, err.getvalue()
+    assert TOKEN not in out.getvalue() + err.getvalue()
     stack: dict[str, Any] = yaml.safe_load(out.getvalue())
     for svc in stack["services"].values():
         svc["deploy"]["endpoint_mode"] = "dnsrr"  # see the module docstring
@@ -108,13 +113,18 @@ def test_exported_stack_runs_on_swarm(
     build(api, EXAMPLE_IMAGE)
     two = tmp_path / "two.yaml"
     two.write_text(TWO.format(image=image, command=COMMAND))
+    variables = {"WEB_ROOT": "/www", "API_TOKEN": TOKEN}
+    env_file = tmp_path / "two.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in variables.items()))
+    env_file.chmod(0o600)
     stack_file = tmp_path / "stack.yml"
     stack_file.write_text(yaml.safe_dump(export_stack([EXAMPLE, two]), sort_keys=False))
     stack = unique("hx")
     api.init_swarm(advertise_addr="127.0.0.1", listen_addr=f"127.0.0.1:{free_port()}")
     try:
+        # As the exporter's note says: the variables of two.env in the environment.
         docker_cli(dockerd, "stack", "deploy", "-c", str(stack_file),
-                   "--resolve-image", "never", stack)  # fmt: skip
+                   "--resolve-image", "never", stack, variables=variables)  # fmt: skip
         replicas = {"hello": 2, "web": 2, "client": 1}
         for name, want in replicas.items():
             wait_for(f"{name}: {want} running task(s)",
@@ -129,6 +139,7 @@ def test_exported_stack_runs_on_swarm(
         )
         assert "hello from healerd" in page
         victim = task_containers(api, f"{stack}_web")[0]
+        assert f"API_TOKEN=tok-{TOKEN}" in api.inspect_container(victim)["Config"]["Env"]
         api.kill(victim)
         wait_for("Swarm to replace the killed task", lambda: (
             len(ids := task_containers(api, f"{stack}_web")) == 2 and victim not in ids

@@ -113,7 +113,7 @@ def test_keys_are_never_interpolated() -> None:
     assert labels == (("${TAG}", "x"),)
 
 
-def test_the_files_env_file_gives_values_and_the_environment_wins(
+def test_the_files_env_file_gives_values_and_a_listed_environment_variable_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "stack.yaml").write_text(
@@ -121,12 +121,16 @@ def test_the_files_env_file_gives_values_and_the_environment_wins(
     )
     (tmp_path / "stack.env").write_text("TAG=1.35\nHOST=from-file\n")
     monkeypatch.setenv("HOST", "from-env")
-    monkeypatch.delenv("TAG", raising=False)
-    result = load_service_file(tmp_path / "stack.yaml")
+    monkeypatch.setenv("TAG", "from-env")
+    monkeypatch.delenv("NOT_SET", raising=False)
+    # Only what interpolate_environment lists comes from healerd's environment.
+    result = load_service_file(tmp_path / "stack.yaml", environment=("HOST", "NOT_SET"))
     assert result.errors == ()
     assert result.services is not None
     web = result.services["web"]
     assert (web.image, web.hostname) == ("busybox:1.35", "from-env")
+    plain = (load_service_file(tmp_path / "stack.yaml").services or {})["web"]
+    assert (plain.image, plain.hostname) == ("busybox:1.35", "from-file")
 
 
 def test_a_linked_compose_file_keeps_its_project_directory_and_env(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ STEERING_ONLY = {
     "project",
     "networks_to_create",
     "volumes_to_create",
+    "substitutions",
 }
 # Compose's container settings (issue 16), each with a non-default value.
 HOST_CHANGED: dict[str, Any] = {

@@ -70,6 +70,7 @@ def test_the_table_covers_the_model() -> None:
     # Set by healerd, never written (the project's from the file's top level).
     derived = {"name", "source_file", "env_digest", "project", "network_aliases"}
     derived |= {"networks_to_create", "volumes_to_create", "secrets_digest", "network_endpoints"}
+    derived |= {"substitutions"}  # what interpolation put in (healerd.config.masking)
     # Compose's spellings of other fields (healerd.config.deploy.merge folds them in).
     spellings = {"deploy", "scale"}
     assert attrs - spellings == {f.name for f in dataclasses.fields(ServiceSpec)} - derived
