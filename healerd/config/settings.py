@@ -309,8 +309,10 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "strict_modes",
         "boolean",
         "Refuse service files and env files that anyone but root (or healerd's own user) "
-        "owns or could write, or that sit in such a directory, as sshd's StrictModes does. "
-        "false is for development only. healerd.yaml itself is always checked.",
+        "owns or could write, or that sit in such a directory, as sshd's StrictModes does; "
+        "the same for secrets and configs, and for the directories on the way to a bind "
+        "source and the project directory. false is for development only. healerd.yaml "
+        "itself is always checked.",
         "false",
         _bool,
     ),
