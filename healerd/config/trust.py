@@ -30,7 +30,7 @@ checking a path and then opening it by name would let the file be swapped in bet
 The same walk judges what healerd hands on rather than reads: a secret's or config's
 file (`read_trusted_resolved` gives the engine the path without links), a bind source
 and the project directory (`trusted_location`, `trusted_directory`: the directories
-that lead to them).
+that lead to them) and a credential helper it runs (`trusted_executable`).
 
 `strict_modes: false` in healerd.yaml skips the owner and mode checks and follows
 symbolic links (development only); non-regular files and the size limit are still
@@ -295,6 +295,42 @@ def read_trusted_resolved(
         return _read_fd(fd, path, shown, limit, strict, escape, private), resolved
     finally:
         os.close(fd)
+
+
+def trusted_executable(path: Path, what: str, escape: str = STRICT_ESCAPE) -> Path:
+    """The program `path` leads to (absolute, without links) after the checks of a
+    config file on it and on every directory on the way, links followed as for a service
+    file in conf.d: healerd runs it as root, so whoever could change it could run anything
+    as root. Raises FileRefused or OSError (missing)."""
+    shown = f"{what} {path}"
+    check = _DirCheck(
+        shown,
+        escape,
+        "anyone who can write a directory above it could swap the program, which healerd "
+        "runs as root",
+    )
+    with _walked(path, check) as walk:
+        name = walk.to_parent()
+        while name is not None and walk.follow(name):
+            name = walk.to_parent()
+        if name is None:
+            raise FileRefused(f"refused: {shown} is a directory, not a program")
+        fd = os.open(name, os.O_CLOEXEC | os.O_NOFOLLOW | getattr(os, "O_PATH", 0), dir_fd=walk.fd)
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        resolved = walk.here / name
+    if not stat.S_ISREG(st.st_mode):
+        raise FileRefused(f"refused: {shown} is {_kind(st.st_mode)}, not a program")
+    if weak := _weakness(resolved, st.st_mode, st.st_uid):
+        why, fix = weak
+        where = "" if resolved == path else f" (at {resolved})"
+        raise FileRefused(
+            f"refused: {shown}{where} {why}; anyone who can write it could run anything "
+            f"as root through healerd. Fix it ({fix}){escape}"
+        )
+    return resolved
 
 
 def trusted_location(path: Path, what: str, escape: str = STRICT_ESCAPE) -> None:

@@ -11,12 +11,15 @@
    the same directory were refused. One rule now: under strict modes every directory
    that leads to a host path healerd uses or hands to the engine must be trusted; the
    project directory itself too; a bind source itself is the container's data.
+13. Credential helpers were found on PATH with no trust check. Now each is found once
+   per reload, it and its directories checked, and that path is the one run.
 
 The user is uid 65534 (nobody): directories chowned to it stand for a user's.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -32,10 +35,14 @@ from healerd.config import (
     load_service_file,
     mounts_for_create,
 )
+from healerd.config.registryauth import load_registry_auth
 from healerd.config.trust import FileRefused, read_trusted_resolved
 from healerd.core.executor import Executor
+from healerd.daemon.credentials import CredentialsFile
+from healerd.engine import ImagePullFailed
 from healerd.model import Action, ActionKind, ServiceSpec
 from tests.unit.fake_engine import FakeEngine
+from tests.unit.test_api_fairness import UNIT, service_section
 from tests.unit.test_security_config import NOBODY, as_root, conf_d, trusted_tmp_dir, user_dir
 
 PAYMENTS = "STRIPE_KEY=sk_live_payments_only"
@@ -366,3 +373,124 @@ def test_strict_modes_off_checks_no_bind_source(root: Path) -> None:
     assert f"bind source {open_dir}/data: its directory {open_dir} is writable by group" in (
         str(error)
     )
+
+
+# --- 13. credential helpers ---------------------------------------------------------------------
+
+
+def helper(directory: Path, name: str, secret: str, mode: int = 0o755) -> Path:
+    """A docker-credential-NAME that leaves a mark when it runs."""
+    path = directory / f"docker-credential-{name}"
+    mark = directory / f"ran-{name}"
+    write(
+        path,
+        f"#!/bin/sh\nread server\ntouch {mark}\n"
+        f'printf \'{{"ServerURL":"%s","Username":"u","Secret":"{secret}"}}\' "$server"\n',
+        mode,
+    )
+    return path
+
+
+def auth_json(root: Path, **top: object) -> Path:
+    return write(root / "auth.json", json.dumps(top), 0o600)
+
+
+@as_root
+def test_a_credential_helper_in_a_user_writable_directory_is_refused_and_never_run(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from healerd.engine.docker_engine import _auth_config
+
+    bob = user_dir(root / "bob-bin")
+    planted = helper(bob, "pass", "planted")  # root's file, in bob's directory
+    monkeypatch.setenv("PATH", f"{bob}:/usr/bin:/bin")
+    creds = load_registry_auth(auth_json(root, credsStore="pass"), strict=True)
+    auth = creds.for_image("registry.example/app:1")
+    assert auth is not None and auth.helper == "pass"
+    with pytest.raises(ImagePullFailed) as caught:
+        _auth_config("registry.example/app:1", auth)  # a pull: root would run it
+    assert not (bob / "ran-pass").exists()
+    assert f"refused: credential helper {planted}: its directory {bob} is owned by uid" in (
+        str(caught.value)
+    )
+    assert auth.helper_path == "" and str(caught.value).endswith(auth.helper_error)
+
+
+def test_a_group_writable_credential_helper_is_refused(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    found = helper(bin_dir, "ecr-login", "x", 0o775)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    creds = load_registry_auth(auth_json(root, credHelpers={"r.example": "ecr-login"}), strict=True)
+    auth = creds.for_image("r.example/app:1")
+    assert auth is not None
+    assert f"refused: credential helper {found} is writable by group (mode 0775" in (
+        auth.helper_error
+    )
+    assert "could run anything as root" in auth.helper_error
+
+
+def test_the_helper_found_at_reload_is_the_one_run(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from healerd.engine.docker_engine import _auth_config
+
+    trusted = root / "bin"
+    trusted.mkdir()
+    helper(trusted, "fake", "from-the-checked-one")
+    other = root / "other"
+    other.mkdir()
+    helper(other, "fake", "from-path-later")
+    monkeypatch.setenv("PATH", str(trusted))
+    auth = load_registry_auth(auth_json(root, credsStore="fake"), strict=True).for_image("h:1/a")
+    assert auth is not None and auth.helper_path == str(trusted / "docker-credential-fake")
+    monkeypatch.setenv("PATH", f"{other}:{trusted}")  # PATH now leads elsewhere
+    got = _auth_config("h:1/a", auth)
+    assert (got["username"], got["password"], got["serveraddress"]) == (
+        "u",
+        "from-the-checked-one",
+        "h:1",
+    )
+    assert not (other / "ran-fake").exists()
+
+
+@as_root
+def test_a_helper_linked_into_a_user_directory_is_refused(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    bob = user_dir(root / "bob")
+    (bin_dir / "docker-credential-pass").symlink_to(helper(bob, "pass", "x"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    auth = load_registry_auth(auth_json(root, credsStore="pass"), strict=True).for_image("x:1")
+    assert auth is not None and f"its directory {bob} is owned by uid" in auth.helper_error
+
+
+def test_a_refused_helper_is_shown_by_status_and_the_rest_of_the_file_applies(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(root / "nowhere"))
+    path = auth_json(
+        root, auths={"h:1": {"username": "u", "password": "p"}}, credHelpers={"g:1": "gone"}
+    )
+    creds = CredentialsFile()
+    assert creds.reload(path, strict=True)
+    assert creds.error == (
+        f"credential helper docker-credential-gone is not installed on PATH ({root}/nowhere)"
+    )
+    found = creds.for_image("h:1/a")
+    assert found is not None and found.username == "u"
+    (root / "nowhere").mkdir()
+    helper(root / "nowhere", "gone", "x")
+    assert creds.reload(path, strict=True)  # installed: found at the next reload
+    assert creds.error == ""
+    gone = creds.for_image("g:1/a")
+    assert gone is not None and gone.helper_path == str(root / "nowhere" / "docker-credential-gone")
+
+
+def test_the_unit_runs_healerd_with_a_fixed_path() -> None:
+    unit = service_section(UNIT)
+    assert "PATH=/usr/sbin:/usr/bin:/sbin:/bin" in unit["Environment"]
