@@ -459,6 +459,10 @@ class RegistryAuth:
     password: str = field(default="", repr=False)
     identity_token: str = field(default="", repr=False)
     helper: str = ""
+    # The helper's program, found on PATH and checked when auth.json was read: the one
+    # path the engine adapter runs; or why it cannot be run (healerd.config.credhelpers).
+    helper_path: str = ""
+    helper_error: str = ""
 
 
 class ContainerState(StrEnum):

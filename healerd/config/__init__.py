@@ -13,6 +13,7 @@ from healerd.config.desired import (
 )
 from healerd.config.envfile import EnvFileError, effective_environment, env_digest, read_env_files
 from healerd.config.errors import ConfigError, SettingsError
+from healerd.config.secrets import MountRefused, mounts_for_create
 from healerd.config.servicefile import FileResult, load_service_file, parse_service_text
 from healerd.config.settings import RELOADABLE, Settings, check_settings, load_settings
 from healerd.config.units import parse_duration, parse_size
@@ -24,6 +25,7 @@ __all__ = [
     "DesiredStore",
     "EnvFileError",
     "FileResult",
+    "MountRefused",
     "Settings",
     "SettingsError",
     "check_settings",
@@ -34,6 +36,7 @@ __all__ = [
     "load_conf_dir",
     "load_service_file",
     "load_settings",
+    "mounts_for_create",
     "parse_duration",
     "parse_service_text",
     "parse_size",

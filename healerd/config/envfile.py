@@ -19,8 +19,9 @@ malformed one is reported with the service file's other errors.
 
 Every read, at load and when a container is created (effective_environment), goes
 through healerd.config.trust.read_trusted: under strict modes the file and every
-directory above it must be trusted, a symbolic link is refused, and a FIFO, a device or
-a file over 1 MiB is refused in any mode.
+directory on the way to it must be trusted (those that hold a link too), a symbolic
+link as the file itself is refused, and a FIFO, a device or a file over 1 MiB is
+refused in any mode. At creation the values read must have the digest taken at load.
 """
 
 from __future__ import annotations
@@ -167,10 +168,28 @@ def effective_environment(
     spec: ServiceSpec, *, strict_modes: bool | None = None
 ) -> tuple[tuple[str, str], ...]:
     """What the container gets: the env files' values (read and checked now, see
-    read_env_files) with `environment` on top, sorted."""
-    merged = dict(read_env_files(spec, strict_modes=strict_modes))
+    read_env_files) with `environment` on top, sorted.
+
+    The values read now must be the ones checked when the service file was loaded (their
+    digest is `spec.env_digest`, in the spec hash): anything else, a file edited since
+    or a link on the way re-pointed, is refused (EnvFileError) until a reload has
+    checked it, so that a container never gets values no check has seen (issue 29)."""
+    values = read_env_files(spec, strict_modes=strict_modes)
+    if spec.env_files and _digest(values) != spec.env_digest:
+        reason = (
+            f"{', '.join(spec.env_files)}: changed since the service file was last loaded "
+            "and checked; no container gets values that were not checked: they apply at "
+            "the next reload (healerctl reload, or the resync)"
+        )
+        raise EnvFileError(ConfigError(spec.source_file or spec.name, None, "env_file", reason))
+    merged = dict(values)
     merged.update(spec.environment)
     return tuple(sorted(merged.items()))
+
+
+def _digest(values: tuple[tuple[str, str], ...]) -> str:
+    canonical = "\0".join(f"{k}={v}" for k, v in values)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def env_digest(spec: ServiceSpec) -> str:
@@ -178,8 +197,7 @@ def env_digest(spec: ServiceSpec) -> str:
     an env file changes; "" for a service without env files. Raises EnvFileError."""
     if not spec.env_files:
         return ""
-    canonical = "\0".join(f"{k}={v}" for k, v in read_env_files(spec))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return _digest(read_env_files(spec))
 
 
 def env_files(value: object, at: At) -> tuple[str, ...]:

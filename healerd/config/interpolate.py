@@ -34,6 +34,7 @@ from typing import Any, NoReturn
 from healerd.config.envfile import EnvFileError, read_env_file
 from healerd.config.errors import ConfigError
 from healerd.config.keys import At
+from healerd.config.trust import FileRefused, trusted_directory
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import Substitution
 
@@ -48,24 +49,46 @@ class _Failed(Exception):
 
 
 def project_directory(
-    path: Path, data: object = None, errors: list[ConfigError] | None = None, file: str = ""
+    path: Path,
+    data: object = None,
+    errors: list[ConfigError] | None = None,
+    file: str = "",
+    *,
+    strict_modes: bool = False,
 ) -> Path:
     """Where relative paths start: the top-level `x-healerd: {project_directory: DIR}`
     (absolute, or from the file's directory), else, for a service file that is a
     symbolic link in conf.d to a Compose file kept elsewhere (`ln -s
-    ~/iotstack/docker-compose.yml /etc/healerd/conf.d/iotstack.yaml`), the directory of
-    the file it leads to, else the file's directory."""
+    /srv/iotstack/docker-compose.yml /etc/healerd/conf.d/iotstack.yaml`), the directory
+    of the file it leads to, else the file's directory.
+
+    The project directory is where env files, `.env` and bind sources are found, so
+    under strict modes it must be as trusted as conf.d: it and every directory above it
+    writable only by root or healerd's user (the trusted read of a linked file checked
+    its directory already; a declared one is checked here)."""
     ext = data.get("x-healerd") if isinstance(data, dict) else None
     declared = ext.get("project_directory") if isinstance(ext, dict) else None
+    line = ext.line_of("project_directory") if isinstance(ext, LineDict) else None
     if declared is not None:
         where = path.parent / str(declared)
         if isinstance(declared, str) and declared and where.is_dir():
+            if strict_modes and (problem := _untrusted(where)) and errors is not None:
+                errors.append(ConfigError(file, line, "x-healerd.project_directory", problem))
             return where
         if errors is not None:
             reason = f"{str(declared)[:200]!r} is not a directory (absolute, or from the file's)"
-            line = ext.line_of("project_directory") if isinstance(ext, LineDict) else None
             errors.append(ConfigError(file, line, "x-healerd.project_directory", reason))
     return path.resolve().parent if path.is_symlink() else path.parent
+
+
+def _untrusted(directory: Path) -> str | None:
+    try:
+        trusted_directory(directory, "project directory")
+    except FileRefused as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"project directory {directory}: cannot be checked: {exc.strerror or exc}"
+    return None
 
 
 def project_env(

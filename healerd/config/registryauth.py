@@ -16,19 +16,22 @@ pull). An image with no registry host in its name (`x:1`, `library/x`) is Docker
 whose entry may be written `docker.io`, `index.docker.io` or
 `https://index.docker.io/v1/` (what `docker login` writes). Keys of `auths` may carry a
 scheme and a path (`https://host:5000/v2/`): only the host counts. Other keys of
-config.json (psFormat, HttpHeaders, ...) are ignored.
+config.json (psFormat, HttpHeaders, ...) are ignored. The helpers it names are found
+on PATH and checked when the file is read (healerd.config.credhelpers).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from healerd.config.credhelpers import resolve_helpers
 from healerd.config.trust import FileRefused, read_trusted
 from healerd.model import RegistryAuth
 
@@ -69,16 +72,27 @@ class RegistryCredentials:
     helpers: Mapping[str, str] = field(default_factory=dict)
     store: str = ""
     source: str = ""  # the file it came from ("" when there was none)
+    # Each helper's program as found and checked when the file was read (credhelpers),
+    # or why it cannot be run.
+    helper_paths: Mapping[str, str] = field(default_factory=dict)
+    helper_errors: Mapping[str, str] = field(default_factory=dict)
 
     def for_image(self, image: str) -> RegistryAuth | None:
         host = registry_of(image)
         helper = self.helpers.get(host)
         if helper:
-            return RegistryAuth(host, helper=helper)
+            return self._helper(host, helper)
         entry = self.auths.get(host)
         if entry is not None:
             return entry
-        return RegistryAuth(host, helper=self.store) if self.store else None
+        return self._helper(host, self.store) if self.store else None
+
+    def _helper(self, host: str, name: str) -> RegistryAuth:
+        path, error = self.helper_paths.get(name, ""), self.helper_errors.get(name, "")
+        return RegistryAuth(host, helper=name, helper_path=path, helper_error=error)
+
+    def helper_names(self) -> set[str]:
+        return {*self.helpers.values(), self.store} - {""}
 
     def summary(self) -> str:
         """For the log: which registries have credentials (never the credentials)."""
@@ -167,8 +181,10 @@ def auth_file(config_dir: Path, setting: Path | None) -> Path:
 
 
 def load_registry_auth(path: Path, *, strict: bool) -> RegistryCredentials:
-    """The credentials in `path`; a missing file means none. Raises RegistryAuthError
-    with the file and the reason (untrusted, readable by others, unreadable, malformed)."""
+    """The credentials in `path`, with the credential helpers it names found and checked
+    (healerd.config.credhelpers; a helper that cannot be run is in `helper_errors`); a
+    missing file means none. Raises RegistryAuthError with the file and the reason
+    (untrusted, readable by others, unreadable, malformed)."""
     try:
         raw = read_trusted(
             path, "registry credentials file", strict=strict, limit=MAX_AUTH_FILE, private=True
@@ -180,9 +196,11 @@ def load_registry_auth(path: Path, *, strict: bool) -> RegistryCredentials:
     except OSError as exc:
         raise RegistryAuthError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        return parse_registry_auth(raw, str(path))
+        found = parse_registry_auth(raw, str(path))
     except RegistryAuthError as exc:
         raise RegistryAuthError(f"{path}: {exc}") from None
+    paths, errors = resolve_helpers(found.helper_names(), strict=strict)
+    return dataclasses.replace(found, helper_paths=paths, helper_errors=errors)
 
 
 __all__ = [

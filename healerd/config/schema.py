@@ -300,15 +300,21 @@ Common value forms:
 
 {limits}
 Who may write the files: under `strict_modes` (the default), a service file, an env
-file and `healerd.yaml`, and every directory above each up to `/`, must be owned by root
-or healerd's own user and not writable by group or others (a sticky world-writable
-directory such as `/tmp` does not pass). healerd opens each file once, through checked
-directory descriptors with `O_NOFOLLOW`, and reads what it checked, at load and again
-when it reads an env file for a new container. A service file in `conf.d` may be a
-symbolic link to a file whose every directory passes too; an env file or `healerd.yaml`
-may not be one. A FIFO, a device or a socket is refused even with `strict_modes: false`,
-which skips only the owner and mode checks (development only). `healerd.yaml` is always
-checked strictly: it is the file that sets `strict_modes`.
+file, a secret's or config's file and `healerd.yaml`, and every directory on the way to
+each from `/`, must be owned by root or healerd's own user and not writable by group or
+others (a sticky world-writable directory such as `/tmp` does not pass). healerd walks
+each path from `/` one component at a time through checked directory descriptors with
+`O_NOFOLLOW`: a symbolic link in a directory component is followed only when the
+directory holding it passed, and its target is checked the same way. It reads what it
+checked, at load and again when it reads an env file or a secret for a new container,
+and then the contents must still be those checked at load (else the create waits for a
+reload). A service file in `conf.d` may be a symbolic link; an env file, a secret or
+`healerd.yaml` may not be one. The same rule holds for the project directory (and every
+directory above it) and for every directory on the way to a bind source; the bind
+source itself may be anyone's (it is the container's data). A FIFO, a device or a
+socket is refused even with `strict_modes: false`, which skips only the owner and mode
+checks (development only). `healerd.yaml` is always checked strictly: it is the file
+that sets `strict_modes`.
 
 Editors can check service files as they are typed with the JSON Schema
 `config/healerd-services.schema.json` (generated from the same tables); put

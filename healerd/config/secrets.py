@@ -14,6 +14,11 @@ written).
 - A digest of the mounted files' contents is part of the spec hash (as env files' are):
   editing a secret rolls the service's containers, at the next reload or resync (a bind
   of a file replaced by rename would otherwise keep showing the old file).
+- Each file is read through the trusted walk (healerd.config.trust) at load and again
+  when a container is created (mounts_for_create): what it holds then must still have
+  the digest taken at load, and the engine is given the path it was read at, without
+  links, so that dockerd, which resolves a bind source itself, cannot be led elsewhere
+  by a link someone re-pointed in between (issue 29).
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ import hashlib
 import logging
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from healerd.config.errors import describe
 from healerd.config.keys import At, top_section
-from healerd.config.trust import FileRefused, read_trusted
+from healerd.config.trust import FileRefused, read_trusted_resolved
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import SecretMount, ServiceSpec
 
@@ -38,6 +43,9 @@ MAX_SECRET_SIZE = 2**20  # the most healerd reads of one secret or config file (
 _NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 _SWARM_ONLY = ("labels", "driver", "driver_opts", "template_driver")
 _WARNED: set[tuple[str, str, str]] = set()  # (file, field, name): warned once, not per reload
+# The strict_modes each file was checked under at load, to check it the same way when a
+# container is created (as for env files); a file no service file named: strictly.
+_LOADED_STRICT: dict[str, bool] = {}
 
 
 def _kind(key: str) -> str:
@@ -184,26 +192,81 @@ def configs(value: object, at: At) -> tuple[SecretMount, ...]:
     return service_refs(value, at, "configs")
 
 
-def _digest(mounts: tuple[SecretMount, ...], at: At) -> str:
-    """sha256 of what the mounted files hold (each read as env files are: trusted, regular,
-    at most 1 MiB); "" when there is none. A problem is reported at `at`."""
+class MountRefused(ValueError):
+    """A secret's or config's file cannot be mounted now; the message names it and why,
+    never what it holds."""
+
+
+def _read(m: SecretMount, strict: bool) -> tuple[bytes, Path]:
+    """The file's contents and the path they were read at (no links: see
+    read_trusted_resolved). Raises MountRefused."""
+    try:
+        return read_trusted_resolved(Path(m.source), "file", strict=strict, limit=MAX_SECRET_SIZE)
+    except FileRefused as exc:
+        raise MountRefused(f"{m.name!r}: {exc}") from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise MountRefused(f"{m.name!r}: cannot read {m.source}: {reason}") from None
+
+
+def _hashed(mounts: tuple[SecretMount, ...], read: Callable[[SecretMount], bytes | None]) -> str:
+    """sha256 (hex) of what `read` gives for each mount, by target; "" for none."""
     if not mounts:
         return ""
     h = hashlib.sha256()
     for m in sorted(mounts, key=lambda m: m.target):
-        try:
-            raw = read_trusted(
-                Path(m.source), "file", strict=at.context.strict_modes, limit=MAX_SECRET_SIZE
-            )
-        except FileRefused as exc:
-            at.error(f"{m.name!r}: {exc}")
-            continue
-        except OSError as exc:
-            at.error(f"{m.name!r}: cannot read {m.source}: {exc.strerror or type(exc).__name__}")
+        raw = read(m)
+        if raw is None:
             continue
         h.update(f"{m.target}\0{len(raw)}\0".encode())
         h.update(raw)
     return h.hexdigest()
+
+
+def _digest(mounts: tuple[SecretMount, ...], at: At) -> str:
+    """sha256 of what the mounted files hold (each read as env files are: trusted, regular,
+    at most 1 MiB); "" when there is none. A problem is reported at `at`."""
+
+    def read(m: SecretMount) -> bytes | None:
+        _LOADED_STRICT[m.source] = at.context.strict_modes
+        try:
+            return _read(m, at.context.strict_modes)[0]
+        except MountRefused as exc:
+            at.error(str(exc))
+            return None
+
+    return _hashed(mounts, read)
+
+
+def _total(secrets_digest: str, configs_digest: str) -> str:
+    digest = secrets_digest + configs_digest
+    return hashlib.sha256(digest.encode()).hexdigest()[:32] if digest else ""
+
+
+def mounts_for_create(spec: ServiceSpec) -> ServiceSpec:
+    """`spec` as the engine gets it when a container is created: every secret's and
+    config's file read and checked again (under the strict_modes it was loaded with),
+    what it holds still what was checked at load (`secrets_digest`), and its source the
+    path it was read at, with no link left for the engine to follow again (issue 29).
+    Raises MountRefused."""
+    resolved: dict[str, str] = {}
+
+    def read(m: SecretMount) -> bytes:
+        raw, path = _read(m, _LOADED_STRICT.get(m.source, True))
+        resolved[m.source] = str(path)
+        return raw
+
+    if _total(_hashed(spec.secrets, read), _hashed(spec.configs, read)) != spec.secrets_digest:
+        raise MountRefused(
+            "the files of its secrets or configs changed since the service file was last "
+            "loaded and checked; no container mounts files that were not checked: they "
+            "apply at the next reload (healerctl reload, or the resync)"
+        )
+
+    def moved(mounts: tuple[SecretMount, ...]) -> tuple[SecretMount, ...]:
+        return tuple(dataclasses.replace(m, source=resolved[m.source]) for m in mounts)
+
+    return dataclasses.replace(spec, secrets=moved(spec.secrets), configs=moved(spec.configs))
 
 
 def _filled(
@@ -241,10 +304,5 @@ def resolve(
     for v in spec.volumes:
         if v.target in targets | {m.target for m in found_configs}:
             at.key(body, "volumes").error(f"target {v.target!r} is also a secret's or config's")
-    digest = _digest(found, secret_at) + _digest(found_configs, config_at)
-    return dataclasses.replace(
-        spec,
-        secrets=found,
-        configs=found_configs,
-        secrets_digest=hashlib.sha256(digest.encode()).hexdigest()[:32] if digest else "",
-    )
+    digest = _total(_digest(found, secret_at), _digest(found_configs, config_at))
+    return dataclasses.replace(spec, secrets=found, configs=found_configs, secrets_digest=digest)

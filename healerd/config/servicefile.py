@@ -248,7 +248,7 @@ def load_service_file(
         )
         return FileResult(file, None, (ConfigError(file, None, "file", reason),))
     data, errors = load_yaml_bytes(raw, file)
-    project_dir = project_directory(path, data, errors, file)
+    project_dir = project_directory(path, data, errors, file, strict_modes=strict_modes)
     env, env_errors = project_env(
         path, project_dir, strict_modes=strict_modes, environment=environment
     )

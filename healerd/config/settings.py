@@ -327,8 +327,10 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "strict_modes",
         "boolean",
         "Refuse service files and env files that anyone but root (or healerd's own user) "
-        "owns or could write, or that sit in such a directory, as sshd's StrictModes does. "
-        "false is for development only. healerd.yaml itself is always checked.",
+        "owns or could write, or that sit in such a directory, as sshd's StrictModes does; "
+        "the same for secrets, configs and credential helpers, and for the directories on "
+        "the way to a bind source and the project directory. false is for development "
+        "only. healerd.yaml itself is always checked.",
         "false",
         _bool,
     ),
@@ -351,7 +353,8 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "The registry credentials file, in the format of Docker's config.json (`auths`, "
         "`credHelpers`, `credsStore`); null means auth.json in the config directory. "
         "Root-only: refused (like an untrusted config file) when group or others may read "
-        "or write it. Read again at every reload; a broken file keeps the previous "
+        "or write it. Read again at every reload, when the credential helpers it names are "
+        "looked up on PATH and checked like config files; a broken file keeps the previous "
         "credentials. See README, Registries and credentials.",
         "/etc/healerd/auth.json",
         _optional_path,

@@ -12,17 +12,25 @@ env files, auth.json, which others must not read either), at load and again when
 env file is read for a new container, so that what was checked is what is read;
 checking a path and then opening it by name would let the file be swapped in between:
 
-- every directory is opened from `/` down, one component at a time with O_NOFOLLOW, and
-  checked through its descriptor (fstat), so no component can change between the check
-  and the open;
+- the path is walked from `/` one component at a time (healerd.config.pathwalk): every
+  directory is opened with O_NOFOLLOW below the one before and checked through its
+  descriptor (fstat), so no component can change between the check and the open; a
+  symbolic link in a directory component is followed only after the directory that
+  holds it passed (whoever can write that directory can re-point the link), and its
+  target is walked and checked the same way (issue 29: `realpath` and a check of the
+  result missed the directories holding links);
 - the file is opened with O_NOFOLLOW and O_NONBLOCK below the last directory's
   descriptor, then checked through its descriptor and read from it;
 - a symbolic link as the last component is refused, except where the caller allows it
-  (service files in conf.d): then its target, resolved, must be trusted in every
-  component, and is opened the same way;
+  (service files in conf.d): then it is followed as above;
 - anything but a regular file (a FIFO, a device, a socket, a directory) is refused, and
   a FIFO never blocks the reader;
 - at most `limit` bytes are read; a larger file is refused.
+
+The same walk judges what healerd hands on rather than reads: a secret's or config's
+file (`read_trusted_resolved` gives the engine the path without links), a bind source
+and the project directory (`trusted_location`, `trusted_directory`: the directories
+that lead to them) and a credential helper it runs (`trusted_executable`).
 
 `strict_modes: false` in healerd.yaml skips the owner and mode checks and follows
 symbolic links (development only); non-regular files and the size limit are still
@@ -31,16 +39,21 @@ refused. healerd.yaml itself is always read strictly: it is what sets strict_mod
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
-# O_PATH opens a directory without needing read permission on it (Linux).
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_PATH", 0)
+from healerd.config.pathwalk import Walk, WalkRefused
+
 _FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 STRICT_ESCAPE = " or set strict_modes: false in healerd.yaml (development only)"
 _RISK = "anyone who can write it could run containers as root"
+_DIR_RISK = (
+    "anyone who can write a directory above the file could swap it and run containers as root"
+)
 
 
 class FileRefused(Exception):
@@ -109,77 +122,72 @@ def _size_text(size: int) -> str:
     return f"{size // 2**20} MiB" if size % 2**20 == 0 else f"{size} bytes"
 
 
-def _check_dir(fd: int, directory: Path, shown: str, escape: str) -> None:
-    st = os.fstat(fd)
-    if not stat.S_ISDIR(st.st_mode):
-        raise FileRefused(f"refused: {shown}: {directory} changed while it was being checked")
-    weak = _weakness(directory, st.st_mode, st.st_uid)
-    if weak is None:
-        return
-    why, fix = weak
-    if stat.S_IMODE(st.st_mode) & stat.S_ISVTX and st.st_mode & stat.S_IWOTH:
-        # /tmp and the like: the sticky bit keeps others from renaming the file, but they
-        # can create any name not taken yet (the file itself while it is away).
-        why += ", sticky but anyone can create names in it"
-        fix = "keep the file in directories that only root can write"
-    else:
-        fix = f"fix the directory ({fix}) or keep the file elsewhere"
-    raise FileRefused(
-        f"refused: {shown}: its directory {directory} {why}; anyone who can write a "
-        f"directory above the file could swap it and run containers as root. Fix it: "
-        f"{fix}{escape}"
-    )
+class _DirCheck:
+    """The check of every directory a walk enters; `shown` (what is being opened) may
+    grow while the walk goes on (a link followed)."""
 
+    def __init__(self, shown: str, escape: str, risk: str = _DIR_RISK) -> None:
+        self.shown, self.escape, self.risk = shown, escape, risk
 
-def _open_dirs(directory: Path, shown: str, escape: str) -> int:
-    """A descriptor of `directory` (absolute, without symlinks) after checking every
-    component from `/` down through its own descriptor."""
-    fd = os.open("/", _DIR_FLAGS)
-    current = Path("/")
-    try:
-        _check_dir(fd, current, shown, escape)
-        for part in directory.parts[1:]:
-            current = current / part
-            try:
-                next_fd = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise FileRefused(
-                        f"refused: {shown}: {current} changed while it was being checked, "
-                        "or is not a directory"
-                    ) from None
-                raise
-            os.close(fd)
-            fd = next_fd
-            _check_dir(fd, current, shown, escape)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _open_strict(path: Path, shown: str, follow_symlink: bool, escape: str) -> int:
-    target = Path(os.path.abspath(path))
-    if follow_symlink and os.path.islink(target):
-        # The link's own directories must pass too (whoever can write them can change
-        # the link), then every directory of what it leads to.
-        os.close(_open_dirs(Path(os.path.realpath(target.parent)), shown, escape))
-        target = Path(os.path.realpath(target))
-        shown = f"{shown} (a symbolic link to {target})"
-    parent = Path(os.path.realpath(target.parent))
-    dir_fd = _open_dirs(parent, shown, escape)
-    try:
-        return _open_file(target.name, _FILE_FLAGS | os.O_NOFOLLOW, shown, dir_fd)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        where = "only service files in conf.d may be links, to trusted files"
+    def __call__(self, fd: int, directory: Path) -> None:
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode):
+            raise FileRefused(
+                f"refused: {self.shown}: {directory} changed while it was being checked"
+            )
+        weak = _weakness(directory, st.st_mode, st.st_uid)
+        if weak is None:
+            return
+        why, fix = weak
+        if stat.S_IMODE(st.st_mode) & stat.S_ISVTX and st.st_mode & stat.S_IWOTH:
+            # /tmp and the like: the sticky bit keeps others from renaming the file, but
+            # they can create any name not taken yet (the file itself while it is away).
+            why += ", sticky but anyone can create names in it"
+            fix = "keep the file in directories that only root can write"
+        else:
+            fix = f"fix the directory ({fix}) or keep the file elsewhere"
         raise FileRefused(
-            f"refused: {shown} is a symbolic link, which healerd does not follow here "
-            f"({where}): name the file itself"
-        ) from None
-    finally:
-        os.close(dir_fd)
+            f"refused: {self.shown}: its directory {directory} {why}; {self.risk}. "
+            f"Fix it: {fix}{self.escape}"
+        )
+
+
+@contextlib.contextmanager
+def _walked(path: Path, check: _DirCheck) -> Iterator[Walk]:
+    """A walk of `path` (healerd.config.pathwalk) whose every directory passes `check`."""
+    try:
+        with Walk(path, check) as walk:
+            yield walk
+    except WalkRefused as exc:
+        raise FileRefused(f"refused: {check.shown}: {exc}") from None
+
+
+def _open_strict(
+    path: Path, shown: str, follow_symlink: bool, escape: str
+) -> tuple[int, Path, str]:
+    """The open file, the path it was found at (without links) and how to name it."""
+    check = _DirCheck(shown, escape)
+    with _walked(path, check) as walk:
+        name = walk.to_parent()
+        while name is not None:
+            try:
+                fd = _open_file(name, _FILE_FLAGS | os.O_NOFOLLOW, check.shown, walk.fd)
+                return fd, walk.here / name, check.shown
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+            if not follow_symlink:
+                where = "only service files in conf.d may be links, to trusted files"
+                raise FileRefused(
+                    f"refused: {check.shown} is a symbolic link, which healerd does not "
+                    f"follow here ({where}): name the file itself"
+                )
+            if not walk.follow(name):
+                raise FileRefused(f"refused: {check.shown} changed while it was being checked")
+            if check.shown == shown:
+                check.shown = f"{shown} (a symbolic link to {walk.links[-1][1]})"
+            name = walk.to_parent()
+    raise FileRefused(f"refused: {shown} is a directory, not a regular file")
 
 
 def _open_file(name: str | Path, flags: int, shown: str, dir_fd: int | None = None) -> int:
@@ -252,12 +260,110 @@ def read_trusted(
     secrets, auth.json): with strict checks, also refused when group or others may read
     it.
     """
+    return read_trusted_resolved(
+        path,
+        what,
+        strict=strict,
+        limit=limit,
+        follow_symlink=follow_symlink,
+        escape=escape,
+        private=private,
+    )[0]
+
+
+def read_trusted_resolved(
+    path: Path,
+    what: str,
+    *,
+    strict: bool,
+    limit: int,
+    follow_symlink: bool = False,
+    escape: str = STRICT_ESCAPE,
+    private: bool = False,
+) -> tuple[bytes, Path]:
+    """As read_trusted, and the path the file was read at: absolute, without symbolic
+    links, every directory of it trusted (under `strict`), so that handing this path to
+    another reader (the engine, which resolves a bind source again) cannot lead it
+    elsewhere through a link that someone untrusted can change."""
     shown = f"{what} {path}"
     if strict:
-        fd = _open_strict(path, shown, follow_symlink, escape)
+        fd, resolved, shown = _open_strict(path, shown, follow_symlink, escape)
     else:
-        fd = _open_file(path, _FILE_FLAGS, shown)
+        resolved = Path(os.path.realpath(path))
+        fd = _open_file(resolved, _FILE_FLAGS, shown)
     try:
-        return _read_fd(fd, path, shown, limit, strict, escape, private)
+        return _read_fd(fd, path, shown, limit, strict, escape, private), resolved
     finally:
         os.close(fd)
+
+
+def trusted_executable(path: Path, what: str, escape: str = STRICT_ESCAPE) -> Path:
+    """The program `path` leads to (absolute, without links) after the checks of a
+    config file on it and on every directory on the way, links followed as for a service
+    file in conf.d: healerd runs it as root, so whoever could change it could run anything
+    as root. Raises FileRefused or OSError (missing)."""
+    shown = f"{what} {path}"
+    check = _DirCheck(
+        shown,
+        escape,
+        "anyone who can write a directory above it could swap the program, which healerd "
+        "runs as root",
+    )
+    with _walked(path, check) as walk:
+        name = walk.to_parent()
+        while name is not None and walk.follow(name):
+            name = walk.to_parent()
+        if name is None:
+            raise FileRefused(f"refused: {shown} is a directory, not a program")
+        fd = os.open(name, os.O_CLOEXEC | os.O_NOFOLLOW | getattr(os, "O_PATH", 0), dir_fd=walk.fd)
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        resolved = walk.here / name
+    if not stat.S_ISREG(st.st_mode):
+        raise FileRefused(f"refused: {shown} is {_kind(st.st_mode)}, not a program")
+    if weak := _weakness(resolved, st.st_mode, st.st_uid):
+        why, fix = weak
+        where = "" if resolved == path else f" (at {resolved})"
+        raise FileRefused(
+            f"refused: {shown}{where} {why}; anyone who can write it could run anything "
+            f"as root through healerd. Fix it ({fix}){escape}"
+        )
+    return resolved
+
+
+def trusted_location(path: Path, what: str, escape: str = STRICT_ESCAPE) -> None:
+    """Refuses (FileRefused) a path whose directories are not all trusted: every one from
+    `/` to the one that holds it, links on the way followed and the directories that
+    hold them checked, and, when `path` itself is a link, those of its target. `path`
+    itself is not judged: a bind source is the container's data, often owned by the
+    container's user. A part that does not exist yet is judged by the directories that
+    do: only someone who may write those could create it."""
+    check = _DirCheck(
+        f"{what} {path}",
+        escape,
+        "anyone who can write a directory above it could swap it for a link to any host "
+        "path, which the engine would mount into the container",
+    )
+    try:
+        with _walked(path, check) as walk:
+            name = walk.to_parent()
+            while name is not None and walk.follow(name):
+                name = walk.to_parent()
+    except FileNotFoundError:
+        return
+
+
+def trusted_directory(path: Path, what: str, escape: str = STRICT_ESCAPE) -> None:
+    """Refuses (FileRefused) a directory that, or a directory above which (links
+    followed), someone untrusted could write: the project directory, where env files and
+    bind sources are found. Raises OSError when it cannot be walked (missing)."""
+    check = _DirCheck(
+        f"{what} {path}",
+        escape,
+        "anyone who can write it or a directory above it could swap the files and bind "
+        "sources found in it and run containers as root",
+    )
+    with _walked(path, check) as walk:
+        walk.to_parent(into_last=True)

@@ -6,16 +6,21 @@ directory, as Compose takes it from the project directory. MODE is the comma lis
 engine takes: ro|rw, z|Z (SELinux), a propagation (binds), nocopy (volumes) and a
 consistency (accepted, no effect on Linux), each at most once. How each becomes the
 engine request: healerd/engine/request.py, `mounts`.
+
+Under strict modes a host path must be reached through trusted directories only, as an
+env file or the project directory must (issue 29); the source itself may be anyone's.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+from pathlib import Path
 from typing import Any
 
 from healerd.config.errors import describe
 from healerd.config.keys import At, unknown_keys
+from healerd.config.trust import FileRefused, trusted_location
 from healerd.config.units import SIZE_PATTERN, parse_size
 from healerd.config.values import boolean
 from healerd.config.yamlload import LineDict, LineList
@@ -69,11 +74,29 @@ def _target(target: str, at: At) -> None:
         at.error("cannot mount over /")
 
 
+def _trusted(path: str, at: At) -> None:
+    """Under strict modes, a host path's directories must all be trusted, as an env
+    file's are (healerd.config.trust.trusted_location; issue 29): whoever could write
+    one could swap the source for a link to `/`, and the engine, which resolves a bind
+    source itself, would mount the host's root into the container. The source itself
+    is the container's data and may be anyone's."""
+    if not at.context.strict_modes:
+        return
+    try:
+        trusted_location(Path(path), "bind source")
+    except FileRefused as exc:
+        at.error(str(exc))
+    except OSError as exc:
+        at.error(f"bind source {path}: cannot be checked: {exc.strerror or exc}")
+
+
 def _source(source: str, at: At) -> str:
     """A host path (made absolute and normal) or a volume name, as written."""
     source = _absolute(source, at)
     if source.startswith("/"):
-        return posixpath.normpath(source)
+        source = posixpath.normpath(source)
+        _trusted(source, at)
+        return source
     if _ANONYMOUS_RE.fullmatch(source):
         # Anonymous volumes follow their own service's replicas (issue 14): naming one
         # would share another service's data, and it would vanish with that service.

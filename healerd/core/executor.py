@@ -17,7 +17,7 @@ from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from healerd.config import EnvFileError, effective_environment
+from healerd.config import EnvFileError, MountRefused, effective_environment, mounts_for_create
 from healerd.core.own import OwnActions
 from healerd.engine import CannotRestart, Engine, EngineError, NameConflict
 from healerd.model import (
@@ -187,6 +187,12 @@ class Executor:
                 spec = dataclasses.replace(spec, environment=effective_environment(spec))
             except (EnvFileError, OSError) as exc:
                 raise EngineError(f"env_file: {exc}") from None
+        if spec.secrets or spec.configs:
+            # Checked again now; the engine gets the paths read, with no link to follow.
+            try:
+                spec = mounts_for_create(spec)
+            except MountRefused as exc:
+                raise EngineError(f"secrets: {exc}") from None
         if spec.container_name:
             return self._create_named(action, spec, labels, inherit)
         for _ in range(_NAME_ATTEMPTS):

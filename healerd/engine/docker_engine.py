@@ -36,6 +36,7 @@ from healerd.engine import (
 )
 from healerd.engine.docker_errors import needs_new, translated
 from healerd.engine.listing import RowCache, event_of, int_or_none, rows_of
+from healerd.engine.pullauth import HelperFailed, auth_config
 from healerd.model import (
     LABEL_SERVICE,
     ContainerState,
@@ -67,26 +68,22 @@ WATCHED_EVENTS = [
 _log = logging.getLogger("healerd.engine")
 
 
+def _helper_get(name: str, exe: str, server: str) -> Mapping[str, str] | None:
+    """The SDK's credential store client for docker-credential-NAME at `exe`, the path
+    checked at the last reload (Store.__init__ would look it up on PATH again)."""
+    store = docker.credentials.Store.__new__(docker.credentials.Store)
+    store.program, store.exe, store.environment = f"docker-credential-{name}", exe, None
+    try:
+        return dict(store.get(server))
+    except docker.credentials.CredentialsNotFound:
+        return None
+    except (docker.errors.DockerException, docker.credentials.StoreError) as exc:
+        raise HelperFailed(str(exc)) from None
+
+
 def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
-    """The X-Registry-Auth of a pull: {} (anonymous), the user and password or identity
-    token, or what the credential helper docker-credential-NAME gives (through the SDK's
-    credential store support); no credentials found by the helper is an anonymous pull."""
-    if auth is None:
-        return {}
-    if auth.helper:
-        store = docker.auth.AuthConfig({"credsStore": auth.helper})
-        try:
-            found = store.resolve_authconfig(auth.registry)
-        except (docker.errors.DockerException, docker.credentials.StoreError) as exc:
-            # SDK 5 (Debian 12) raises StoreError for a helper that is not installed.
-            raise ImagePullFailed(
-                f"pull {image}: credential helper docker-credential-{auth.helper} for "
-                f"{auth.registry}: {exc}"
-            ) from None
-        return {str(k).lower(): str(v) for k, v in (found or {}).items()}
-    if auth.identity_token:
-        return {"identitytoken": auth.identity_token, "serveraddress": auth.registry}
-    return {"username": auth.username, "password": auth.password, "serveraddress": auth.registry}
+    """The X-Registry-Auth of a pull or a check (healerd.engine.pullauth)."""
+    return auth_config(image, auth, _helper_get)
 
 
 class DockerEngine:

@@ -41,7 +41,9 @@ from tests.support.healerd_process import Healerd
 from tests.support.polling import wait_for
 
 PROJECT = "cdiff"
-HOST_DIR = "/tmp/healerd-cdiff-bind"  # a bind source both tools mount (it must exist)
+# A bind source both tools mount (it must exist); not under /tmp, whose sticky, world-
+# writable directory healerd refuses on the way to a bind source (issue 29).
+HOST_DIR = "/run/healerd-cdiff-bind"
 
 
 def _free_port(kind: int) -> int:

@@ -6,7 +6,6 @@ import base64
 import json
 import logging
 import os
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -263,22 +262,24 @@ def test_the_x_registry_auth_of_a_pull(root: Path, monkeypatch: pytest.MonkeyPat
     }
     token = RegistryAuth("h:1", username="u", identity_token="tok")
     assert _auth_config("h:1/a", token) == {"identitytoken": "tok", "serveraddress": "h:1"}
-    # A credential helper, through the SDK's credential store support.
+    # A credential helper, through the SDK's credential store client, run from the path
+    # found and checked when auth.json was read (never looked up on PATH here).
     helper = root / "docker-credential-fake"
     helper.write_text(
         "#!/bin/sh\nread server\n"
         'printf \'{"ServerURL":"%s","Username":"u","Secret":"from-helper"}\' "$server"\n'
     )
     helper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{root}:{os.environ['PATH']}")
-    got = _auth_config("h:1/a", RegistryAuth("h:1", helper="fake"))
+    monkeypatch.setenv("PATH", "/nowhere")
+    got = _auth_config("h:1/a", RegistryAuth("h:1", helper="fake", helper_path=str(helper)))
     assert (got["username"], got["password"], got["serveraddress"]) == ("u", "from-helper", "h:1")
-    with (
-        pytest.raises(ImagePullFailed, match="docker-credential-absent for h:1"),
-        warnings.catch_warnings(),  # SDK 7 warns before failing, SDK 5 fails at once
+    hub = _auth_config("x:1", RegistryAuth("docker.io", helper="fake", helper_path=str(helper)))
+    assert hub["serveraddress"] == "https://index.docker.io/v1/"  # as the SDK asks a helper
+    refused = RegistryAuth("h:1", helper="absent", helper_error="not installed on PATH (/x)")
+    with pytest.raises(
+        ImagePullFailed, match=r"docker-credential-absent for h:1: not installed on PATH \(/x\)"
     ):
-        warnings.simplefilter("ignore", UserWarning)
-        _auth_config("h:1/a", RegistryAuth("h:1", helper="absent"))
+        _auth_config("h:1/a", refused)
 
 
 def test_the_daemon_reads_the_file_healerd_yaml_names_at_each_reload(tmp_path: Path) -> None:
