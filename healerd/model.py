@@ -430,6 +430,17 @@ class NodeLimits:
 
 
 @dataclass(frozen=True)
+class DockerTLS:
+    """TLS to a `tcp://` engine (healerd.yaml's `docker_tls`): the CA that signed the
+    engine's certificate and healerd's client certificate and key, as file paths."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    verify: bool = True
+
+
+@dataclass(frozen=True)
 class RegistryAuth:
     """The credentials of one registry for a pull (from auth.json): a user and password
     (or an identity token), or the name of a credential helper (`docker-credential-NAME`)
