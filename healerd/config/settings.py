@@ -428,10 +428,10 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
     Setting(
         "image_gc",
         "mapping",
-        "Image garbage collection, as kubelet's: unused images that healerd pulled (or of "
-        "a declared service's repository) are removed, oldest first, when the engine's "
-        "data root fills up, and after an update; the keys are below. See README, Image "
-        "garbage collection.",
+        "Image garbage collection, as kubelet's: unused images of a declared service's "
+        "repository (or that healerd pulled) are removed, oldest first, when the engine's "
+        "data root fills up; after an update, the repository's older images that healerd "
+        "pulled itself; the keys are below. See README, Image garbage collection.",
         "{high_threshold_percent: 90, low_threshold_percent: 70}",
         default=_DEFAULTS.image_gc,
         check=check_image_gc,

@@ -404,6 +404,21 @@ def test_prune_volumes_says_what_went_and_a_dry_run_removes_nothing(daemon: Fake
     assert code != 0  # only volumes: argparse refuses the rest
 
 
+def test_update_checks_now_and_passes_the_operators_allowances(daemon: FakeDaemon) -> None:
+    """Issue 29, L5: the explicit action that lets a tag moved back roll the service back."""
+    code, out, _ = ctl(daemon, "update", "web", "--allow-downgrade")
+    assert code == 0 and out.startswith("update check of web queued; a downgrade allowed once")
+    assert ctl(daemon, "update", "web", "--retry-failed", "-o", "json")[0] == 0
+    assert ctl(daemon, "update", "web")[0] == 0
+    assert daemon.images.updates == [
+        ("web", True, False),
+        ("web", False, True),
+        ("web", False, False),
+    ]
+    code, _, err = ctl(daemon, "update", "db")
+    assert code == EXIT_API and "does not follow its tag" in err
+
+
 def test_healerctl_starts_without_the_config_package() -> None:
     # Every call pays for what healerctl imports: the config package was a tenth of a
     # second of a `healerctl status` (issue 19: < 300 ms at 1,000 containers).
