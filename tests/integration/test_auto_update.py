@@ -138,3 +138,20 @@ def test_follows_the_tag_rolls_back_a_crashing_digest_and_takes_a_later_good_one
     wait_for("v1 removed", lambda: v1 not in local(), timeout=30)
     assert {v2, v4} <= local()
     assert "image-removed" in healerd.ctl("events")[1]
+
+    # The tag moved back to v2, which ran before v4: held, and said once; rolled back
+    # only when the operator says so (issue 29, L5).
+    stable = registry.push(
+        api, f"{registry.ref('app', 'stable').rsplit(':', 1)[0]}@{v2}", "app", "stable"
+    )
+    assert api.inspect_distribution(stable)["Descriptor"]["digest"] == v2
+    wait_for(
+        "the move back held",
+        lambda: "moved back to" in str(status(healerd)["reason"]),
+        timeout=INTERVAL + 10,
+    )
+    holds_for("app still on v4", lambda: digests(cluster) == [v4] * REPLICAS, 2 * INTERVAL)
+    assert healerd.ctl("events", "--service", "app")[1].count("image-downgrade-held") == 1
+    code, out, err = healerd.ctl("update", "app", "--allow-downgrade")
+    assert code == 0 and "a downgrade allowed once" in out, (out, err)
+    wait_for("app back on v2", lambda: digests(cluster) == [v2] * REPLICAS, timeout=30)
