@@ -216,8 +216,9 @@ class Updates:
     def allow(self, key: str, *, downgrade: bool = False, retry_failed: bool = False) -> None:
         """An operator's word for `key`'s next check: roll out a digest the service ran
         before (`downgrade`) or one that failed (`retry_failed`), once."""
-        self._memory.allow(key, {DOWNGRADE} if downgrade else set())
-        self._memory.allow(key, {RETRY} if retry_failed else set())
+        what = {w for w, on in ((DOWNGRADE, downgrade), (RETRY, retry_failed)) if on}
+        if what:
+            self._memory.allow(key, what)
 
     def forget(self, key: str) -> None:
         with self._lock:
