@@ -25,6 +25,9 @@ LABEL_SOURCE_FILE = "io.healerd.source-file"
 # another container of its service names here is history: kept for its logs and exit
 # code (`healerctl logs --previous`, `describe`), never counted as a replica.
 LABEL_REPLACES = "io.healerd.replaces"
+# The image reference the container was created from, as the spec named it: signed, so
+# that a container of another image cannot wear a removed container's labels.
+LABEL_IMAGE = "io.healerd.image"
 # An HMAC with the host key over the container's name and its other io.healerd.* labels:
 # what makes a container healerd's (healerd.core.ownership).
 LABEL_SIGNATURE = "io.healerd.signature"
@@ -36,6 +39,7 @@ SIGNED_LABELS = (
     LABEL_CRASH_STREAK,
     LABEL_SOURCE_FILE,
     LABEL_REPLACES,
+    LABEL_IMAGE,
 )
 
 # How many hex digits of the spec hash the label carries, and how many the name shows.
@@ -446,6 +450,17 @@ class NodeLimits:
     pull_disk_margin: int = 500 * 2**20
     engine_calls_per_second: float = 50.0
     engine_call_burst: int = 200
+
+
+@dataclass(frozen=True)
+class DockerTLS:
+    """TLS to a `tcp://` engine (healerd.yaml's `docker_tls`): the CA that signed the
+    engine's certificate and healerd's client certificate and key, as file paths."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    verify: bool = True
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from healerd import __version__, paths
-from healerd.cli import export_verbs, inspect_verbs
+from healerd.cli import export_verbs, inspect_verbs, update_verb
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
 from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
 
@@ -477,6 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Verbs are listed in `healerctl --help` in the order they are added.
     _add_looking_verbs(verb)
     _add_steering_verbs(verb)
+    update_verb.add_verbs(verb)
     inspect_verbs.add_verbs(verb)
     export_verbs.add_verbs(verb)
     return p
@@ -559,6 +560,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "reload": Ctl.reload,
     "prune": Ctl.prune,
     "wait": Ctl.wait,
+    "update": update_verb.update,
     "logs": inspect_verbs.logs,
     "describe": inspect_verbs.describe,
     "export": _export,

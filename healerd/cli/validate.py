@@ -2,7 +2,10 @@
 
 A PATH may be a service file, a conf.d directory, or a config directory (with conf.d/
 and an optional healerd.yaml). Directories go through the same loader and merge as the
-daemon's reload, so cross-file problems (a service declared twice) show up too.
+daemon's reload, so cross-file problems (a service declared twice) show up too. Every
+form, a single file included, applies the daemon's rules: strict modes unless the
+config directory's healerd.yaml says `strict_modes: false` (a file that a lenient check
+passed and the daemon refused was a false "ok").
 """
 
 from __future__ import annotations
@@ -66,6 +69,19 @@ def _settings(report: Report, path: Path) -> Settings:
         return Settings()
 
 
+def strict_modes_for(conf_dir: Path) -> bool:
+    """The daemon's strict_modes for the files of `conf_dir`: what the healerd.yaml of
+    its config directory (conf.d's parent) says; True (the default) when there is none
+    or it cannot be used (the daemon would not start with it: validate reports it)."""
+    settings = conf_dir.parent / SETTINGS_FILE
+    if conf_dir.name != "conf.d" or not settings.is_file():
+        return True
+    try:
+        return load_settings(settings).strict_modes
+    except SettingsError:
+        return True
+
+
 def validate(paths: list[Path]) -> Report:
     report = Report()
     for path in paths:
@@ -80,12 +96,16 @@ def validate(paths: list[Path]) -> Report:
                 conf_dir = conf_d
             else:
                 conf_dir = path
+            strict = strict_modes_for(conf_dir)
             try:
-                _add_results(report, load_conf_dir(conf_dir, environment=allowed))
+                _add_results(
+                    report, load_conf_dir(conf_dir, strict_modes=strict, environment=allowed)
+                )
             except OSError as exc:
                 report.errors.append(ConfigError(str(conf_dir), None, "", f"cannot read: {exc}"))
         elif path.name == SETTINGS_FILE:
             _settings(report, path)
         else:
-            _add_results(report, [load_service_file(path)])
+            strict = strict_modes_for(path.parent)
+            _add_results(report, [load_service_file(path, strict_modes=strict)])
     return report

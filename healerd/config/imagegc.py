@@ -70,8 +70,9 @@ _ROWS: tuple[tuple[str, str, str, str, Any], ...] = (
     (
         "high_threshold_percent",
         "integer 1 to 100",
-        "When the engine's data root filesystem is at least this full, unused images "
-        "healerd pulled are removed (kubelet's imageGCHighThresholdPercent).",
+        "When the engine's data root filesystem is at least this full, unused images of "
+        "the declared services' repositories (and of images healerd pulled) are removed, "
+        "whoever pulled them (kubelet's imageGCHighThresholdPercent).",
         "90",
         _percent(1, 100),
     ),
@@ -86,8 +87,8 @@ _ROWS: tuple[tuple[str, str, str, str, Any], ...] = (
     (
         "min_age",
         "duration 0s to 168h",
-        "An image is removed only once healerd has seen it unused this long "
-        "(kubelet's imageMinimumGCAge).",
+        "An image is removed only once healerd has seen it unused this long (kubelet's "
+        "imageMinimumGCAge): by the threshold runs and by the trim after an update alike.",
         "10m",
         _min_age,
     ),

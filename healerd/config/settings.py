@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from healerd import paths
+from healerd.config.dockertls import DOCKER_TLS_CHILDREN, check_docker_tls, plain_tcp_problem
 from healerd.config.errors import (
     ConfigError,
     SettingsError,
@@ -24,7 +25,7 @@ from healerd.config.imagegc import IMAGE_GC_CHILDREN, ImageGcSettings, check_ima
 from healerd.config.keys import At, Key, check_keys, parsed
 from healerd.config.units import format_duration, parse_duration, parse_size
 from healerd.config.yamlload import LineDict, load_yaml_bytes, read_config_file
-from healerd.model import NodeLimits, Threshold
+from healerd.model import DockerTLS, NodeLimits, Threshold
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MAX_WORKERS = 64
@@ -43,6 +44,10 @@ class Settings:
 
     config_dir: Path = paths.CONFIG_DIR
     docker_host: str | None = None  # None: DOCKER_HOST, else the local socket
+    # TLS to a tcp:// engine (healerd.config.dockertls); None: none (or the environment's).
+    docker_tls: DockerTLS | None = None
+    # Allow plain HTTP (or unverified TLS) to a tcp:// engine on another machine.
+    docker_insecure_tcp: bool = False
     socket_path: Path = paths.SOCKET
     # The host key that signs healerd's containers lives here (root-only, mode 0700).
     state_dir: Path = Path("/var/lib/healerd")
@@ -246,6 +251,28 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "unix:///var/run/docker.sock",
         _docker_host,
     ),
+    Setting(
+        "docker_tls",
+        "mapping or null",
+        "TLS to a `tcp://` docker_host, as dockerd's `--tlsverify` wants it; the keys are "
+        "below. null: none, unless docker_host is null and $DOCKER_TLS_VERIFY or "
+        "$DOCKER_CERT_PATH say so (as for the docker CLI).",
+        "{ca: /etc/healerd/docker/ca.pem, cert: /etc/healerd/docker/cert.pem, key: "
+        "/etc/healerd/docker/key.pem}",
+        default=None,
+        check=check_docker_tls,
+        children=DOCKER_TLS_CHILDREN,
+    ),
+    _setting(
+        "docker_insecure_tcp",
+        "boolean",
+        "Allow a `tcp://` docker_host on another machine without verified TLS. Without it "
+        "healerd refuses to start: in plain HTTP every request, registry passwords and "
+        "env-file values included, crosses the network in clear, and anyone on the path "
+        "can answer as the engine. Loopback addresses need neither.",
+        "true",
+        _bool,
+    ),
     _setting(
         "socket_path",
         "absolute path",
@@ -435,10 +462,10 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
     Setting(
         "image_gc",
         "mapping",
-        "Image garbage collection, as kubelet's: unused images that healerd pulled (or of "
-        "a declared service's repository) are removed, oldest first, when the engine's "
-        "data root fills up, and after an update; the keys are below. See README, Image "
-        "garbage collection.",
+        "Image garbage collection, as kubelet's: unused images of a declared service's "
+        "repository (or that healerd pulled) are removed, oldest first, when the engine's "
+        "data root fills up; after an update, the repository's older images that healerd "
+        "pulled itself; the keys are below. See README, Image garbage collection.",
         "{high_threshold_percent: 90, low_threshold_percent: 70}",
         default=_DEFAULTS.image_gc,
         check=check_image_gc,
@@ -470,6 +497,11 @@ def _checked(
         if low not in failed and high not in failed and good[low] > good[high]:
             reason = f"must not be greater than {high} ({good[high]}s)"
             errors.append(ConfigError(file, lines.get(low, lines.get(high)), low, reason))
+    if good["docker_host"] and not failed & {"docker_host", "docker_tls"}:
+        tls, insecure = good["docker_tls"], good["docker_insecure_tcp"]
+        problem = plain_tcp_problem(good["docker_host"], tls, insecure)
+        if problem:
+            errors.append(ConfigError(file, lines.get("docker_host"), "docker_host", problem))
     return good, errors
 
 

@@ -2,13 +2,19 @@
 
 Like kubelet's: when the engine's data root is at least `high_threshold_percent` full,
 unused images go, oldest first, until it is at most `low_threshold_percent` full; and
-right after an update, `trim` removes the older images of the updated repository.
+right after an update, `trim` removes the older images of the updated repository that
+healerd pulled itself.
 
-healerd keeps no database, so "an image healerd pulled" is judged from what is known
-now: an image may go only when every repository it is named in (its tags and digests)
-is the repository of a declared service's image, or of an image this daemon pulled
-since it started. An image also named in any other repository, or in none (one built or
-loaded by hand), is someone else's. Never removed, whatever the disk:
+Under the thresholds, as with kubelet, an image may go when every repository it is
+named in (its tags and digests) is the repository of a declared service's image, or of
+an image healerd pulled: an unused image of a declared repository is fair game whoever
+pulled it. An image also named in any other repository, or in none (one built or loaded
+by hand), is someone else's. `trim`, which needs no full disk, is narrower: only images
+healerd pulled itself, by ID. Those IDs are the images the references healerd pulled
+named when it looked (`mine`), kept in `state_dir` across restarts (a store, see
+healerd.core.persist) and forgotten once the engine no longer lists them.
+
+Never removed, whatever the disk:
 
 - an image any container uses, running or stopped, healerd's or not (the engine also
   refuses such a removal, which covers a container made meanwhile);
@@ -21,8 +27,8 @@ loaded by hand), is someone else's. Never removed, whatever the disk:
 "Oldest" is the time healerd first saw the image unused (kubelet's last-used time, as
 well as healerd can tell without a database); images seen unused at the same moment
 (all of them, at start) go by the image's build time (`Created`). `min_age` counts from
-when healerd first saw the image unused, so a restart of healerd delays removals by
-`min_age`, never hastens them.
+when healerd first saw the image unused, for the threshold runs and `trim` alike, so a
+restart of healerd delays removals by `min_age`, never hastens them.
 
 The choice (`for_space`, `for_trim`) is pure; `ImageCollector` does the I/O through the
 engine protocol.
@@ -41,12 +47,16 @@ from typing import Protocol
 from healerd.config.imagegc import ImageGcSettings, describe_image_gc
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
+from healerd.core.persist import MemoryStore, StateStore
 from healerd.engine import EngineError, LocalImage
 
 log = logging.getLogger("healerd.imagegc")
 
 # How long after healerd's start the first collection waits at most.
 FIRST_RUN_DELAY = 60.0
+# The IDs of images healerd pulled read from a store at most (those remembered are
+# always a subset of the engine's images).
+MAX_MINE = 10_000
 # Docker Hub's names, shortened as the engine lists them (its "familiar" form).
 _HUB_PREFIXES = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
 
@@ -125,6 +135,7 @@ class Inventory:
     protected: AbstractSet[str] = frozenset()  # kept as well (the auto-updater's)
     pulled: AbstractSet[str] = frozenset()  # references this daemon pulled
     unused_since: Mapping[str, float] = field(default_factory=dict)  # ID -> first seen unused
+    mine: AbstractSet[str] = frozenset()  # IDs of the images healerd pulled itself
 
     @property
     def known(self) -> frozenset[str]:
@@ -181,16 +192,17 @@ def used_percent(total: int, free: int) -> float:
     return 100.0 * (total - free) / total if total > 0 else 0.0
 
 
+def unused_for(inv: Inventory, image: LocalImage, now: float, min_age: float) -> bool:
+    since = inv.unused_since.get(image.id)
+    return since is not None and now - since >= min_age
+
+
 def ripe(inv: Inventory, now: float, min_age: float) -> list[LocalImage]:
     """Every image a threshold run may remove, oldest first: collectable, not the
     previous image of a declared repository, and unused for `min_age`."""
     rollback = inv.rollback()
     found = [
-        i
-        for i in inv.collectable()
-        if i.id not in rollback
-        and i.id in inv.unused_since
-        and now - inv.unused_since[i.id] >= min_age
+        i for i in inv.collectable() if i.id not in rollback and unused_for(inv, i, now, min_age)
     ]
     return sorted(found, key=inv.age_key)
 
@@ -208,15 +220,21 @@ def for_space(inv: Inventory, to_free: int, now: float, min_age: float) -> list[
     return chosen
 
 
-def for_trim(inv: Inventory, repository: str, keep: Iterable[str]) -> list[LocalImage]:
-    """The unused images of `repository` but those `keep` names, oldest first, after an
-    update: no threshold, no minimum age. `repository` counts as healerd's."""
+def for_trim(
+    inv: Inventory, repository: str, keep: Iterable[str], now: float, min_age: float
+) -> list[LocalImage]:
+    """The unused images of `repository` that healerd pulled itself (`inv.mine`) but
+    those `keep` names, oldest first, after an update: no threshold, but unused for
+    `min_age`. Someone else's image of the repository is never trimmed."""
     repo = parse_ref(repository).repository
     kept = inv.named(keep)
     found = [
         i
         for i in inv.collectable(frozenset({repo}))
-        if repo in repositories(i) and i.id not in kept
+        if repo in repositories(i)
+        and i.id in inv.mine
+        and i.id not in kept
+        and unused_for(inv, i, now, min_age)
     ]
     return sorted(found, key=inv.age_key)
 
@@ -236,14 +254,15 @@ def _nothing_removed(_size: int) -> None:
 
 class ImageCollector:
     """Runs the collection every `interval`, and `trim` on request (the auto-updater's
-    thread); one at a time. Remembers, in memory only, when it first saw each image
-    unused and which references healerd pulled (`note_pull`).
+    thread); one at a time. Remembers, in memory, when it first saw each image unused
+    and which references healerd pulled (`note_pull`); in `store`, across restarts, the
+    IDs of the images those references named (`mine`).
 
     `declared()` maps each declared service to its image, or is None while that is not
     known (a config file broken since start): then nothing is removed. `disk()` is the
     data root's (total, free) bytes, None when unknown. `pulled()` the references
-    healerd pulled (the executor's record; `note_pull` adds others). `protect` adds a
-    source of references to keep."""
+    healerd pulled (the executor's and the updater's records; `note_pull` adds others).
+    `protect` adds a source of references to keep."""
 
     def __init__(
         self,
@@ -256,6 +275,7 @@ class ImageCollector:
         *,
         pulled: Callable[[], Iterable[str]] = frozenset,
         on_removed: Callable[[int], None] = _nothing_removed,
+        store: StateStore | None = None,
     ) -> None:
         self._engine = engine
         self._clock = clock
@@ -270,6 +290,8 @@ class ImageCollector:
         self._protectors: list[Callable[[], Iterable[str]]] = []
         self._pulled: set[str] = set()
         self._unused_since: dict[str, float] = {}
+        self._store = store or MemoryStore()
+        self._mine = _loaded_ids(self._store.load())
         self.removed = 0  # images removed since start
         self.freed = 0  # their bytes, as the engine sized them
 
@@ -351,7 +373,8 @@ class ImageCollector:
                 inv = self._look()
                 if inv is None:
                     return []
-                chosen = for_trim(inv, repository, keep)
+                now, min_age = self._clock.monotonic(), self._settings().min_age
+                chosen = for_trim(inv, repository, keep, now, min_age)
                 kept = ", ".join(keep) or "nothing"
                 why = f"after the update of {parse_ref(repository).repository} (kept {kept})"
                 return self._remove(chosen, why)
@@ -393,7 +416,27 @@ class ImageCollector:
             protected=protected,
             pulled=frozenset(pulled),
             unused_since=unused,
+            mine=self._note_mine(images, pulled),
         )
+
+    def _note_mine(self, images: Sequence[LocalImage], pulled: Iterable[str]) -> frozenset[str]:
+        """The IDs of the images healerd pulled: those its pulled references name now,
+        with those remembered that the engine still lists; saved when they changed."""
+        refs = tuple(pulled)
+        listed = {i.id for i in images}
+        named = {i.id for i in images if any(names(i, r) for r in refs)}
+        with self._lock:
+            mine = (self._mine & listed) | named
+            changed = mine != self._mine
+            if changed:
+                self._mine = mine
+            kept = frozenset(self._mine)
+        if changed:
+            try:
+                self._store.save({"pulled_image_ids": sorted(kept)})
+            except OSError as exc:
+                log.warning("the IDs of the images healerd pulled not saved: %s", exc)
+        return kept
 
     def _remove(
         self, chosen: Sequence[LocalImage], why: str, enough: int | None = None
@@ -419,6 +462,14 @@ class ImageCollector:
             log.info("%s%s", f"{service}: " if service else "", message)
             self._events.record("image-removed", service, message)
         return removed
+
+
+def _loaded_ids(data: object) -> set[str]:
+    """The IDs a store kept (`{"pulled_image_ids": [...]}`); anything else is none."""
+    ids = data.get("pulled_image_ids") if isinstance(data, dict) else None
+    if not isinstance(ids, list):
+        return set()
+    return {i for i in ids[:MAX_MINE] if isinstance(i, str) and i.startswith("sha256:")}
 
 
 def _service_of(image: LocalImage, declared: Mapping[str, str]) -> str:

@@ -4,8 +4,21 @@ Labels alone are no proof: `docker commit` of a healerd container copies its lab
 an image, and anyone with the engine's socket can write them by hand. A container that
 healerd would count as a replica, remove or replace must carry `io.healerd.signature`:
 an HMAC, with the host key (a secret made at first start, root-only), over the
-container's own name and all its `io.healerd.*` labels. Copied labels do not verify (the
-name differs; a name is unique on an engine) and made-up ones cannot be signed.
+container's own name and all its `io.healerd.*` labels, the image reference it was made
+from (`io.healerd.image`) included. Copied labels do not verify (the name differs; a
+name is unique on an engine) and made-up ones cannot be signed. A removed container's
+name and labels, replayed on a new container of another image, do not verify either:
+the engine lists the container's own image reference, which must be the signed one.
+While that reference no longer names the container's image (its tag moved, or the image
+was removed), Docker lists the image's ID instead: the reference cannot be compared
+then, and the container is taken as signed. Signatures of an older healerd (v1: no
+image) still verify for containers created before this version first ran with the key
+(`v1_until`), never for later ones.
+
+What this does not stop: anyone with the engine's socket (root-equivalent) can tag
+their own image with the signed reference, create the container by image ID, or read
+the host key itself. The binding stops labels copied onto another image by mistake or
+by a tool, not root.
 
 A container that does not verify is left alone: never stopped, removed or counted. It is
 reported in `healerctl status` and the events instead. Containers created before the
@@ -28,8 +41,10 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
+from healerd.core.imagegc import parse_ref
 from healerd.engine import Death, Engine, LocalImage
 from healerd.model import (
+    LABEL_IMAGE,
     LABEL_SERVICE,
     LABEL_SIGNATURE,
     LABEL_SPEC_HASH,
@@ -41,30 +56,84 @@ from healerd.model import (
     ServiceSpec,
 )
 
+# The labels an older healerd signed (v1): all but the image reference.
+_V1_LABELS = tuple(k for k in SIGNED_LABELS if k != LABEL_IMAGE)
+
+
+def _repository(ref: str) -> tuple[str, str | None, str | None]:
+    """Repository (familiar, without Podman's `localhost/` for local images), tag and
+    digest of a reference."""
+    r = parse_ref(ref)
+    return r.repository.removeprefix("localhost/"), r.tag, r.digest
+
+
+def _same_image(listed: str, signed: str) -> bool:
+    """Whether the engine's spelling of a container's image is the signed reference:
+    the same repository (`busybox` is `docker.io/library/busybox`), and the same digest
+    when both give one, else the same tag (`latest` when none)."""
+    (repo, tag, digest), (s_repo, s_tag, s_digest) = _repository(listed), _repository(signed)
+    if repo != s_repo:
+        return False
+    if digest and s_digest:
+        return digest == s_digest
+    return (tag or "latest") == (s_tag or "latest")
+
+
+def image_matches(listed: str, signed: str) -> bool:
+    """Whether the image the engine lists for a container fits the reference it was
+    signed with: that reference, however spelt; or the image's full ID, which Docker
+    lists once the reference names another image (a moved tag) or none."""
+    if listed == signed or (listed and signed and _same_image(listed, signed)):
+        return True
+    return listed.startswith("sha256:") and len(listed) == 71
+
 
 @dataclass(frozen=True)
 class HostKey:
     secret: bytes = b""
     born: float = 0.0  # wall-clock time the key was made
+    # Until when v1 signatures (without the image) count: when this version first ran.
+    v1_until: float = 0.0
 
     def __repr__(self) -> str:  # never the secret in a log or a traceback
-        return f"HostKey(born={self.born})"
+        return f"HostKey(born={self.born}, v1_until={self.v1_until})"
 
     def _mac(self, purpose: bytes, message: bytes) -> str:
         return hmac.new(self.secret, purpose + b"\0" + message, hashlib.sha256).hexdigest()
 
     def sign(self, name: str, labels: Mapping[str, str]) -> str:
         """The signature of a container named `name` carrying `labels`. It covers the
-        labels healerd acts on, each of them, so that none can be added or changed; other
-        io.healerd.* labels (an image's, say) mean nothing to healerd and are not covered."""
-        values = [labels.get(k, "") for k in SIGNED_LABELS]
+        labels healerd acts on, each of them, the image reference among them, so that
+        none can be added or changed; other io.healerd.* labels (an image's, say) mean
+        nothing to healerd and are not covered."""
+        return self._signature(b"owner-v2", name, labels, SIGNED_LABELS)
+
+    def _signature(
+        self, purpose: bytes, name: str, labels: Mapping[str, str], keys: Sequence[str]
+    ) -> str:
+        values = [labels.get(k, "") for k in keys]
         message = json.dumps([name, values], separators=(",", ":")).encode()
-        return self._mac(b"owner-v1", message)
+        return self._mac(purpose, message)
 
     def verifies(self, c: ObservedContainer) -> bool:
+        return not self.why_not(c)
+
+    def why_not(self, c: ObservedContainer) -> str:
+        """ "" when the container's signature verifies, else why not."""
         labels = dict(c.owner_labels)
         given = labels.get(LABEL_SIGNATURE, "")
-        return bool(given) and hmac.compare_digest(given, self.sign(c.name, labels))
+        if not given:
+            return "no signature"
+        if hmac.compare_digest(given, self.sign(c.name, labels)):
+            if image_matches(c.image, labels.get(LABEL_IMAGE, "")):
+                return ""
+            return "its image is not the one it was signed with (labels replayed?)"
+        v1 = self._signature(b"owner-v1", c.name, labels, _V1_LABELS)
+        if hmac.compare_digest(given, v1):
+            if c.created < int(self.v1_until):
+                return ""
+            return "an older healerd's signature (without the image) on a newer container"
+        return "signature does not verify (labels copied, made up, or the container renamed)"
 
     def trusts(self, c: ObservedContainer) -> bool:
         """Signed with this key, or created before it existed (the engine reports
@@ -85,12 +154,6 @@ class Unverified:
     service: str
     first_seen: float
     why: str
-
-
-def _why(c: ObservedContainer) -> str:
-    if not dict(c.owner_labels).get(LABEL_SIGNATURE):
-        return "no signature, created after the host key"
-    return "signature does not verify (labels copied, made up, or the container renamed)"
 
 
 class SignedEngine:
@@ -131,7 +194,10 @@ class SignedEngine:
             for c in others:
                 u = before.get(c.id)
                 if u is None:
-                    u = Unverified(c.id, c.name, c.service, self._clock(), _why(c))
+                    why = self.key.why_not(c) or "unverified"
+                    if why == "no signature":
+                        why = "no signature, created after the host key"
+                    u = Unverified(c.id, c.name, c.service, self._clock(), why)
                     new.append(u)
                 self._unverified[c.id] = u
         for u in new:
@@ -148,7 +214,8 @@ class SignedEngine:
         # The adapter adds service and spec hash unless given; the caller's labels win.
         # Every signed label is set, so that an image's labels cannot stand in for one.
         owned = {k: "" for k in SIGNED_LABELS}
-        owned |= {LABEL_SERVICE: spec.name, LABEL_SPEC_HASH: spec.spec_hash, **labels}
+        owned |= {LABEL_SERVICE: spec.name, LABEL_SPEC_HASH: spec.spec_hash}
+        owned |= {LABEL_IMAGE: spec.image, **labels}
         signed = {**owned, LABEL_SIGNATURE: self.key.sign(name, owned)}
         return self._engine.create_and_start(spec, name, signed, inherit)
 

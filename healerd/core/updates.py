@@ -7,12 +7,14 @@ A check asks the registry for the tag's digest (one manifest request, no pull); 
 is pulled and pinned, and the changed spec hash rolls the service with its update_config.
 If a container of the new digest exits or turns unhealthy, or the rollout passes its
 progress deadline, before the rollout completes, the previous digest is pinned again (a
-rollback, by the same rollout rules) and the new one is marked bad: not tried again
-until the tag moves.
+rollback, by the same rollout rules) and the new one is marked bad: never tried again.
 
-No database: after a restart a pin is taken again from the image reference the
-service's oldest running container was made with; a bad mark lives in memory only (so
-a restart tries a bad digest once more, and rolls back again).
+The registry is trusted to move the tag forward, not back: a tag moved to a digest the
+service ran before (an older one) is held, not rolled out, until an operator allows it
+(`healerctl update SERVICE --allow-downgrade`). The bad digests and those run are kept
+per service, bounded, in healerd.core.updatememory (a file in `state_dir`), so that a
+restart forgets neither. After a restart a pin is taken again from the image reference
+the service's oldest running container was made with.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from typing import Protocol
 from healerd.config import DesiredState
 from healerd.core import jobs
 from healerd.core.events import EventLog
+from healerd.core.persist import StateStore
 from healerd.core.planner import history, is_available
+from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory
 from healerd.engine import EngineError, ImagePullFailed
 from healerd.engine.request import split_reference
 from healerd.model import ContainerState, ObservedContainer, RegistryAuth, ServiceSpec
@@ -156,7 +160,9 @@ class Updates:
         self._on_change = on_change
         self._lock = threading.Lock()
         self._pins: dict[str, Pin] = {}
-        self._bad: dict[str, str] = {}  # service -> the digest it rolled back from
+        self._memory = DigestMemory()  # bad digests and digests run, per service
+        self._held: dict[str, str] = {}  # service -> the older digest its tag moved back to
+        self._pulled: set[str] = set()  # the references this updater pulled
         self._notes: dict[str, str] = {}
         self._pulling: dict[str, str] = {}  # service -> the new digest being pulled
         self._no_digest: set[str] = set()  # services whose local image has no registry digest
@@ -198,12 +204,29 @@ class Updates:
         refs |= {pinned_ref(p.declared, p.previous) for p in pins if p.previous}
         return refs
 
+    def pulled(self) -> frozenset[str]:
+        """The references pulled for updates since start (image GC: healerd's images)."""
+        with self._lock:
+            return frozenset(self._pulled)
+
+    def use_store(self, store: StateStore) -> None:
+        """Remember bad digests and digests run in `store` (the daemon's state_dir)."""
+        self._memory.use(store)
+
+    def allow(self, key: str, *, downgrade: bool = False, retry_failed: bool = False) -> None:
+        """An operator's word for `key`'s next check: roll out a digest the service ran
+        before (`downgrade`) or one that failed (`retry_failed`), once."""
+        what = {w for w, on in ((DOWNGRADE, downgrade), (RETRY, retry_failed)) if on}
+        if what:
+            self._memory.allow(key, what)
+
     def forget(self, key: str) -> None:
         with self._lock:
             self._no_digest.discard(key)
             self._pins.pop(key, None)
-            self._bad.pop(key, None)
+            self._held.pop(key, None)
             self._notes.pop(key, None)
+        self._memory.forget(key)
 
     # -- the reconcile pass ----------------------------------------------------------
 
@@ -234,6 +257,7 @@ class Updates:
             current = self._pins.get(spec.name)
             if current is None or current.declared != spec.image:
                 self._pins[spec.name] = Pin(spec.image, digest)
+        self._memory.ran(spec.name, spec.image, digest)
         self._on_change(spec.name)
         return self.apply(spec)
 
@@ -274,10 +298,10 @@ class Updates:
                 if self._pins.get(key) != pin:
                     return False
                 self._pins[key] = replace(pin, trying=False)
-                self._bad.pop(key, None)
                 self._notes[key] = f"updated to {short(pin.digest)}" + (
                     f" (from {short(pin.previous)})" if pin.previous else ""
                 )
+            self._memory.ran(key, pin.declared, pin.digest)
             self._events.record(
                 "image-updated", key, f"all replicas run {pin.declared}@{short(pin.digest)}"
             )
@@ -290,7 +314,8 @@ class Updates:
         back = Pin(pin.declared, pin.previous) if pin.previous else None
         note = (
             f"rolled back to {short(pin.previous)}: {short(pin.digest)} failed ({why}); "
-            f"{short(pin.digest)} is not tried again until {pin.declared} moves"
+            f"{short(pin.digest)} is not tried again (healerctl update {key} "
+            "--retry-failed tries it once more)"
         )
         with self._lock:
             if self._pins.get(key) != pin:
@@ -299,8 +324,8 @@ class Updates:
                 self._pins.pop(key, None)
             else:
                 self._pins[key] = back
-            self._bad[key] = pin.digest
             self._notes[key] = note
+        self._memory.failed(key, pin.declared, pin.digest)
         log.warning("%s: %s", key, note)
         self._events.record("image-rollback", key, note)
         self._on_change(key)
@@ -314,7 +339,6 @@ class Updates:
         key = spec.name
         with self._lock:
             pin = self._pins.get(key)
-            bad = self._bad.get(key)
             if key in self._no_digest:
                 # The next pass looks at the local image again (pulled since, perhaps).
                 self._no_digest.discard(key)
@@ -334,7 +358,7 @@ class Updates:
             log.warning("%s: cannot check %s for updates: %s", key, spec.image, exc)
             return ""
         log.debug("%s: %s is %s in its registry (pinned %s)", key, spec.image, digest, pin.digest)
-        if digest == pin.digest or digest == bad:
+        if self._held_back(key, pin, digest):
             return ""
         ref = f"{repository(spec.image)}@{digest}"
         with self._lock:
@@ -347,6 +371,8 @@ class Updates:
         finally:
             with self._lock:
                 self._pulling.pop(key, None)
+        with self._lock:
+            self._pulled.add(pinned_ref(spec.image, digest))
         new = Pin(spec.image, digest, previous=pin.digest, trying=True, since=self._now())
         with self._lock:
             if self._pins.get(key) != pin:
@@ -358,6 +384,35 @@ class Updates:
         )
         self._on_change(key)
         return digest
+
+    def _held_back(self, key: str, pin: Pin, digest: str) -> bool:
+        """Whether the tag's digest is not to be rolled out: the pinned one; one that
+        failed before; one the service ran before the pinned one (the tag moved back),
+        held until an operator allows it. An allowance is used up here."""
+        allowed = self._memory.take_allowance(key)
+        if digest == pin.digest:
+            return True
+        if self._memory.is_bad(key, pin.declared, digest) and RETRY not in allowed:
+            return True
+        older = self._memory.is_older(key, pin.declared, digest, pin.digest)
+        if not older or DOWNGRADE in allowed:
+            with self._lock:
+                self._held.pop(key, None)
+            return False
+        note = (
+            f"{pin.declared} moved back to {short(digest)}, which ran before "
+            f"{short(pin.digest)}: not rolled back without healerctl update {key} "
+            "--allow-downgrade"
+        )
+        with self._lock:
+            told = self._held.get(key) == digest
+            self._held[key] = digest
+            self._notes[key] = note
+        if not told:
+            log.warning("%s: %s", key, note)
+            self._events.record("image-downgrade-held", key, note)
+            self._on_change(key)  # a pass: the status says why
+        return True
 
 
 def following(services: Mapping[str, ServiceSpec]) -> list[ServiceSpec]:

@@ -151,11 +151,14 @@ class Api:
         m = re.fullmatch(r"/v1/services/([^/]+)/(logs|describe)", path)
         if m:
             return self._inspect(req, check_service_name(unquote(m.group(1))), m.group(2))
-        m = re.fullmatch(r"/v1/services/([^/]+)/(reconcile|pause|resume)", path)
+        m = re.fullmatch(r"/v1/services/([^/]+)/(reconcile|pause|resume|update)", path)
         if m:
-            self._only(req, "POST", set())
             name, verb = check_service_name(unquote(m.group(1))), m.group(2)
+            allowances = {"allow_downgrade", "retry_failed"} if verb == "update" else set()
+            self._only(req, "POST", allowances)
             self._authorize(req, verb)
+            if verb == "update":
+                return self._update(req, name)
             return self._service_verb(req, name, verb)
         raise ApiError(404, f"no such endpoint: {path[:100]}")
 
@@ -322,6 +325,29 @@ class Api:
         verb = "would remove" if dry_run else "removed"
         msg = f"{verb} {len(names)} volume(s)" + (": " + ", ".join(names) if names else "")
         return 200, {"ok": True, "dry_run": dry_run, "volumes": names, "message": msg}
+
+    def _update(self, req: Request, name: str) -> tuple[int, Any]:
+        """Check a followed tag now; with the operator's word, roll out (once) a digest
+        the service ran before or one that failed before."""
+        if name not in self.daemon.controller.desired.services:
+            raise ApiError(404, f"no such service: {name}")
+        downgrade = req.one("allow_downgrade") in ("1", "true")
+        retry = req.one("retry_failed") in ("1", "true")
+        if not self.daemon.images.update_now(name, downgrade=downgrade, retry_failed=retry):
+            raise ApiError(
+                409, f"{name} does not follow its tag (x-healerd: {{auto_update: registry}})"
+            )
+        allowed = [w for w, on in (("a downgrade", downgrade), ("a failed digest", retry)) if on]
+        log.info(
+            "update check of %s%s requested by %s",
+            name,
+            f" ({' and '.join(allowed)} allowed once)" if allowed else "",
+            peer_label(req.peer),
+        )
+        msg = f"update check of {name} queued" + (
+            f"; {' and '.join(allowed)} allowed once" if allowed else ""
+        )
+        return 202, {"ok": True, "service": name, "message": f"{msg}: see healerctl status {name}"}
 
     def _service_verb(self, req: Request, name: str, verb: str) -> tuple[int, Any]:
         c = self.daemon.controller

@@ -63,11 +63,19 @@ class ControllerLike(Protocol):
     def prune_volumes(self, dry_run: bool) -> list[str]: ...
 
 
+class ImageWorkLike(Protocol):
+    """The part of healerd.daemon.imagework.ImageWork the API uses."""
+
+    def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool: ...
+
+
 class DaemonLike(Protocol):
     """The part of healerd.daemon.main.Daemon the API uses."""
 
     @property
     def controller(self) -> ControllerLike: ...
+    @property
+    def images(self) -> ImageWorkLike: ...
     @property
     def metrics(self) -> Metrics: ...
     @property

@@ -2,12 +2,15 @@
 
 It signs healerd's containers (healerd.core.ownership). It is not a database: losing it
 costs nothing but the proof for containers made after it; a new key trusts every
-container older than itself, as the first one did.
+container older than itself, as the first one did. The file also says until when
+signatures without the image reference (an older healerd's, v1) count: the time this
+version first read the key (written into the file then), or the key's birth.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -22,6 +25,8 @@ log = logging.getLogger("healerd")
 
 KEY_FILE = "host.key"
 _SIZE = 32  # bytes of secret: an HMAC-SHA256 key
+# A key born further than this ahead of the clock was made while one of them was wrong.
+CLOCK_SLACK = 300.0
 
 
 class HostKeyError(Exception):
@@ -37,10 +42,34 @@ def load_or_create(state_dir: Path, now: float, *, strict: bool = True) -> HostK
         raise HostKeyError(f"state directory {state_dir}: {exc.strerror or exc}") from exc
     for _ in range(2):
         try:
-            return _read(path, strict)
+            return _checked(path, _read(path, strict), now)
         except FileNotFoundError:
             _create(path, now)
-    return _read(path, strict)
+    return _checked(path, _read(path, strict), now)
+
+
+def _checked(path: Path, key: HostKey, now: float) -> HostKey:
+    """The key as this version uses it: a key file of an older healerd gets its
+    `v1_until` (now) written into it; a birth in the future is said (trust on first
+    use trusts every unsigned container made before it)."""
+    if key.born > now + CLOCK_SLACK:
+        log.warning(
+            "host key %s was made %.0fs after what this host's clock says is now: until "
+            "then, containers without a signature are taken as older than the key "
+            "(trusted). If the clock was wrong when the key was made, stop healerd, "
+            "remove the key and start it again once the clock is right",
+            path,
+            key.born - now,
+        )
+    if key.v1_until >= 0:
+        return key
+    upgraded = dataclasses.replace(key, v1_until=now)
+    try:
+        _write(path, upgraded, replace=True)
+        log.info("host key %s: containers made from now on are signed with their image", path)
+    except OSError as exc:
+        log.warning("host key %s not updated (%s): older signatures count until now", path, exc)
+    return upgraded
 
 
 def _read(path: Path, strict: bool) -> HostKey:
@@ -59,7 +88,8 @@ def _read(path: Path, strict: bool) -> HostKey:
         )
     try:
         data = json.loads(raw)
-        key = HostKey(bytes.fromhex(data["key"]), float(data["born"]))
+        v1_until = float(data.get("v1_until", -1.0))  # absent: an older healerd's file
+        key = HostKey(bytes.fromhex(data["key"]), float(data["born"]), v1_until)
         if len(key.secret) < _SIZE:
             raise ValueError("key too short")
     except (ValueError, KeyError, TypeError) as exc:
@@ -73,9 +103,16 @@ def _read(path: Path, strict: bool) -> HostKey:
 
 
 def _create(path: Path, now: float) -> None:
-    """Written in full under a temporary name, then linked into place: never a half key,
-    and a key another start made first wins."""
-    data = json.dumps({"key": secrets.token_hex(_SIZE), "born": now}).encode() + b"\n"
+    """A new key, linked into place: a key another start made first wins."""
+    if _write(path, HostKey(secrets.token_bytes(_SIZE), now, v1_until=now), replace=False):
+        log.info("made a new host key %s: containers made before now are trusted as they are", path)
+
+
+def _write(path: Path, key: HostKey, *, replace: bool) -> bool:
+    """Written in full under a temporary name, then linked (or, `replace`, renamed)
+    into place: never a half key. False when another start's key was there first."""
+    fields = {"key": key.secret.hex(), "born": key.born, "v1_until": key.v1_until}
+    data = json.dumps(fields).encode() + b"\n"
     tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
@@ -85,15 +122,20 @@ def _create(path: Path, now: float) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    placed = True
     try:
-        os.link(tmp, path)
-        log.info("made a new host key %s: containers made before now are trusted as they are", path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
     except FileExistsError:
-        pass
+        placed = False
     finally:
-        tmp.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+    return placed

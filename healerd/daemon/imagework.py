@@ -1,7 +1,8 @@
 """The daemon's image work beside the loop: garbage collection (healerd.core.imagegc)
 and the auto-update checker (healerd.daemon.updater), each in a thread of its own, and
 wired together: the updater's pinned and previous digests are kept, and a proven update
-trims its repository's older images."""
+trims its repository's older images. What each remembers across restarts is a file in
+`state_dir` (healerd.daemon.statefile)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ from healerd.config import Settings
 from healerd.core.clock import Clock
 from healerd.core.controller import Controller
 from healerd.core.imagegc import ImageCollector
+from healerd.core.updates import follows
 from healerd.daemon.metrics import ImageGcMetrics
+from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
 from healerd.engine import Engine
 from healerd.host import HostProbe
+
+UPDATES_FILE = "auto-update.json"  # bad digests and digests run, per service
+IMAGES_FILE = "image-gc.json"  # the IDs of the images healerd pulled
 
 
 class ImageWork:
@@ -31,6 +37,9 @@ class ImageWork:
         """`settings()`: the settings as they are now (image_gc and the interval reload)."""
         self._controller = controller
         self._probe = probe
+        state, strict = settings().state_dir, settings().strict_modes
+        updates = controller.updates
+        updates.use_store(StateFile(state / UPDATES_FILE, "auto-update memory", strict=strict))
         self.gc = ImageCollector(
             engine,
             clock,
@@ -38,8 +47,9 @@ class ImageWork:
             settings=lambda: settings().image_gc,
             declared=self._declared_images,
             disk=self._data_root_disk,
-            pulled=controller.pulled_images,
+            pulled=lambda: controller.pulled_images() | updates.pulled(),
             on_removed=metrics.on_removed,
+            store=StateFile(state / IMAGES_FILE, "image GC memory", strict=strict),
         )
         self.gc.protect(controller.updates.protected)
         controller.updates.after_update = self._trim_later
@@ -58,6 +68,17 @@ class ImageWork:
     def stop(self) -> None:
         """Wake the threads' waits once `stop` (of `threads`) is set."""
         self.updates.kick()
+
+    def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool:
+        """`healerctl update SERVICE`: the operator's allowance for the service's next
+        check, and a check now. False when the service does not follow its tag."""
+        spec = self._controller.desired.services.get(service)
+        updates = self._controller.updates
+        if spec is None or not (follows(spec) or updates.pin(service) is not None):
+            return False
+        updates.allow(service, downgrade=downgrade, retry_failed=retry_failed)
+        self.updates.kick()
+        return True
 
     def _trim_later(self, repository: str, keep: tuple[str, ...]) -> None:
         """In a thread: removing images must not hold the reconcile worker that proved

@@ -45,6 +45,7 @@ from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.credentials import CredentialsFile
+from healerd.daemon.engineaddr import connect, engine_url
 from healerd.daemon.handoff import HandOff
 from healerd.daemon.hostkey import HostKeyError, load_or_create
 from healerd.daemon.imagework import ImageWork
@@ -55,7 +56,6 @@ from healerd.daemon.notify import Notifier
 from healerd.daemon.runbook import FileRunBook
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine, EngineError
-from healerd.engine.docker_engine import DEFAULT_DOCKER_HOST, DockerEngine
 from healerd.host import HostProbe
 from healerd.host.psutil_probe import PsutilProbe
 
@@ -143,7 +143,7 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
 
 
 def docker_host(settings: Settings) -> str:
-    return settings.docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+    return engine_url(settings, os.environ)
 
 
 def loop_settings(settings: Settings) -> LoopSettings:
@@ -562,9 +562,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (instance.AlreadyRunning, OSError) as exc:
         log.error("%s", exc)
         return EXIT_RUNNING
-    engine = DockerEngine(
-        docker_host(settings), timeout=settings.engine_timeout, pool_size=settings.workers * 4
-    )
+    try:
+        engine = connect(settings, os.environ)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return EXIT_CONFIG
     api_options = ApiOptions(
         admin_group=args.admin_group or None, metrics_listen=args.metrics_listen
     )

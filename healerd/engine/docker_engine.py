@@ -19,6 +19,7 @@ import docker
 import docker.auth
 import docker.credentials
 import docker.errors
+import docker.tls
 import docker.utils
 import requests.exceptions
 import urllib3.exceptions
@@ -35,11 +36,12 @@ from healerd.engine import (
     request,
 )
 from healerd.engine.docker_errors import needs_new, translated
-from healerd.engine.listing import RowCache, event_of, int_or_none, rows_of
+from healerd.engine.listing import WATCHED_EVENTS, RowCache, event_of, int_or_none, rows_of
 from healerd.engine.pullauth import HelperFailed, auth_config
 from healerd.model import (
     LABEL_SERVICE,
     ContainerState,
+    DockerTLS,
     EngineEvent,
     ObservedContainer,
     RegistryAuth,
@@ -49,21 +51,6 @@ from healerd.model import (
 # The oldest API we need (Debian 12's docker.io 20.10 speaks 1.41); newer engines
 # still accept it, so pinning avoids a version probe that fails while the engine is down.
 API_VERSION = "1.41"
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
-WATCHED_EVENTS = [
-    "create",
-    "start",
-    "die",
-    "stop",
-    "kill",
-    "destroy",
-    "pause",
-    "unpause",
-    "oom",
-    "health_status",
-    "rename",  # the list's names change: readers' last list (core.ratelimit.LastLook)
-]
-
 
 _log = logging.getLogger("healerd.engine")
 
@@ -86,13 +73,32 @@ def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
     return auth_config(image, auth, _helper_get)
 
 
+def _client(base_url: str, tls: DockerTLS | None, **options: Any) -> Any:
+    """An APIClient that uses nothing of a docker config file (the SDK reads one when a
+    client is made: its credentials, helpers and HTTP headers are dropped; its proxies
+    serve only calls healerd never makes), nor requests' environment (a CA bundle that
+    would replace docker_tls's CA, proxies, netrc). Bad `tls` files are an EngineError."""
+    try:
+        cert = (tls.cert, tls.key) if tls and tls.cert and tls.key else None
+        config = tls and docker.tls.TLSConfig(cert, ca_cert=tls.ca, verify=tls.verify)
+        api = docker.APIClient(base_url=base_url, version=API_VERSION, tls=config, **options)
+    except docker.errors.TLSParameterError as exc:
+        raise EngineError(f"docker_tls: {exc}") from None
+    api._general_configs, api._auth_configs, api.trust_env = {}, docker.auth.AuthConfig({}), False
+    return api
+
+
 class DockerEngine:
-    def __init__(self, base_url: str, timeout: float = 30.0, pool_size: int = 16) -> None:
-        self._base_url = base_url
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float = 30.0,
+        pool_size: int = 16,
+        tls: DockerTLS | None = None,
+    ) -> None:
+        self._base_url, self._tls = base_url, tls
         self._timeout = float(int(timeout))
-        self._api = docker.APIClient(
-            base_url=base_url, version=API_VERSION, timeout=int(timeout), max_pool_size=pool_size
-        )
+        self._api = _client(base_url, tls, timeout=int(timeout), max_pool_size=pool_size)
         self._watch_lock = threading.Lock()
         self._ensure_lock = threading.Lock()  # two workers must not make one network twice
         self._watch_stream: Any = None
@@ -197,12 +203,11 @@ class DockerEngine:
 
     def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
         """GET /distribution/NAME/json: the engine asks the registry for the manifest's
-        descriptor (a HEAD or GET of one manifest), with `auth` only."""
+        descriptor (a HEAD or GET of one manifest), with `auth` only: {} is anonymous, as
+        in `pull` (None would make the SDK look for a docker config file of its own)."""
         try:
             with translated(f"check {image}"):
-                found = self._api.inspect_distribution(
-                    image, auth_config=_auth_config(image, auth) or None
-                )
+                found = self._api.inspect_distribution(image, auth_config=_auth_config(image, auth))
         except EngineUnavailable:
             raise
         except EngineError as exc:
@@ -509,7 +514,7 @@ class DockerEngine:
         self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
     ) -> None:
         # A client of its own: the stream holds its connection for as long as it lives.
-        api = docker.APIClient(base_url=self._base_url, version=API_VERSION, timeout=None)
+        api = _client(self._base_url, self._tls, timeout=None)
         try:
             with translated("events"):
                 # Not api.events(): its chunk reader can hold the last event back until

@@ -23,6 +23,20 @@ from healerd.model import (
     ObservedContainer,
 )
 
+# The event stream's actions healerd subscribes to.
+WATCHED_EVENTS = [
+    "create",
+    "start",
+    "die",
+    "stop",
+    "kill",
+    "destroy",
+    "pause",
+    "unpause",
+    "oom",
+    "health_status",
+    "rename",  # the list's names change: readers' last list (core.ratelimit.LastLook)
+]
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 _EXIT = re.compile(r"^Exited \((-?\d+)\)")
 
@@ -211,4 +225,12 @@ def event_of(line: bytes) -> EngineEvent | None:
     )
 
 
-__all__ = ["ANONYMOUS", "RowCache", "event_of", "int_or_none", "observed", "rows_of"]
+__all__ = [
+    "ANONYMOUS",
+    "WATCHED_EVENTS",
+    "RowCache",
+    "event_of",
+    "int_or_none",
+    "observed",
+    "rows_of",
+]

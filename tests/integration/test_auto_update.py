@@ -69,7 +69,12 @@ def test_follows_the_tag_rolls_back_a_crashing_digest_and_takes_a_later_good_one
     registry: Registry,
 ) -> None:
     v1 = push(api, registry, variant(api, image, "v1"))
-    config.settings(f"auto_update_interval: {INTERVAL:g}s\n")
+    # Image GC's trim after an update waits for min_age too (issue 29, L6): 1s here. It
+    # trims only images healerd pulled, known by ID from a look (every interval): v1,
+    # pulled by its tag, must be seen before the pushes below take the tag away from it.
+    config.settings(
+        f"auto_update_interval: {INTERVAL:g}s\nimage_gc: {{min_age: 1s, interval: 1s}}\n"
+    )
     config.write(
         "app.yaml",
         f"""\
@@ -123,8 +128,9 @@ def test_follows_the_tag_rolls_back_a_crashing_digest_and_takes_a_later_good_one
     v4 = push(api, registry, variant(api, image, "v4"))
     wait_for("app on v4", lambda: digests(cluster) == [v4] * REPLICAS, timeout=INTERVAL + 30)
 
-    # Once v4 is proven, image GC trims the repository: v1 goes; v4 (current) and v2
-    # (previous, for a rollback) stay, and v3 while its failed containers are kept.
+    # Once v4 is proven, image GC trims the repository: v1 (which healerd pulled by its
+    # tag at the start) goes; v4 (current) and v2 (previous, for a rollback) stay, and
+    # v3 while its failed containers are kept.
     def local() -> set[str]:
         repo = registry.ref("app", "stable").rsplit(":", 1)[0]
         return {d.rpartition("@")[2] for i in api.images(name=repo) for d in i["RepoDigests"]}
@@ -132,3 +138,20 @@ def test_follows_the_tag_rolls_back_a_crashing_digest_and_takes_a_later_good_one
     wait_for("v1 removed", lambda: v1 not in local(), timeout=30)
     assert {v2, v4} <= local()
     assert "image-removed" in healerd.ctl("events")[1]
+
+    # The tag moved back to v2, which ran before v4: held, and said once; rolled back
+    # only when the operator says so (issue 29, L5).
+    stable = registry.push(
+        api, f"{registry.ref('app', 'stable').rsplit(':', 1)[0]}@{v2}", "app", "stable"
+    )
+    assert api.inspect_distribution(stable)["Descriptor"]["digest"] == v2
+    wait_for(
+        "the move back held",
+        lambda: "moved back to" in str(status(healerd)["reason"]),
+        timeout=INTERVAL + 10,
+    )
+    holds_for("app still on v4", lambda: digests(cluster) == [v4] * REPLICAS, 2 * INTERVAL)
+    assert healerd.ctl("events", "--service", "app")[1].count("image-downgrade-held") == 1
+    code, out, err = healerd.ctl("update", "app", "--allow-downgrade")
+    assert code == 0 and "a downgrade allowed once" in out, (out, err)
+    wait_for("app back on v2", lambda: digests(cluster) == [v2] * REPLICAS, timeout=30)

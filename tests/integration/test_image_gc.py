@@ -153,6 +153,7 @@ def test_after_five_updates_only_current_and_previous_remain(
     for n in range(1, 6):
         images.publish(n, repo, "stable")  # the tag moves to a new digest
         pulled.append(images.pull(stable))  # the update: the old digest is now dangling
+        gc.note_pull(stable)  # as healerd's own pull
         gc.collect()
     assert len(set(pulled)) == 5
     # The current (tagged) and the previous digest, nothing older.
@@ -164,9 +165,11 @@ def test_after_five_updates_only_current_and_previous_remain(
     assert images.present(other_id)
     assert images.present(image)  # the test image, of no declared repository
 
-    # After an update, trim keeps only what it is told (and the declared image).
-    assert gc.trim(f"{registry.host}/{repo}", keep=()) != []
-    assert images.of(repo) == {pulled[4]}
+    # After an update, trim keeps only what it is told (and the declared image), and
+    # removes only images healerd pulled: not an operator's of the same repository.
+    operators = images.pull(images.publish(50, repo, "debug"))
+    assert [i.id for i in gc.trim(f"{registry.host}/{repo}", keep=())] == [pulled[3]]
+    assert images.of(repo) == {pulled[4], operators}
 
 
 def test_images_in_use_or_of_other_repositories_are_never_removed(
@@ -174,7 +177,7 @@ def test_images_in_use_or_of_other_repositories_are_never_removed(
 ) -> None:
     repo = f"gc-keep-{secrets.token_hex(2)}"
     refs = [images.publish(n, repo, f"v{n}") for n in (1, 2, 3, 4)]
-    ids = [images.pull(ref) for ref in refs]
+    ids = [images.pull(ref) for ref in refs]  # as healerd's pulls (note_pull below)
     # A repository no service names, pulled by someone else.
     foreign_ref = images.publish(5, f"{repo}-foreign", "1")
     foreign_id = images.pull(foreign_ref)
@@ -186,6 +189,8 @@ def test_images_in_use_or_of_other_repositories_are_never_removed(
         assert api.inspect_container(user)["State"]["Status"] == "exited"
         events = EventLog(SystemClock())
         gc = collector(engine, api, events, {"app": refs[3]})
+        for ref in refs:
+            gc.note_pull(ref)
         previous = f"{registry.host}/{repo}:v3"
         gc.protect(lambda: {previous})  # the auto-updater's previous reference
         removed = gc.collect()

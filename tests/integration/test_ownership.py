@@ -8,6 +8,7 @@ key (made by a healerd without signatures) are adopted as they are, with no chur
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -15,16 +16,18 @@ from typing import Any
 
 import docker
 
-from healerd.model import LABEL_SERVICE, LABEL_SIGNATURE, LABEL_SPEC_HASH
+from healerd.model import LABEL_IMAGE, LABEL_SERVICE, LABEL_SIGNATURE, LABEL_SPEC_HASH
 from tests.integration.conftest import IMAGE
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd
 from tests.support.polling import holds_for, wait_for
+from tests.support.variants import variant
 
 READY_NOW = "{min_ready_seconds: 0s}"
 COMMITTED = "healerd-test/committed:1"
+MOVING = "healerd-test/ownership:1"  # a tag that test moves to another image
 
 
 def running_ids(cluster: Cluster, service: str) -> set[str]:
@@ -144,3 +147,72 @@ def test_an_upgrade_adopts_unsigned_containers_without_churn(
     spec = json.loads(out)["spec"]
     assert "spec_hash" not in spec and spec_hash not in out
     assert spec["revision"] == new["Names"][0].split("-")[1]
+
+
+def test_labels_replayed_on_another_image_are_left_alone_and_a_moved_tag_is_not(
+    healerd: Healerd, cluster: Cluster, config: ConfigDir, api: docker.APIClient
+) -> None:
+    """Issue 29, L17: the signature covers the image reference. Once healerd's container
+    is gone, its name and labels (signature and all) on a container of another image
+    are not a replica; the engine listing a container's image by ID because its tag
+    moved to another image leaves the container healerd's."""
+    api.tag(IMAGE, MOVING.split(":")[0], "1")
+    other = variant(api, IMAGE, "ownership-other")
+    config.write(
+        "rep.yaml",
+        "services:\n  rep:\n"
+        f"    image: {MOVING}\n    command: {json.dumps(COMMAND)}\n    stop_grace_period: 2s\n"
+        f"    update_config: {READY_NOW}\n",
+    )
+    forged = ""
+    try:
+        healerd.start()
+        wait_for("rep converged", lambda: cluster.converged("rep", 1), timeout=20)
+        (real,) = cluster.running("rep")
+        assert real["Labels"][LABEL_IMAGE] == MOVING
+        # The tag moves to another image: the engine now lists the image's ID.
+        api.tag(other, MOVING.split(":")[0], "1")
+        wait_for(
+            "the list to show the image ID",
+            lambda: cluster.running("rep")[0]["Image"].startswith("sha256:"),
+            timeout=5,
+        )
+        healerd.ctl("reconcile", "rep")
+        holds_for(
+            "the container still healerd's: untouched, nothing made",
+            lambda: running_ids(cluster, "rep") == {real["Id"]} and not unverified(healerd),
+            3.0,
+        )
+        # healerd's container goes (removed by hand here, as a heal or rollout would).
+        api.remove_container(real["Id"], force=True)
+        wait_for("a replacement", lambda: len(running_ids(cluster, "rep")) == 1, timeout=10)
+        (replacement,) = running_ids(cluster, "rep")
+        # Its name and labels, replayed on a container of another image.
+        name = real["Names"][0].lstrip("/")
+        forged = api.create_container(
+            other, COMMAND, name=name, labels=real["Labels"], stop_timeout=1
+        )["Id"]
+        api.start(forged)
+        healerd.ctl("reconcile", "rep")
+        wait_for("the replay reported", lambda: name in unverified(healerd), timeout=10)
+        assert unverified(healerd)[name].startswith("its image is not the one it was signed")
+        holds_for(
+            "the replay no replica: the replacement stays, the replay is untouched",
+            lambda: running_ids(cluster, "rep") == {replacement, forged},
+            3.0,
+        )
+    finally:
+        if forged:
+            with contextlib.suppress(docker.errors.NotFound):  # removed by healerd: the bug
+                api.remove_container(forged, force=True)
+        healerd.stop()
+        cluster.remove_labelled()
+        for ref in (MOVING, "healerd-test/variant:ownership-other"):
+            with contextlib.suppress(docker.errors.NotFound):
+                api.remove_image(ref, force=True)
+
+
+def unverified(healerd: Healerd) -> dict[str, str]:
+    code, out, err = healerd.ctl("status", "-o", "json")
+    assert code in (0, 1), err
+    return {u["name"]: u["why"] for u in json.loads(out)["unverified"]}

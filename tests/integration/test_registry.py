@@ -19,8 +19,12 @@ from typing import Any
 import docker
 import pytest
 
+from healerd.engine import ImagePullFailed
+from healerd.engine.docker_engine import DockerEngine
+from healerd.model import RegistryAuth
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir, service_file
+from tests.support.dockerd import PrivateDockerd
 from tests.support.healerd_process import Healerd
 from tests.support.polling import holds_for, wait_for
 from tests.support.registry import Registry, auth_json
@@ -240,3 +244,32 @@ def test_a_broken_auth_json_at_start_is_reported_and_pulls_go_anonymous(
     assert healerd.ctl("reload")[0] == 0
     wait_for("the private service to run", lambda: cluster.converged("private", 1), timeout=60)
     assert password not in healerd.log(since_start=False)
+
+
+def test_an_update_check_never_sends_the_sdks_own_docker_config(
+    dockerd: PrivateDockerd,
+    api: docker.APIClient,
+    image: str,
+    locked: Registry,
+    password: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 29, L4: with nothing in auth.json for a registry, the update check gave the
+    docker SDK no credentials (None), and the SDK sent those of $DOCKER_CONFIG (or
+    ~/.docker/config.json) instead, which README says are never read: here the check
+    got the digest with root's own login. Now it is anonymous, as a pull is."""
+    ref = locked.push(api, image, "l4/app", "1")
+    sdk_config = tmp_path / "docker-config"
+    sdk_config.mkdir(mode=0o700)
+    (sdk_config / "config.json").write_text(auth_json(locked.host, USER, password))
+    monkeypatch.setenv("DOCKER_CONFIG", str(sdk_config))
+    engine = DockerEngine(dockerd.url)
+    with pytest.raises(ImagePullFailed) as refused:
+        engine.registry_digest(ref, None)  # what Updates.check passes: no auth.json entry
+    print(f"anonymous check: {refused.value}")
+    with pytest.raises(ImagePullFailed):
+        engine.pull(ref, None)
+    # The credentials healerd was given (auth.json's) work, so the registry is fine.
+    own = RegistryAuth(locked.host, username=USER, password=password)
+    assert engine.registry_digest(ref, own).startswith("sha256:")

@@ -149,11 +149,26 @@ class FakeController:
         return [Action(ActionKind.CREATE, "web", "1/2 running", spec=spec("web", 2))]
 
 
+class FakeImages:
+    """ImageWork's `update_now`: the services that follow a tag, and the calls made."""
+
+    def __init__(self) -> None:
+        self.following = {"web"}
+        self.updates: list[tuple[str, bool, bool]] = []
+
+    def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool:
+        if service not in self.following:
+            return False
+        self.updates.append((service, downgrade, retry_failed))
+        return True
+
+
 class FakeDaemon:
     def __init__(self, socket_path: Path) -> None:
         # Wired as the Daemon wires it: the loop's hooks are handed to the controller.
         loop_metrics = LoopMetrics()
         self.controller = FakeController(hooks=[loop_metrics])
+        self.images = FakeImages()
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.settings = Settings(socket_path=socket_path)
         self.reloads = 0
@@ -366,6 +381,28 @@ def test_refused_change_gets_403_and_changes_nothing(
         assert "needs root or membership in group 'healerd-admin'" in data["error"]
     assert d.controller.calls == [] and d.reloads == 0 and d.controller.pruned == []
     assert call(srv.path, "GET", "/v1/status")[0] == 200
+
+
+def test_update_checks_now_and_allows_a_downgrade_or_a_failed_digest_once(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29, L5: a tag moved back is held until an operator allows it."""
+    d, srv = served
+    code, data = call(srv.path, "POST", "/v1/services/web/update?allow_downgrade=1")
+    assert code == 202 and "a downgrade allowed once" in data["message"]
+    assert call(srv.path, "POST", "/v1/services/web/update?retry_failed=true")[0] == 202
+    assert call(srv.path, "POST", "/v1/services/web/update")[0] == 202
+    assert d.images.updates == [("web", True, False), ("web", False, True), ("web", False, False)]
+    assert call(srv.path, "POST", "/v1/services/db/update")[0] == 409  # follows no tag
+    assert call(srv.path, "POST", "/v1/services/nope/update")[0] == 404
+    assert call(srv.path, "POST", "/v1/services/web/update?force=1")[0] == 400
+    assert call(srv.path, "GET", "/v1/services/web/update")[0] == 405
+    assert call(srv.path, "POST", "/v1/services/web/reconcile?allow_downgrade=1")[0] == 400
+    monkeypatch.setattr(api_module, "peer_of", lambda sock: Peer(1, 65534, 65534))
+    srv.api.policy = AdminPolicy("healerd-admin", getgrnam=_no_group)
+    code, data = call(srv.path, "POST", "/v1/services/web/update?allow_downgrade=1")
+    assert code == 403 and "update needs root" in data["error"]
+    assert len(d.images.updates) == 3
 
 
 # -- malformed, oversized, slow ---------------------------------------------------------

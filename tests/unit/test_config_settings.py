@@ -66,6 +66,7 @@ def test_overrides(tmp_path: Path) -> None:
         tmp_path,
         """
 docker_host: tcp://10.0.0.1:2375
+docker_insecure_tcp: true
 socket_path: /tmp/h.sock
 resync_interval: 1m30s
 workers: 64
@@ -79,6 +80,7 @@ x-note: ignored
     )
     assert s == Settings(
         docker_host="tcp://10.0.0.1:2375",
+        docker_insecure_tcp=True,
         socket_path=Path("/tmp/h.sock"),
         resync_interval=90.0,
         workers=64,

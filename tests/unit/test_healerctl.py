@@ -361,6 +361,23 @@ def test_validate_examples_in_config_exit_0(tmp_path: Path) -> None:
     assert run("validate", str(config / "healerd.yaml"))[0] == EXIT_OK
 
 
+def test_validate_one_file_applies_the_daemons_strict_modes(tmp_path: Path) -> None:
+    """A single file was loaded with strict modes off: a service file anyone may write
+    (which the daemon refuses) passed. Now the daemon's rule, healerd.yaml included."""
+    config = trusted_copy(REPO / "config", tmp_path)
+    loose = config / "conf.d" / "loose.yaml"
+    loose.write_text("services:\n  web: {image: busybox}\n")
+    loose.chmod(0o666)
+    code, out, _ = run("validate", str(loose))
+    assert code == EXIT_NO
+    assert out.startswith(f"{loose}: ") and "writable by group and others" in out
+    assert run("validate", str(config))[0] == EXIT_NO  # as the directory form says
+    # A config directory whose healerd.yaml turns strict modes off: as the daemon does.
+    (config / "healerd.yaml").write_text("strict_modes: false\n")
+    assert run("validate", str(loose))[0] == EXIT_OK
+    assert run("validate", str(config))[0] == EXIT_OK
+
+
 def test_validate_is_the_daemons_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
     import healerd.cli.validate as v
@@ -368,9 +385,9 @@ def test_validate_is_the_daemons_code_path(monkeypatch: pytest.MonkeyPatch) -> N
 
     real = cfg.load_service_file
 
-    def spy(path: Path, display_name: str | None = None) -> Any:
+    def spy(path: Path, display_name: str | None = None, *, strict_modes: bool = False) -> Any:
         seen.append(str(path))
-        return real(path, display_name)
+        return real(path, display_name, strict_modes=strict_modes)
 
     monkeypatch.setattr(v, "load_service_file", spy)
     run("validate", str(REPO / "config" / "conf.d" / "example.yaml"))
@@ -385,6 +402,21 @@ def test_prune_volumes_says_what_went_and_a_dry_run_removes_nothing(daemon: Fake
     assert daemon.controller.pruned == [True, False]
     code, _, _ = ctl(daemon, "prune", "networks")
     assert code != 0  # only volumes: argparse refuses the rest
+
+
+def test_update_checks_now_and_passes_the_operators_allowances(daemon: FakeDaemon) -> None:
+    """Issue 29, L5: the explicit action that lets a tag moved back roll the service back."""
+    code, out, _ = ctl(daemon, "update", "web", "--allow-downgrade")
+    assert code == 0 and out.startswith("update check of web queued; a downgrade allowed once")
+    assert ctl(daemon, "update", "web", "--retry-failed", "-o", "json")[0] == 0
+    assert ctl(daemon, "update", "web")[0] == 0
+    assert daemon.images.updates == [
+        ("web", True, False),
+        ("web", False, True),
+        ("web", False, False),
+    ]
+    code, _, err = ctl(daemon, "update", "db")
+    assert code == EXIT_API and "does not follow its tag" in err
 
 
 def test_healerctl_starts_without_the_config_package() -> None:

@@ -27,6 +27,7 @@ from healerd.core.imagegc import (
     parse_ref,
     repositories,
 )
+from healerd.core.persist import MemoryStore
 from healerd.engine import LocalImage
 from tests.unit.fake_engine import IMAGE_GC_CALLS, FakeEngine
 from tests.unit.test_security_config import trusted_tmp_dir
@@ -61,7 +62,9 @@ def image(
 
 
 def inventory(*images: LocalImage, **kw: object) -> Inventory:
+    """By default every image was first seen unused at 0 and healerd pulled each."""
     kw.setdefault("in_use", frozenset())
+    kw.setdefault("mine", frozenset(i.id for i in images))
     unused = kw.pop("unused_since", None)
     if unused is None:
         unused = {i.id: 0.0 for i in images}
@@ -152,7 +155,7 @@ def test_an_image_a_container_uses_is_never_removed() -> None:
     used = image(1)  # an old digest of a declared repository, used by anyone's container
     inv = inventory(used, image(2), image(3), declared={f"{APP}@{digest(3)}"}, in_use={used.id})
     assert used.id not in ids(for_space(inv, 10**12, now=1.0, min_age=0.0))
-    assert used.id not in ids(for_trim(inv, APP, keep=()))
+    assert used.id not in ids(for_trim(inv, APP, keep=(), now=1.0, min_age=0.0))
 
 
 def test_foreign_repositories_are_never_removed() -> None:
@@ -168,9 +171,9 @@ def test_foreign_repositories_are_never_removed() -> None:
     ours = image(4)
     inv = inventory(foreign, hand_built, both, ours, declared=set(), pulled={f"{APP}:1"})
     assert ids(for_space(inv, 10**12, now=1.0, min_age=0.0)) == [ours.id]
-    assert ids(for_trim(inv, APP, keep=())) == [ours.id]
+    assert ids(for_trim(inv, APP, keep=(), now=1.0, min_age=0.0)) == [ours.id]
     # trim's repository counts as healerd's, but only that one.
-    assert ids(for_trim(inv, "example.org/other", keep=())) == [foreign.id]
+    assert ids(for_trim(inv, "example.org/other", (), now=1.0, min_age=0.0)) == [foreign.id]
 
 
 def test_declared_and_protected_images_are_kept() -> None:
@@ -189,7 +192,7 @@ def test_declared_and_protected_images_are_kept() -> None:
     )
     # The protected previous is the rollback image: the heuristic keeps nothing more.
     assert ids(for_space(inv, 10**12, now=1.0, min_age=0.0)) == [old.id]
-    assert ids(for_trim(inv, APP, keep=())) == [old.id]
+    assert ids(for_trim(inv, APP, keep=(), now=1.0, min_age=0.0)) == [old.id]
 
 
 def test_the_previous_image_of_each_declared_repository_is_kept() -> None:
@@ -210,11 +213,55 @@ def test_the_previous_image_of_each_declared_repository_is_kept() -> None:
     assert gone == [older[0].id, older[1].id, other[0].id]
 
 
-def test_trim_keeps_what_it_is_told_and_ignores_thresholds_and_age() -> None:
+def test_trim_keeps_what_it_is_told_and_ignores_thresholds() -> None:
     imgs = [image(n) for n in (1, 2, 3, 4, 5)]
-    inv = inventory(*imgs, declared={f"{APP}:stable"}, in_use={imgs[4].id}, unused_since={})
+    inv = inventory(*imgs, declared={f"{APP}:stable"}, in_use={imgs[4].id})
     keep = (f"{APP}@{digest(5)}", f"{APP}:stable@{digest(4)}")
-    assert ids(for_trim(inv, f"{APP}:stable", keep)) == [i.id for i in imgs[:3]]
+    trimmed = for_trim(inv, f"{APP}:stable", keep, now=120.0, min_age=120.0)
+    assert ids(trimmed) == [i.id for i in imgs[:3]]
+
+
+def test_trim_removes_only_images_healerd_pulled_and_respects_min_age() -> None:
+    """Issue 29, L6: trim took every unused image of the updated repository, whoever
+    pulled it (an operator's debug build, another project's candidate), at once after
+    an update, with no min_age. Now only images healerd pulled, unused for min_age."""
+    current = image(1, tags=(f"{APP}:stable",))
+    older_of_ours = image(2)
+    operators = image(3, tags=(f"{APP}:debug-build",))  # pulled by hand, kept for later
+    other_project = image(4, tags=(f"{APP}:v2-candidate",))
+    young = image(5)  # ours, fell unused a moment ago
+    inv = inventory(
+        current,
+        older_of_ours,
+        operators,
+        other_project,
+        young,
+        in_use={current.id},
+        declared={f"{APP}:stable@{digest(1)}"},
+        mine={current.id, older_of_ours.id, young.id},
+        unused_since={
+            older_of_ours.id: 0.0,
+            operators.id: 0.0,
+            other_project.id: 0.0,
+            young.id: 100.0,
+        },
+    )
+    keep = [f"{APP}:stable@{digest(1)}"]
+    assert ids(for_trim(inv, APP, keep, now=150.0, min_age=120.0)) == [older_of_ours.id]
+    assert ids(for_trim(inv, APP, keep, now=220.0, min_age=120.0)) == [
+        older_of_ours.id,
+        young.id,
+    ]
+    # Never seen unused (a restart a moment ago): not trimmed yet.
+    fresh = dataclasses.replace(inv, unused_since={})
+    assert for_trim(fresh, APP, keep, now=1e9, min_age=0.0) == []
+    # A threshold run, under a full disk, still takes any unused image of a declared
+    # repository (kubelet's rule), oldest first and after min_age.
+    assert set(ids(for_space(inv, 10**12, now=150.0, min_age=120.0))) <= {
+        older_of_ours.id,
+        operators.id,
+        other_project.id,
+    }
 
 
 # --- the collector, against the fake engine --------------------------------------------------
@@ -234,6 +281,7 @@ def collector(
     disk: Disk,
     declared: dict[str, str] | None,
     settings: ImageGcSettings | None = None,
+    store: MemoryStore | None = None,
 ) -> tuple[ImageCollector, EventLog, list[int]]:
     events = EventLog(clock)
     freed: list[int] = []
@@ -245,6 +293,7 @@ def collector(
         declared=lambda: declared,
         disk=disk,
         on_removed=freed.append,
+        store=store,
     )
     return gc, events, freed
 
@@ -317,7 +366,8 @@ def test_collector_removes_nothing_while_the_declaration_is_unknown_or_off() -> 
 def test_trim_after_five_updates_keeps_current_and_previous() -> None:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=IMAGE_GC_CALLS)
-    gc, events, _ = collector(engine, clock, Disk(1000, 999), {"app": f"{APP}:stable"})
+    quick = ImageGcSettings(min_age=0.0)
+    gc, events, _ = collector(engine, clock, Disk(1000, 999), {"app": f"{APP}:stable"}, quick)
     gc.protect(lambda: {f"{APP}:stable@{digest(current)}", f"{APP}@{digest(current - 1)}"})
     current = 0
     for n in range(1, 6):
@@ -328,11 +378,41 @@ def test_trim_after_five_updates_keeps_current_and_previous() -> None:
         new = image(n, tags=(f"{APP}:stable",))
         engine.local_images[new.id] = new
         engine.foreign_image_users = {new.id}
+        gc.note_pull(f"{APP}@{digest(n)}")
         clock.advance(1)
         gc.trim(f"{APP}:stable", (f"{APP}@{digest(n)}", f"{APP}@{digest(n - 1)}"))
     assert sorted(engine.local_images) == sorted([image(4).id, image(5).id])
     assert len([e for e in events.since() if e.kind == "image-removed"]) == 3
     assert all("after the update of" in e.message for e in events.since())
+
+
+def test_the_images_healerd_pulled_are_remembered_across_a_restart() -> None:
+    """Issue 29, L6: what trim may remove is known by image ID, kept in a store (the
+    daemon's is a file in state_dir): a restarted healerd, which has pulled nothing yet,
+    trims the images the last one pulled, and never an image it did not pull."""
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=IMAGE_GC_CALLS)
+    ours, theirs, current = image(1), image(2), image(3, tags=(f"{APP}:stable",))
+    store(engine, ours, theirs, current)
+    engine.foreign_image_users = {current.id}
+    memory = MemoryStore()
+    quick = ImageGcSettings(min_age=0.0)
+    first, _, _ = collector(engine, clock, Disk(1000, 999), {"app": f"{APP}:stable"}, quick, memory)
+    first.note_pull(f"{APP}@{digest(1)}")
+    first.note_pull(f"{APP}:stable")
+    assert first.collect() == []  # a look: the IDs are noted and saved
+    assert memory.data == {"pulled_image_ids": sorted([ours.id, current.id])}
+    again, _, _ = collector(engine, clock, Disk(1000, 999), {"app": f"{APP}:stable"}, quick, memory)
+    assert ids(again.trim(APP, [f"{APP}:stable"])) == [ours.id]
+    assert sorted(engine.local_images) == sorted([theirs.id, current.id])
+    # An ID the engine no longer lists is forgotten at the next look.
+    assert again.collect() == []
+    assert memory.data == {"pulled_image_ids": [current.id]}
+    # A broken store is no memory at all, not an error.
+    broken, _, _ = collector(
+        engine, clock, Disk(1000, 999), {}, quick, MemoryStore({"pulled_image_ids": "x"})
+    )
+    assert broken.trim(APP, ()) == []
 
 
 def test_run_stops_with_its_event() -> None:

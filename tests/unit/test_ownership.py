@@ -4,6 +4,9 @@ trust on first use of older containers, and the loop over a SignedEngine."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
+import json
 import os
 import stat
 from pathlib import Path
@@ -16,10 +19,12 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ownership import HostKey, SignedEngine, Unverified
 from healerd.daemon.hostkey import KEY_FILE, HostKeyError, load_or_create
 from healerd.model import (
+    LABEL_IMAGE,
     LABEL_RESTARTS,
     LABEL_SERVICE,
     LABEL_SIGNATURE,
     LABEL_SPEC_HASH,
+    SIGNED_LABELS,
     ContainerState,
     EngineEvent,
     ObservedContainer,
@@ -150,13 +155,63 @@ def test_an_upgrade_adopts_the_old_containers_without_churn() -> None:
     assert sorted(c.id for c in engine.running("web")) == sorted(c.id for c in old)
 
 
+def v1_signed(c: ObservedContainer, key: HostKey) -> ObservedContainer:
+    """As a healerd before issue 29 signed: no image label, the v1 message."""
+    own = {LABEL_SERVICE: c.service, LABEL_SPEC_HASH: c.spec_hash}
+    values = [own.get(k, "") for k in SIGNED_LABELS if k != LABEL_IMAGE]
+    message = json.dumps([c.name, values], separators=(",", ":")).encode()
+    mac = hmac.new(key.secret, b"owner-v1\0" + message, hashlib.sha256).hexdigest()
+    return dataclasses.replace(c, owner_labels=tuple(sorted({**own, LABEL_SIGNATURE: mac}.items())))
+
+
+def test_labels_replayed_on_a_container_of_another_image_do_not_verify() -> None:
+    """Issue 29, L7: the signature covered the name and labels only, so a removed
+    container's name and labels, on a new container of any image, verified."""
+    clock = FakeClock()
+    inner = FakeEngine(clock, allow=LOOP_CALLS)
+    key = HostKey(b"k" * 32, born=1.0)
+    eng = SignedEngine(inner, key, clock.time)
+    s = spec("web", 1, "nginx:1")
+    counts = {LABEL_RESTARTS: "0", "io.healerd.crash-streak": "0"}  # as the executor sets
+    real = inner.containers[eng.create_and_start(s, "web-abcde-12345", counts)]
+    assert dict(real.owner_labels)[LABEL_IMAGE] == "nginx:1" and key.verifies(real)
+    replayed = dataclasses.replace(real, id="f" * 64, image="attacker/backdoor:1")
+    assert not key.verifies(replayed)
+    assert key.why_not(replayed).startswith("its image is not the one it was signed with")
+    # The engine's own spellings of the same reference verify.
+    for same in ("docker.io/library/nginx:1", "nginx:1"):
+        assert key.verifies(dataclasses.replace(real, image=same))
+    # Podman's spelling of a local image.
+    assert key.verifies(dataclasses.replace(real, image="localhost/nginx:1"))
+    assert not key.verifies(dataclasses.replace(real, image="nginx:2"))
+    # The tag moved (or the image went): Docker lists the image ID, which the signature
+    # cannot be held to (see the module's limits).
+    assert key.verifies(dataclasses.replace(real, image="sha256:" + "a" * 64))
+    pinned = spec("pin", 1, "nginx:1@sha256:" + "b" * 64)
+    pin = inner.containers[eng.create_and_start(pinned, "pin-abcde-12345", counts)]
+    assert key.verifies(pin)
+    assert key.verifies(dataclasses.replace(pin, image="nginx@sha256:" + "b" * 64))
+    assert not key.verifies(dataclasses.replace(pin, image="nginx:1@sha256:" + "c" * 64))
+
+
+def test_an_older_healerds_signatures_count_only_for_containers_made_before_the_upgrade() -> None:
+    key = HostKey(b"k" * 32, born=100.0, v1_until=5000.0)
+    s = spec("web")
+    before = v1_signed(container(s, created=4000.0), key)
+    assert key.verifies(before), "signed by the healerd before the upgrade: still healerd's"
+    after = v1_signed(container(s, created=5000.0), key)  # a v1 replay made since
+    assert not key.verifies(after)
+    assert key.why_not(after).startswith("an older healerd's signature")
+    assert not HostKey(b"k" * 32, born=100.0).verifies(before), "a new key: v1 never counts"
+
+
 # -- the key file ------------------------------------------------------------------------------
 
 
 def test_the_key_is_made_once_root_only_and_kept(tmp_path: Path) -> None:
     state = tmp_path / "state"
     key = load_or_create(state, 1234.5)
-    assert key.born == 1234.5 and len(key.secret) == 32
+    assert key.born == key.v1_until == 1234.5 and len(key.secret) == 32
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
     assert stat.S_IMODE((state / KEY_FILE).stat().st_mode) == 0o600
     assert load_or_create(state, 9999.0) == key, "a restart keeps the key and its birth"
@@ -176,6 +231,27 @@ def test_a_key_others_may_read_or_write_is_refused(tmp_path: Path) -> None:
     os.chown(state / KEY_FILE, 65534, 65534)
     with pytest.raises(HostKeyError, match="refused"):
         load_or_create(state, 2.0)
+
+
+def test_an_older_key_file_gets_its_upgrade_time_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    old = {"key": "ab" * 32, "born": 100.0}  # as a healerd before issue 29 wrote it
+    (state / KEY_FILE).write_text(json.dumps(old))
+    os.chmod(state / KEY_FILE, 0o600)
+    key = load_or_create(state, 5000.0)
+    assert (key.born, key.v1_until) == (100.0, 5000.0)
+    assert json.loads((state / KEY_FILE).read_text())["v1_until"] == 5000.0
+    assert stat.S_IMODE((state / KEY_FILE).stat().st_mode) == 0o600
+    assert load_or_create(state, 9000.0) == key, "written once: a restart keeps it"
+    assert sorted(p.name for p in state.iterdir()) == [KEY_FILE]
+    # A key born (by this clock) in the future is said: trust on first use runs to then.
+    future = load_or_create(tmp_path / "other", 1000.0)
+    with caplog.at_level("WARNING"):
+        load_or_create(tmp_path / "other", future.born - 3600)
+    assert "after what this host's clock says is now" in caplog.text
 
 
 def test_a_broken_key_file_is_kept_aside_and_a_new_key_made(tmp_path: Path) -> None:

@@ -302,3 +302,26 @@ def test_the_daemon_reads_the_file_healerd_yaml_names_at_each_reload(tmp_path: P
     found = d.credentials.for_image("h:1/app:1")
     assert found is not None and found.username == "other"  # the previous ones stay
     assert default.exists()
+
+
+def test_the_engine_client_keeps_nothing_of_a_docker_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29, L4 (tests/integration/test_registry.py shows the check itself): the SDK
+    reads $DOCKER_CONFIG/config.json when a client is made; healerd keeps none of it
+    (credentials, helpers, headers sent with every request), nor requests' environment
+    (a CA bundle or proxy of the environment would override docker_tls)."""
+    from healerd.engine.docker_engine import DockerEngine
+
+    sdk = tmp_path / "docker-config"
+    sdk.mkdir()
+    config = {
+        "auths": {"registry.example:5000": {"auth": b64("rootuser:root-password")}},
+        "credsStore": "pass",
+        "HttpHeaders": {"X-Leak": "root"},
+    }
+    (sdk / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("DOCKER_CONFIG", str(sdk))
+    api = DockerEngine("unix:///nonexistent.sock")._api
+    assert api._general_configs == {} and api._auth_configs.is_empty
+    assert api._auth_configs.creds_store is None and api.trust_env is False

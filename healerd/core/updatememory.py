@@ -1,0 +1,155 @@
+"""What the auto-updater remembers of each service's digests, across restarts.
+
+Per service (and the tag it follows): the digests that failed a trial (`bad`: never
+tried again) and the digests it ran (`ran`: a tag moved back to one of them is a
+downgrade, held until an operator allows it), each bounded, newest last. Kept in a
+store (healerd.core.persist; the daemon's is a file in `state_dir`), saved at every
+change: a restart no longer tries a bad digest again, and two broken digests that the
+tag flips between are each tried once.
+
+An operator's allowance (`healerctl update SERVICE --allow-downgrade`/`--retry-failed`)
+lives in memory only and is used up by the service's next check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from healerd.core.persist import MemoryStore, StateStore
+
+log = logging.getLogger("healerd.updates")
+
+MAX_BAD = 16  # digests remembered as failed, per service
+MAX_RAN = 32  # digests remembered as run, per service
+MAX_SERVICES = 1000  # entries read from a store (a service file holds at most 1000)
+DOWNGRADE = "downgrade"
+RETRY = "retry"
+
+
+@dataclass(frozen=True)
+class Remembered:
+    declared: str  # the image as the file names it: memory of another tag does not count
+    bad: tuple[str, ...] = ()
+    ran: tuple[str, ...] = ()
+
+
+def _digests(value: object, limit: int) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    found = [d for d in value if isinstance(d, str) and d.startswith("sha256:")]
+    return tuple(found[-limit:])
+
+
+def _parsed(data: object) -> dict[str, Remembered]:
+    """The store's document (`{"services": {NAME: {declared, bad, ran}}}`); anything
+    malformed is left out, never an error."""
+    services = data.get("services") if isinstance(data, dict) else None
+    if not isinstance(services, dict):
+        return {}
+    out: dict[str, Remembered] = {}
+    for name, entry in list(services.items())[:MAX_SERVICES]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("declared"), str):
+            continue
+        out[str(name)] = Remembered(
+            entry["declared"],
+            _digests(entry.get("bad"), MAX_BAD),
+            _digests(entry.get("ran"), MAX_RAN),
+        )
+    return out
+
+
+def _added(digests: tuple[str, ...], digest: str, limit: int) -> tuple[str, ...]:
+    """`digest` moved to the end (newest), the oldest dropped beyond `limit`."""
+    return (*(d for d in digests if d != digest), digest)[-limit:]
+
+
+class DigestMemory:
+    """Thread-safe (the checker thread and the reconcile workers share it)."""
+
+    def __init__(self, store: StateStore | None = None) -> None:
+        self._lock = threading.Lock()
+        self._store: StateStore = store or MemoryStore()
+        self._services = _parsed(self._store.load())
+        self._allowed: dict[str, set[str]] = {}
+
+    def use(self, store: StateStore) -> None:
+        """Remember in `store` from now on, starting from what it holds."""
+        loaded = _parsed(store.load())
+        with self._lock:
+            self._store, self._services = store, loaded
+
+    def of(self, key: str, declared: str) -> Remembered:
+        with self._lock:
+            found = self._services.get(key)
+        return found if found is not None and found.declared == declared else Remembered(declared)
+
+    def is_bad(self, key: str, declared: str, digest: str) -> bool:
+        return digest in self.of(key, declared).bad
+
+    def is_older(self, key: str, declared: str, digest: str, current: str) -> bool:
+        """Whether `digest` is one the service ran before `current` (a move back)."""
+        ran = self.of(key, declared).ran
+        return digest != current and digest in ran
+
+    def ran(self, key: str, declared: str, digest: str) -> None:
+        """`digest` runs (proven, or found running at a start): no longer bad."""
+
+        def mark(r: Remembered) -> Remembered:
+            bad = tuple(d for d in r.bad if d != digest)
+            return replace(r, bad=bad, ran=_added(r.ran, digest, MAX_RAN))
+
+        self._change(key, declared, mark)
+
+    def failed(self, key: str, declared: str, digest: str) -> None:
+        def mark(r: Remembered) -> Remembered:
+            return replace(
+                r,
+                bad=_added(r.bad, digest, MAX_BAD),
+                ran=tuple(d for d in r.ran if d != digest),
+            )
+
+        self._change(key, declared, mark)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._allowed.pop(key, None)
+            if self._services.pop(key, None) is not None:
+                self._save()
+
+    def allow(self, key: str, what: set[str]) -> None:
+        """An operator's one-time allowance (DOWNGRADE, RETRY) for `key`'s next check."""
+        with self._lock:
+            self._allowed.setdefault(key, set()).update(what)
+
+    def take_allowance(self, key: str) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._allowed.pop(key, set()))
+
+    def _change(self, key: str, declared: str, change: Callable[[Remembered], Remembered]) -> None:
+        with self._lock:
+            before = self._services.get(key)
+            if before is None or before.declared != declared:
+                before = Remembered(declared)
+            after = change(before)
+            if after != self._services.get(key):
+                self._services[key] = after
+                self._save()
+
+    def _save(self) -> None:
+        """Under the lock: the store gets each document in order (changes are rare)."""
+        document = {
+            "services": {
+                name: {"declared": r.declared, "bad": list(r.bad), "ran": list(r.ran)}
+                for name, r in sorted(self._services.items())
+            }
+        }
+        try:
+            self._store.save(document)
+        except OSError as exc:
+            log.warning("auto-update memory not saved (kept in memory): %s", exc)
+
+
+__all__ = ["DOWNGRADE", "MAX_BAD", "MAX_RAN", "RETRY", "DigestMemory", "Remembered"]
