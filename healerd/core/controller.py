@@ -99,7 +99,7 @@ class Controller:
         self.admission = admission
         self.queue = WorkQueue(clock, settings.backoff)
         self.events = EventLog(clock)
-        self._report = Reporter(self.events, hooks)
+        self._report = Reporter(self.events, hooks, clock)
         self._own = OwnActions(clock)
         self._executor = Executor(engine, settings.parallel_actions, name_tag, self._own)
         self._key_pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="healerd-key")
@@ -258,8 +258,11 @@ class Controller:
         self._last_look.changed()
         with self._lock:
             note_event(self._mem, event, self._clock.monotonic())
+            known = event.container_id in self._mem.first_seen
         if self._own.consume(event):
             return  # the pass that did it looks again anyway (healerd.core.own)
+        if event.action == "destroy":
+            self._report.gone(event.service, event.container_id, event.name, known=known)
         self.queue.add(event.service)
 
     def stream_state(self, connected: bool) -> None:
