@@ -36,7 +36,7 @@ from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
-from healerd.engine import Engine, EngineError
+from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
@@ -315,6 +315,7 @@ class Controller:
                 slots += 1
             keys = self.queue.get_batch(slots, timeout=0.5)
             self.last_progress = self._clock.monotonic()
+            self.flush_log()
             for _ in range(slots - len(keys)):
                 self._slots.release()
             if not keys:
@@ -333,8 +334,16 @@ class Controller:
         finally:
             self._slots.release()
 
+    def flush_log(self) -> None:
+        """Say the counts of rate-limited lines whose window ended (and the latest state
+        of a service or the engine that changed more often than it was said)."""
+        for quiet in (self._health.quiet, self._book.quiet, self._report.quiet):
+            if quiet.pending():
+                quiet.flush()
+
     def process_once(self, timeout: float = 0.0) -> list[str]:
         """One synchronous pass over every ready key: the loop without threads, for tests."""
+        self.flush_log()
         keys = self.queue.get_batch(1 << 30, timeout=timeout)
         if keys:
             obs = self._observe(keys)
@@ -432,7 +441,7 @@ class Controller:
         )
 
     def _engine_back(self) -> None:
-        log.info("engine reachable again: resyncing every service")
+        # EngineHealth said so (rate-limited, beside its line about the loss).
         with self._lock:
             self._first_look = True
             self._recent = None
@@ -455,7 +464,7 @@ class Controller:
                 self._settle(key, self._reconciler.reconcile(key, obs))
         except EngineError as exc:
             # The engine went away mid-pass (after its list): an ordinary retry.
-            log.warning("%s: %s; retrying", key or "<discover>", exc)
+            self._report.retrying(key, exc, unreachable=isinstance(exc, EngineUnavailable))
             self._settle(key, Outcome(ServiceState.DEGRADED, str(exc), _RETRY))
         except Exception:
             log.exception("reconcile of %s failed unexpectedly", key or "<discover>")

@@ -12,6 +12,7 @@ from typing import Protocol
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.events import EventLog
 from healerd.core.executor import ActionResult
+from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
 from healerd.model import Action, ActionKind
 
 log = logging.getLogger("healerd.controller")
@@ -19,6 +20,8 @@ log = logging.getLogger("healerd.controller")
 # How many removed-by-someone-else ids are remembered, and for how long at least.
 GONE_KEPT = 1024
 GONE_FOR = 600.0
+# The kind of every line that says the engine could not be reached.
+UNREACHABLE = "engine-unreachable"
 
 
 class LoopHooks(Protocol):
@@ -51,6 +54,12 @@ class Reporter:
         self._clock = clock or SystemClock()
         # Containers someone else removed (docker rm -f), by id: when it was seen.
         self._gone: dict[str, float] = {}
+        # A failed action's line: the first at once, then one per window per service and
+        # kind of action with a count; while the engine cannot be reached, one for all
+        # (its absence is the news, said by EngineHealth).
+        self.quiet = RateLimitedLog(
+            log, LOOP_WINDOW, max_kinds=LOOP_KINDS, clock=self._clock.monotonic
+        )
 
     def gone(self, service: str, container_id: str, name: str, *, known: bool) -> None:
         """The engine destroyed a container healerd did not remove. `known`: one the
@@ -141,7 +150,8 @@ class Reporter:
         a, kind = r.action, r.action.kind.value
         # The container removed (none for a failed create).
         cid = a.container.id if a.container is not None and a.kind is not ActionKind.CREATE else ""
-        log.warning(
+        self.quiet.warning(
+            UNREACHABLE if r.unreachable else f"failed:{key}:{kind}",
             "%s: %s failed: %s",
             key,
             kind,
@@ -149,6 +159,11 @@ class Reporter:
             extra={"healerd_service": key, "container_id": cid, "action": kind, "reason": r.error},
         )
         self.events.record("failed", key, f"{kind}: {r.error}")
+
+    def retrying(self, key: str, exc: Exception, *, unreachable: bool) -> None:
+        """The engine failed a pass after its list: an ordinary retry, said rarely."""
+        kind = UNREACHABLE if unreachable else f"retry:{key}"
+        self.quiet.warning(kind, "%s: %s; retrying", key or "<discover>", exc)
 
 
 _DONE = {
@@ -166,4 +181,4 @@ def _safely(fn: Callable[..., None], *args: object) -> None:
         log.exception("hook %s failed", getattr(fn, "__name__", fn))
 
 
-__all__ = ["LoopHooks", "Reporter", "Stats"]
+__all__ = ["UNREACHABLE", "LoopHooks", "Reporter", "Stats"]

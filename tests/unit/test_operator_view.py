@@ -25,7 +25,7 @@ from tests.unit.test_api import SECRET, FakeDaemon, spec
 # last words are the ones that matter.
 PORT_TAKEN = (
     "start web-abcde-11111: 500 Server Error for http+docker://localhost/v1.41/containers/"
-    "0123456789ab/start: Internal Server Error (\"driver failed programming external "
+    '0123456789ab/start: Internal Server Error ("driver failed programming external '
     "connectivity on endpoint web-abcde-11111 (0123456789abcdef0123456789abcdef01234567"
     '89abcdef0123456789abcdef): Bind for 0.0.0.0:8080 failed: port is already allocated")'
 )
@@ -129,7 +129,7 @@ def test_keep_end_cuts_the_middle_at_word_boundaries() -> None:
     assert keep_end("a  b\n c", 100) == "a b c"
     cut = keep_end(PORT_TAKEN, 100)
     assert len(cut) <= 100 and cut.startswith("start web-abcde-11111: 500")
-    assert cut.endswith("port is already allocated\")") and " … " in cut
+    assert cut.endswith('port is already allocated")') and " … " in cut
     assert keep_end(PORT_TAKEN, None) == PORT_TAKEN
     assert len(keep_end("x" * 300, 100)) == 100
 
