@@ -15,13 +15,15 @@ from typing import Any, Protocol, TextIO
 from healerd import __version__, paths
 from healerd.cli import export_verbs, inspect_verbs, update_verb
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
-from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
+from healerd.cli.output import clock_time, dump, human_age, one_line, table
+from healerd.cli.views import reload_text, service_converged, status_text
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_FORBIDDEN, EXIT_API = range(6)
 
 EXIT_CODES_HELP = """exit codes:
   0  done (status --check / wait: converged; validate: valid; diff: nothing to do)
   1  the answer is "no": not converged, wait timed out, config invalid, diff has actions,
+     reload refused a file (or was not applied in time),
      export --strict: a field the target cannot express, or a value from a ${VAR} in a
      command or healthcheck
   2  bad usage
@@ -72,10 +74,10 @@ class Ctl:
     def status(self) -> int:
         data = self.client.get("/v1/status", service=self.args.services or None)
         services = data["services"]
-        if self.fmt != "table":
-            dump(data, self.fmt, self.out)
+        if self.fmt in ("table", "wide"):
+            self.say(status_text(data, wide=self.fmt == "wide"))
         else:
-            self._status_table(data)
+            dump(data, self.fmt, self.out)
         for name in data.get("missing", []):
             self.warn(f"healerctl: no such service: {name}")
         if self.args.check:
@@ -86,72 +88,6 @@ class Ctl:
         if data.get("missing") and not services:
             return EXIT_API
         return EXIT_OK
-
-    def _status_table(self, data: dict[str, Any]) -> None:
-        services = data["services"]
-        if services:
-            rows = [
-                [
-                    s["name"],
-                    s["desired"],
-                    s["running"],
-                    s["up_to_date"],
-                    s["available"],
-                    s["restarts"],
-                    s["state"],
-                    human_age(s.get("age_seconds")),
-                    "" if service_converged(s) else one_line(s.get("reason") or ""),
-                ]
-                for s in services
-            ]
-            self.say(
-                table(
-                    [
-                        "SERVICE",
-                        "DESIRED",
-                        "READY",
-                        "UP-TO-DATE",
-                        "AVAILABLE",
-                        "RESTARTS",
-                        "STATE",
-                        "AGE",
-                        "REASON",
-                    ],
-                    rows,
-                )
-            )
-        elif not data.get("missing"):
-            self.say("No services declared.")
-        errors = data.get("config_errors") or []
-        if errors:
-            self.say(f"config: {len(errors)} error(s); broken files are skipped:")
-            for e in errors:
-                self.say(f"  {e['message']}")
-        unverified = data.get("unverified") or []
-        if unverified:
-            self.say(
-                f"{len(unverified)} container(s) carry healerd's labels without its "
-                "signature: not counted, never touched:"
-            )
-            for u in unverified:
-                self.say(f"  {u['name']} ({u['id'][:12]}, service {u['service']}): {u['why']}")
-        self._not_reloaded(data)
-        self.say(engine_host_line(data))
-        for reason in (data.get("host") or {}).get("pressure_reasons") or []:
-            self.say(f"  {reason}")
-        me = self_line(data)
-        if me:
-            self.say(me)
-
-    def _not_reloaded(self, data: dict[str, Any]) -> None:  # healerd.yaml, auth.json
-        bad_settings = data.get("settings_errors") or []
-        if bad_settings:
-            self.say("healerd.yaml: not reloaded; the settings in force stay:")
-            for msg in bad_settings:
-                self.say(f"  {msg}")
-        if data.get("credentials_error"):
-            self.say("registry credentials: not reloaded; the previous ones stay:")
-            self.say(f"  {data['credentials_error']}")
 
     # -- get ---------------------------------------------------------------------------
 
@@ -280,18 +216,20 @@ class Ctl:
         return self._done(self.client.post(service_path(self.args.service, "resume")))
 
     def reload(self) -> int:
+        """Says "reloaded" only when every file was taken; else what the reload refused
+        (or that it was not applied in time) goes to stderr, with exit code 1."""
         data = self.client.post("/v1/reload")
+        said, refused = reload_text(data)
+        done = bool(data.get("applied")) and not refused
         if self.fmt != "table":
             dump(data, self.fmt, self.out)
+        elif done:
+            self.say(said)
         else:
-            self.say(
-                f"{data['message']}: {len(data['services'])} service(s) declared"
-                if data.get("applied")
-                else "reload requested (not applied yet)"
-            )
-            for e in data.get("config_errors", []):
-                self.say(f"config error: {e['message']}")
-        return EXIT_NO if data.get("config_errors") else EXIT_OK
+            self.warn(f"healerctl: {said}")
+            for line in refused:
+                self.warn(f"  {line}")
+        return EXIT_OK if done else EXIT_NO
 
     def _done(self, data: dict[str, Any]) -> int:
         if self.fmt != "table":
@@ -343,11 +281,6 @@ def describe_service(s: dict[str, Any]) -> str:
     )
 
 
-def service_converged(s: dict[str, Any]) -> bool:
-    """The daemon decides (healerd.core.status.is_converged); healerctl only reads it."""
-    return s.get("converged") is True
-
-
 def check_problems(data: dict[str, Any]) -> list[str]:
     """Why `status --check` fails: services not converged, config errors, engine lost."""
     problems = [describe_service(s) for s in data["services"] if not service_converged(s)]
@@ -383,53 +316,6 @@ def event_row(e: dict[str, Any]) -> tuple[str, str, str, str, str]:
     )
 
 
-def engine_host_line(data: dict[str, Any]) -> str:
-    eng = data.get("engine") or {}
-    reachable = {True: "reachable", False: "UNREACHABLE", None: "not checked yet"}.get(
-        eng.get("reachable"), "?"
-    )
-    version = f", version {eng['version']}" if eng.get("version") else ""
-    host = data.get("host") or {}
-    parts = []
-    mem = host.get("memory")
-    if mem:
-        used = mem["total_bytes"] - mem["available_bytes"]
-        parts.append(
-            f"memory {human_bytes(used)}/{human_bytes(mem['total_bytes'])} "
-            f"({mem['used_percent']:.0f}%)"
-        )
-    disk = host.get("disk")
-    if disk:
-        parts.append(
-            f"disk {disk['path']} {disk['used_percent']:.0f}% used "
-            f"({human_bytes(disk['free_bytes'])} free)"
-        )
-    inodes = host.get("inodes")
-    if inodes and inodes.get("total"):
-        parts.append(f"inodes {100 * inodes['free'] / inodes['total']:.0f}% free")
-    if host.get("load"):
-        parts.append("load " + " ".join(f"{x:.2f}" for x in host["load"]))
-    flags = host.get("pressure")
-    if isinstance(flags, dict):
-        on = [name.upper() for name, v in flags.items() if v]
-        parts.append(f"pressure: {', '.join(on) if on else 'none'}")
-    return f"engine: {reachable}{version}; host: {', '.join(parts) or 'unknown'}"
-
-
-def self_line(data: dict[str, Any]) -> str | None:
-    """healerd's own footprint and engine call budget; None from an older daemon."""
-    me = data.get("healerd")
-    if not me:
-        return None
-    cpu = f", cpu {me['cpu_percent']:.1f}%" if me.get("cpu_percent") is not None else ""
-    fds = f", {me['open_fds']} fds" if me.get("open_fds") is not None else ""
-    return (
-        f"healerd: rss {human_bytes(me.get('rss_bytes'))}{cpu}{fds}; engine calls "
-        f"{me['engine_calls']} (cap {me['engine_calls_per_second_limit']:g}/s, burst "
-        f"{me['engine_call_burst']}; {me['engine_calls_throttled']} waited)"
-    )
-
-
 def dump_line(data: Any, fmt: str, out: TextIO) -> None:
     if fmt == "yaml":
         out.write("---\n")
@@ -462,15 +348,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    def verb(name: str, help: str, output: bool = True) -> argparse.ArgumentParser:
+    def verb(
+        name: str, help: str, output: bool = True, wide: bool = False
+    ) -> argparse.ArgumentParser:
         sp = verbs.add_parser(name, help=help, description=help)
         if output:
             sp.add_argument(
                 "-o",
                 "--output",
-                choices=["table", "json", "yaml"],
+                choices=["table", *(["wide"] if wide else []), "json", "yaml"],
                 default="table",
-                help="output format (default table)",
+                help="output format (default table"
+                + ("; wide: the table with whole reasons)" if wide else ")"),
             )
         return sp
 
@@ -484,12 +373,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class AddVerb(Protocol):
-    def __call__(self, name: str, help: str, output: bool = True) -> argparse.ArgumentParser: ...
+    def __call__(
+        self, name: str, help: str, output: bool = True, wide: bool = False
+    ) -> argparse.ArgumentParser: ...
 
 
 def _add_looking_verbs(verb: AddVerb) -> None:
     """Verbs that only read: status, get, events, diff, validate."""
-    sp = verb("status", "services at a glance: replicas, state, reason; engine and host")
+    sp = verb(
+        "status",
+        "services at a glance: replicas, state, reason (a long one loses its middle, "
+        "never its end; -o wide: whole); engine and host",
+        wide=True,
+    )
     sp.add_argument("services", nargs="*", metavar="SERVICE")
     sp.add_argument(
         "--check",
@@ -523,7 +419,11 @@ def _add_steering_verbs(verb: AddVerb) -> None:
     sp.add_argument("service", metavar="SERVICE")
     sp = verb("resume", "heal a paused service again")
     sp.add_argument("service", metavar="SERVICE")
-    verb("reload", "re-read the config files now (like SIGHUP); exit 1 if they have errors")
+    verb(
+        "reload",
+        "re-read the config files now (like SIGHUP); exit 1 if it refused a file "
+        "(errors in it; healerd.yaml, auth.json included) or was not applied within 5s",
+    )
     sp = verb(
         "prune",
         "remove the named volumes healerd made that no declared service names and no "

@@ -10,7 +10,8 @@ from typing import Any, Protocol, TextIO
 from urllib.parse import quote
 
 from healerd.cli.client import Client
-from healerd.cli.output import clock_time, dump, human_age, table
+from healerd.cli.output import dump
+from healerd.cli.views import describe_text
 
 FOLLOW_INTERVAL = 1.0
 
@@ -65,29 +66,8 @@ def describe(ctl: CtlLike) -> int:
     data = ctl.client.get(_path(ctl.args.service, "describe"))
     if ctl.fmt != "table":
         dump(data, ctl.fmt, ctl.out)
-        return 0
-    say = ctl.out.write
-    st, spec = data.get("service") or {}, data.get("spec") or {}
-    say(f"Name:         {ctl.args.service}\n")
-    if spec:
-        say(f"Image:        {spec['image']}\nReplicas:     {spec['replicas']} declared, ")
-    say(f"{st.get('running', 0)} running, {st.get('available', 0)} available\n")
-    say(f"State:        {st.get('state', '-')}")
-    say(f": {st['reason']}\n" if st.get("reason") else "\n")
-    if spec:
-        say(f"Command:      {spec.get('command')}\nFile:         {spec.get('source_file')}\n")
-        say(f"Update order: {spec['update_order']}; revision {spec['revision']}\n")
-    now = time.time()
-    rows = [[c["name"], c["state"], c.get("health") or "-", c["restarts"],
-             human_age(c.get("age_seconds"))] for c in data["containers"]]  # fmt: skip
-    say("\nContainers:\n" + (table(["NAME", "STATE", "HEALTH", "RESTARTS", "AGE"], rows)
-                             if rows else "  none") + "\n")  # fmt: skip
-    deaths = [[h["name"], h.get("exit_code"), "yes" if h.get("oom_killed") else "no",
-               h.get("finished_at") or "-"] for h in data["history"]]  # fmt: skip
-    say("\nLast failures (kept for `healerctl logs --previous`):\n")
-    say((table(["NAME", "EXIT CODE", "OOM-KILLED", "DIED"], deaths) if deaths else "  none") + "\n")
-    events = [[clock_time(e["time"], now), e["kind"], e["message"]] for e in data["events"]]
-    say("\nEvents:\n" + (table(["TIME", "KIND", "MESSAGE"], events) if events else "  none") + "\n")
+    else:
+        ctl.out.write(describe_text(ctl.args.service, data))
     return 0
 
 

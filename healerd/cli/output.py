@@ -10,6 +10,7 @@ from typing import Any, TextIO
 import yaml
 
 GAP = "   "
+WORD_SLACK = 16
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -75,3 +76,24 @@ def dump(data: Any, fmt: str, out: TextIO) -> None:
 def one_line(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def keep_end(text: str, limit: int | None) -> str:
+    """One line of at most `limit` characters that keeps both ends: the middle goes (at
+    word boundaries where it can), since a reason's last words are often the engine's
+    own ("... port is already allocated"). `limit` None: the whole line."""
+    text = " ".join(text.split())
+    if limit is None or len(text) <= limit:
+        return text
+    room = limit - 3  # " … "
+    head_len = room // 3
+    head = text[:head_len]
+    tail = text[len(text) - (room - head_len) :]
+    # A cut word is dropped, unless that would drop more than a few characters.
+    cut = head.rfind(" ")
+    if cut >= len(head) - WORD_SLACK:
+        head = head[:cut]
+    cut = tail.find(" ")
+    if 0 <= cut < WORD_SLACK:
+        tail = tail[cut + 1 :]
+    return f"{head} … {tail}"

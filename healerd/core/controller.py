@@ -37,7 +37,7 @@ from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
-from healerd.engine import Engine, EngineError
+from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
@@ -101,7 +101,7 @@ class Controller:
         self.admission = admission
         self.queue = WorkQueue(clock, settings.backoff)
         self.events = EventLog(clock)
-        self._report = Reporter(self.events, hooks)
+        self._report = Reporter(self.events, hooks, clock)
         self._own = OwnActions(clock)
         self._executor = Executor(engine, settings.parallel_actions, name_tag, self._own)
         self._key_pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="healerd-key")
@@ -274,6 +274,7 @@ class Controller:
         self._last_look.changed()
         with self._lock:
             note_event(self._mem, event, self._clock.monotonic())
+            known = event.container_id in self._mem.first_seen
         if event.action == "start":
             # A new run has a new network namespace: what joined the old one looks again.
             for joiner in self._desired.joiners.get(event.service, ()):
@@ -282,6 +283,8 @@ class Controller:
             # The pass that did it looks again anyway (healerd.core.own); a kill that
             # ends the container is followed by its `die`, which is when it can start.
             return
+        if event.action == "destroy":
+            self._report.gone(event.service, event.container_id, event.name, known=known)
         self.queue.add(event.service)
 
     def stream_state(self, connected: bool) -> None:
@@ -334,6 +337,7 @@ class Controller:
                 slots += 1
             keys = self.queue.get_batch(slots, timeout=0.5)
             self.last_progress = self._clock.monotonic()
+            self.flush_log()
             for _ in range(slots - len(keys)):
                 self._slots.release()
             if not keys:
@@ -352,8 +356,16 @@ class Controller:
         finally:
             self._slots.release()
 
+    def flush_log(self) -> None:
+        """Say the counts of rate-limited lines whose window ended (and the latest state
+        of a service or the engine that changed more often than it was said)."""
+        for quiet in (self._health.quiet, self._book.quiet, self._report.quiet):
+            if quiet.pending():
+                quiet.flush()
+
     def process_once(self, timeout: float = 0.0) -> list[str]:
         """One synchronous pass over every ready key: the loop without threads, for tests."""
+        self.flush_log()
         keys = self.queue.get_batch(1 << 30, timeout=timeout)
         if keys:
             obs = self._observe(keys)
@@ -452,7 +464,7 @@ class Controller:
         )
 
     def _engine_back(self) -> None:
-        log.info("engine reachable again: resyncing every service")
+        # EngineHealth said so (rate-limited, beside its line about the loss).
         with self._lock:
             self._first_look = True
             self._recent = None
@@ -475,7 +487,7 @@ class Controller:
                 self._settle(key, self._reconciler.reconcile(key, obs))
         except EngineError as exc:
             # The engine went away mid-pass (after its list): an ordinary retry.
-            log.warning("%s: %s; retrying", key or "<discover>", exc)
+            self._report.retrying(key, exc, unreachable=isinstance(exc, EngineUnavailable))
             self._settle(key, Outcome(ServiceState.DEGRADED, str(exc), _RETRY))
         except Exception:
             log.exception("reconcile of %s failed unexpectedly", key or "<discover>")

@@ -1,5 +1,10 @@
 """Whether the engine answers: the loop's one list call goes through here, which notes
-an outage once (not at every pass), and a return (so every service is looked at again)."""
+an outage once (not at every pass), and a return (so every service is looked at again).
+
+A line when the engine is lost, one when it is back, and a reminder every
+`engine_down_log_interval` while it stays away; an engine that flaps (a dockerd
+shutting down answers some calls and refuses others for a second or two) is said
+ENGINE_BURST times per window, then counted (healerd.core.ratelog)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
+from healerd.core.ratelog import LOOP_WINDOW, RateLimitedLog
 from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.model import ObservedContainer
 
@@ -21,6 +27,8 @@ log = logging.getLogger("healerd.controller")
 RECHECK_FAST = 0.1
 RECHECK_SLOW = 1.0
 FAST_FOR = 60.0
+# Lines about the engine (lost, back, still away) said at once per LOOP_WINDOW.
+ENGINE_BURST = 2
 
 
 class EngineHealth:
@@ -43,6 +51,7 @@ class EngineHealth:
         self._on_back = on_back
         self._logged_at: float | None = None
         self._down_since: float | None = None
+        self.quiet = RateLimitedLog(log, LOOP_WINDOW, burst=ENGINE_BURST, clock=clock.monotonic)
         self.ok: bool | None = None
         self.version: str | None = None
         self.data_root: str | None = None
@@ -85,7 +94,9 @@ class EngineHealth:
         if was_ok is not False or last is None or now - last >= self._interval:
             self._logged_at = now
             waiting = ", ".join(sorted(k for k in keys if k)) or "-"
-            log.warning("cannot list containers: %s (services wait: %s)", exc, waiting)
+            self.quiet.warning(
+                "engine", "cannot list containers: %s (services wait: %s)", exc, waiting
+            )
             if was_ok is not False:
                 self._events.record("engine-lost", "", str(exc))
 
@@ -93,6 +104,7 @@ class EngineHealth:
         self._down_since = None
         if self.ok is False:
             self._events.record("engine-back", "", "engine reachable again")
+            self.quiet.info("engine", "engine reachable again: resyncing every service")
             self.ok = True
             self._on_back()
         if self.version is None or self.ok is not True:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from healerd.config import EnvFileError, MountRefused, effective_environment, mounts_for_create
 from healerd.core.own import OwnActions
-from healerd.engine import CannotRestart, Engine, EngineError, NameConflict
+from healerd.engine import CannotRestart, Engine, EngineError, EngineUnavailable, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,
     LABEL_REPLACES,
@@ -59,6 +59,8 @@ class ActionResult:
     error: str | None = None
     container_id: str | None = None
     container_name: str | None = None
+    # The engine could not be reached: said once for the outage, not once per action.
+    unreachable: bool = False
 
     @property
     def ok(self) -> bool:
@@ -146,7 +148,9 @@ class Executor:
                 action, container_id=action.container.id, container_name=action.container.name
             )
         except EngineError as exc:
-            return ActionResult(action, error=str(exc))
+            return ActionResult(
+                action, error=str(exc), unreachable=isinstance(exc, EngineUnavailable)
+            )
         except Exception as exc:
             log.exception("unexpected error in %s", action.describe())
             return ActionResult(action, error=f"unexpected {type(exc).__name__}: {exc}")

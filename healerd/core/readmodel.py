@@ -12,11 +12,16 @@ from healerd.config import DesiredState
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.outcome import Tally
+from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus, is_converged
 from healerd.model import ObservedContainer, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
+
+# State lines said at once per service per LOOP_WINDOW: a heal (Progressing, Converged)
+# or a crash (Progressing, CrashLoopBackOff) is told as it happens.
+STATE_BURST = 3
 
 
 class StatusBook:
@@ -27,6 +32,12 @@ class StatusBook:
         self._events = events
         self._lock = threading.Lock()
         self._status: dict[str, ServiceStatus] = {}
+        # A line per change of state, at most STATE_BURST per service per window: a
+        # state that flaps (an engine going away: Degraded, EngineUnreachable, ...) is
+        # counted, and its latest said when the window ends.
+        self.quiet = RateLimitedLog(
+            log, LOOP_WINDOW, max_kinds=LOOP_KINDS, burst=STATE_BURST, clock=clock.monotonic
+        )
 
     def set(
         self,
@@ -54,7 +65,8 @@ class StatusBook:
         if not changed:
             return
         # A line per change of state, none per pass: the log tells the story.
-        log.info(
+        self.quiet.info(
+            f"state:{key}",
             "%s: %s (%d/%d running)%s",
             key,
             state,

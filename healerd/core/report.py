@@ -9,11 +9,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from healerd.core.clock import Clock, SystemClock
 from healerd.core.events import EventLog
 from healerd.core.executor import ActionResult
-from healerd.model import ActionKind
+from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
+from healerd.model import Action, ActionKind
 
 log = logging.getLogger("healerd.controller")
+
+# How many removed-by-someone-else ids are remembered, and for how long at least.
+GONE_KEPT = 1024
+GONE_FOR = 600.0
+# The kind of every line that says the engine could not be reached.
+UNREACHABLE = "engine-unreachable"
 
 
 class LoopHooks(Protocol):
@@ -37,11 +45,56 @@ class Stats:
 
 
 class Reporter:
-    def __init__(self, events: EventLog, hooks: Sequence[LoopHooks]) -> None:
+    def __init__(
+        self, events: EventLog, hooks: Sequence[LoopHooks], clock: Clock | None = None
+    ) -> None:
         self.events = events
         self.stats = Stats()
         self._hooks = tuple(hooks)
         self._lock = threading.Lock()
+        self._clock = clock or SystemClock()
+        # Containers someone else removed (docker rm -f), by id: when it was seen.
+        self._gone: dict[str, float] = {}
+        # A failed action's line: the first at once, then one per window per service and
+        # kind of action with a count; while the engine cannot be reached, one for all
+        # (its absence is the news, said by EngineHealth).
+        self.quiet = RateLimitedLog(
+            log, LOOP_WINDOW, max_kinds=LOOP_KINDS, clock=self._clock.monotonic
+        )
+
+    def gone(self, service: str, container_id: str, name: str, *, known: bool) -> None:
+        """The engine destroyed a container healerd did not remove. `known`: one the
+        loop has listed (not an unverified look-alike): said in the log and the events.
+        A replacement planned before the news came says so too (`_reason`)."""
+        now = self._clock.monotonic()
+        with self._lock:
+            if len(self._gone) >= GONE_KEPT:
+                for cid in [c for c, t in self._gone.items() if now - t > GONE_FOR]:
+                    del self._gone[cid]
+            if len(self._gone) < GONE_KEPT:
+                self._gone[container_id] = now
+        if not known:
+            return
+        name = name or container_id[:12]
+        message = f"{name} was removed, not by healerd (docker rm -f or another client)"
+        log.info(
+            "%s: %s",
+            service,
+            message,
+            extra={"healerd_service": service, "container_id": container_id, "action": "gone"},
+        )
+        self.events.record("gone", service, message, name)
+
+    def _reason(self, a: Action) -> str:
+        """The action's reason, unless its container was removed by someone else since
+        the plan (a `docker rm -f` sends kill, die, then destroy: a pass between the
+        die and the destroy replaces a container it took for exited)."""
+        c = a.container
+        if a.kind is not ActionKind.CREATE or c is None:
+            return a.reason
+        with self._lock:
+            removed = c.id in self._gone
+        return f"replace {c.name}: it was removed (not by healerd)" if removed else a.reason
 
     def count(self, name: str) -> None:
         with self._lock:
@@ -90,27 +143,29 @@ class Reporter:
     def _done(self, key: str, r: ActionResult) -> None:
         a, kind = r.action, r.action.kind.value
         name = r.container_name or r.container_id or ""
+        reason = self._reason(a)
         log.info(
             "%s: %s %s (%s)",
             key,
             _DONE[a.kind],
             name,
-            a.reason,
+            reason,
             extra={
                 "healerd_service": key,
                 "container_id": r.container_id or "",
                 "container_name": name,
                 "action": kind,
-                "reason": a.reason,
+                "reason": reason,
             },
         )
-        self.events.record(_DONE[a.kind], key, a.reason, name)
+        self.events.record(_DONE[a.kind], key, reason, name)
 
     def _failed(self, key: str, r: ActionResult) -> None:
         a, kind = r.action, r.action.kind.value
         # The container removed (none for a failed create).
         cid = a.container.id if a.container is not None and a.kind is not ActionKind.CREATE else ""
-        log.warning(
+        self.quiet.warning(
+            UNREACHABLE if r.unreachable else f"failed:{key}:{kind}",
             "%s: %s failed: %s",
             key,
             kind,
@@ -118,6 +173,11 @@ class Reporter:
             extra={"healerd_service": key, "container_id": cid, "action": kind, "reason": r.error},
         )
         self.events.record("failed", key, f"{kind}: {r.error}")
+
+    def retrying(self, key: str, exc: Exception, *, unreachable: bool) -> None:
+        """The engine failed a pass after its list: an ordinary retry, said rarely."""
+        kind = UNREACHABLE if unreachable else f"retry:{key}"
+        self.quiet.warning(kind, "%s: %s; retrying", key or "<discover>", exc)
 
 
 _DONE = {
@@ -135,4 +195,4 @@ def _safely(fn: Callable[..., None], *args: object) -> None:
         log.exception("hook %s failed", getattr(fn, "__name__", fn))
 
 
-__all__ = ["LoopHooks", "Reporter", "Stats"]
+__all__ = ["UNREACHABLE", "LoopHooks", "Reporter", "Stats"]

@@ -136,6 +136,7 @@ def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
         "env_files": list(s.env_files),
         "volumes": [
             f"{'tmpfs:' if v.kind == 'tmpfs' else v.source + ':' if v.source else ''}{v.target}"
+            f"{':ro' if v.read_only else ''}"
             for v in s.volumes
         ],
         "ports": [
@@ -144,6 +145,16 @@ def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
             for p in s.ports
         ],
         "healthcheck": list(hc.test) if hc and not hc.disable else None,
+        # None: the spec declares none (the image's own, if any, applies).
+        "healthcheck_options": {
+            "interval": hc.interval,
+            "timeout": hc.timeout,
+            "retries": hc.retries,
+            "start_period": hc.start_period,
+            "disable": hc.disable,
+        }
+        if hc
+        else None,
         "update_order": s.update_order.value,
         "restart_policy": {
             "delay": s.restart_policy.delay,

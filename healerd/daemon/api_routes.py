@@ -286,12 +286,24 @@ class Api:
             time.sleep(0.02)
         after = c.desired
         applied = after is not before
+        node = self.daemon.node_report() if applied else None
+        settings_errors = list(node.settings_errors) if node else []
+        credentials_error = node.credentials_error if node else ""
+        refused = len(after.errors) + len(settings_errors) + bool(credentials_error)
+        if not applied:
+            message = "reload requested"
+        elif refused:
+            message = f"reload refused: {refused} error(s); those files keep their last good state"
+        else:
+            message = "configuration reloaded"
         return 200 if applied else 202, {
-            "ok": True,
+            "ok": applied and not refused,
             "applied": applied,
-            "message": "configuration reloaded" if applied else "reload requested",
+            "message": message,
             "services": sorted(after.services),
             "config_errors": [config_error_view(e) for e in after.errors],
+            "settings_errors": settings_errors,
+            "credentials_error": credentials_error,
         }
 
     def _change(self, req: Request, path: str) -> tuple[int, Any]:

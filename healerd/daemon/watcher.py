@@ -8,6 +8,7 @@ import threading
 from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.controller import DISCOVER, Controller
+from healerd.core.ratelog import LOOP_WINDOW, RateLimitedLog
 from healerd.engine import Engine, EngineError
 
 log = logging.getLogger("healerd.watcher")
@@ -36,6 +37,9 @@ class EventWatcher:
         self._kick = threading.Event()
         self._failures = 0
         self._lost = False
+        # Lost and back: said at most twice per window, then counted (a stream that
+        # flaps while the engine shuts down).
+        self._quiet = RateLimitedLog(log, LOOP_WINDOW, burst=2, clock=clock.monotonic)
 
     def kick(self) -> None:
         """Skip the current reconnect delay (the engine answered elsewhere)."""
@@ -44,7 +48,7 @@ class EventWatcher:
     def _connected(self) -> None:
         lost = self._lost
         if lost:
-            log.info("event stream back: resyncing every service")
+            self._quiet.info("stream", "event stream back: resyncing every service")
         self._failures, self._lost = 0, False
         self._controller.stream_state(True)
         # Not forced: a stream that keeps dropping must not undo every key's backoff (the
@@ -60,6 +64,7 @@ class EventWatcher:
         logged_at: float | None = None
         while not stop.is_set():
             self._kick.clear()
+            self._quiet.flush()
             reason = "stream ended"
             try:
                 self._engine.watch(self._controller.on_event, self._connected)
@@ -76,7 +81,7 @@ class EventWatcher:
             now = self._clock.monotonic()
             if self._failures == 1 or logged_at is None or now - logged_at >= self._log_interval:
                 logged_at = now
-                log.warning("engine event stream lost (%s); reconnecting", reason)
+                self._quiet.warning("stream", "engine event stream lost (%s); reconnecting", reason)
             self._kick.wait(self._backoff.delay(self._failures))
 
     def stop(self) -> None:

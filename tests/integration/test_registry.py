@@ -184,9 +184,12 @@ def test_credentials_from_auth_json_wrong_missing_and_fixed_at_reload(
     table = healerd.ctl("status")[1]
     assert "ImagePullBackOff" in table
 
-    # A world-readable file is refused, the previous credentials stay (still wrong).
+    # A world-readable file is refused, the previous credentials stay (still wrong), and
+    # `healerctl reload` says so (issue 28: not "configuration reloaded", exit 1).
     write_auth(config, auth_json(locked.host, USER, password), mode=0o644)
-    assert healerd.ctl("reload")[0] == 0
+    code, out, err = healerd.ctl("reload")
+    assert code == 1 and "configuration reloaded" not in out + err, (code, out, err)
+    assert "registry credentials not reloaded" in err and "auth.json" in err, err
 
     def refusal() -> str:
         table = healerd.ctl("status")[1]

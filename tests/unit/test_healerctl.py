@@ -23,9 +23,9 @@ from healerd.cli.healerctl import (
     EXIT_USAGE,
     check_problems,
     container_status,
-    engine_host_line,
 )
 from healerd.cli.output import human_age, human_bytes, table
+from healerd.cli.views import engine_host_line
 from healerd.daemon import api as api_module
 from healerd.daemon.api import ApiOptions, ApiServer, Peer
 from tests.support.config import trusted_copy
