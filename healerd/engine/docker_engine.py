@@ -31,6 +31,7 @@ from healerd.engine import (
     ImagePullFailed,
     LocalImage,
     NameConflict,
+    credhelper,
     imagelist,
     request,
 )
@@ -84,6 +85,9 @@ def _translated(what: str) -> Iterator[None]:
         raise EngineUnavailable(f"{what}: {exc}") from exc
 
 
+_HELPER_ERRORS = (docker.errors.DockerException, docker.credentials.StoreError, *credhelper.BAD)
+
+
 def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
     """The X-Registry-Auth of a pull: {} (anonymous), the user and password or identity
     token, or what the credential helper docker-credential-NAME gives (through the SDK's
@@ -94,12 +98,9 @@ def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
         store = docker.auth.AuthConfig({"credsStore": auth.helper})
         try:
             found = store.resolve_authconfig(auth.registry)
-        except (docker.errors.DockerException, docker.credentials.StoreError) as exc:
+        except _HELPER_ERRORS as exc:
             # SDK 5 (Debian 12) raises StoreError for a helper that is not installed.
-            raise ImagePullFailed(
-                f"pull {image}: credential helper docker-credential-{auth.helper} for "
-                f"{auth.registry}: {exc}"
-            ) from None
+            raise ImagePullFailed(credhelper.failure(image, auth, exc)) from None
         return {str(k).lower(): str(v) for k, v in (found or {}).items()}
     if auth.identity_token:
         return {"identitytoken": auth.identity_token, "serveraddress": auth.registry}
