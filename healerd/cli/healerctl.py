@@ -16,6 +16,7 @@ from healerd import __version__, paths
 from healerd.cli import export_verbs, inspect_verbs
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
 from healerd.cli.output import clock_time, dump, human_age, human_bytes, one_line, table
+from healerd.cli.terminal import on_terminal
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_FORBIDDEN, EXIT_API = range(6)
 
@@ -25,7 +26,7 @@ EXIT_CODES_HELP = """exit codes:
      export --strict: a field the target cannot express
   2  bad usage
   3  healerd unreachable (no socket, permission denied, not running, no answer)
-  4  refused: changing anything needs root or the admin group (default healerd-admin)
+  4  refused: changes and logs need root or the admin group (default healerd-admin)
   5  healerd answered with another error (unknown service, engine unreachable, ...)
 """
 
@@ -573,7 +574,7 @@ def main(
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    ctl = Ctl(args, out, err)
+    ctl = Ctl(args, on_terminal(out), on_terminal(err))
     try:
         return VERBS[args.verb](ctl)
     except DaemonUnreachable as exc:

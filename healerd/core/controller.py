@@ -28,6 +28,7 @@ from healerd.core.outcome import Outcome, Requeue, Tally
 from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
 from healerd.core.ratelimit import LastLook
+from healerd.core.readlanes import PRIVILEGED, Reader, ReadLanes
 from healerd.core.readmodel import StatusBook, container_statuses, summary
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
@@ -36,7 +37,7 @@ from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
-from healerd.engine import Engine, EngineError
+from healerd.engine import Engine, EngineError, LogStream
 from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
@@ -86,14 +87,14 @@ class Controller:
         hooks: Sequence[LoopHooks] = (),
         engine_guard: Callable[[], None] = _nothing,
         on_engine_back: Callable[[], None] = _nothing,
-        reader: Engine | None = None,
+        readers: ReadLanes | None = None,
         name_tag: Callable[[str], str] = plain_tag,
         credentials: Callable[[str], RegistryAuth | None] | None = None,
     ) -> None:
         self._engine = engine
         # What the API reads through (the list, logs, how a container died): the daemon
-        # gives it a token bucket of its own, so that readers never spend the heal budget.
-        self._reader = reader or engine
+        # gives readers budgets of their own (readlanes.py), never the heal budget.
+        self._readers = readers or ReadLanes(engine, clock)
         self._clock = clock
         self._settings = settings
         self.admission = admission
@@ -130,7 +131,7 @@ class Controller:
             guard=engine_guard, on_back=self._engine_back,
         )  # fmt: skip
         self._on_engine_back = on_engine_back
-        self._last_look = LastLook(clock, self._reader.list_managed)  # what readers are shown
+        self._last_look = LastLook(clock, self._readers.base.list_managed)  # readers are shown
         self._first_look = True  # until the first list (see _observe)
         self._recent: tuple[float, Sequence[ObservedContainer], str | None] | None = None
         self.last_progress = clock.monotonic()
@@ -167,28 +168,45 @@ class Controller:
         """Every declared service and every service with containers, by name."""
         return self._book.statuses(self._desired.services, self.paused_services())
 
-    def container_statuses(self, service: str | None = None) -> list[ContainerStatus]:
+    def container_statuses(
+        self, service: str | None = None, reader: Reader = PRIVILEGED
+    ) -> list[ContainerStatus]:
         """What runs now: the loop's last list if under a second old, else a list of the
-        readers' own (at most one a second for all of them, outside the heal budget)."""
-        return container_statuses(self._last_look.get(), self._desired.services, service)
+        readers' own (on the caller's read budget, outside the heal budget)."""
+        return container_statuses(self._look(reader), self._desired.services, service)
+
+    def _look(self, reader: Reader) -> list[ObservedContainer]:
+        return self._last_look.get(lambda: self._readers.pay(reader))
 
     def logs(
-        self, service: str, *, previous: bool, tail: int | None, since: float | None
-    ) -> tuple[ObservedContainer | None, bytes]:
-        """A replica's output; with `previous`, that of the last one that failed. A list
-        of its own (on the readers' budget): right after a heal the loop's last list may
-        not show the failed container as history yet."""
-        c = pick(self._reader.list_managed(), service, previous=previous)
-        return c, (self._reader.logs(c.id, tail, since) if c is not None else b"")
+        self,
+        service: str,
+        *,
+        previous: bool,
+        tail: int | None,
+        since: float | None,
+        until: float | None = None,
+        reader: Reader = PRIVILEGED,
+    ) -> tuple[ObservedContainer | None, LogStream]:
+        """A replica's output, streamed (the caller closes it); with `previous`, that of
+        the last one that failed. A list of its own (on the reader's budget): right after
+        a heal the loop's last list may not show the failed container as history yet."""
+        engine = self._readers.engine(reader)
+        c = pick(engine.list_managed(), service, previous=previous)
+        return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
 
-    def deaths(self, service: str) -> list[Dead]:
-        """The service's failed containers kept as history, newest first."""
-        return deaths(self._reader, self._reader.list_managed(), service)
+    def deaths(
+        self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None
+    ) -> list[Dead]:
+        """The service's failed containers kept as history, newest first (the `limit`
+        newest: one inspect each, on the reader's budget)."""
+        engine = self._readers.engine(reader)
+        return deaths(engine, engine.list_managed(), service, limit)
 
-    def preview(self, service: str | None = None) -> list[Action]:
+    def preview(self, service: str | None = None, reader: Reader = PRIVILEGED) -> list[Action]:
         """What a pass would do right now, without doing it (on the same list as
         container_statuses): reconcile without acting."""
-        obs = Observation(self._last_look.get(), self._desired)
+        obs = Observation(self._look(reader), self._desired)
         keys = {service} if service else set(obs.desired.services) | _services(obs.containers)
         return [a for key in sorted(keys) for a in self._reconciler.preview(key, obs)]
 

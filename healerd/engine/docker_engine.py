@@ -30,9 +30,11 @@ from healerd.engine import (
     ImageMissing,
     ImagePullFailed,
     LocalImage,
+    LogStream,
     NameConflict,
     credhelper,
     imagelist,
+    logstream,
     request,
 )
 from healerd.engine.listing import RowCache, event_of, int_or_none, rows_of
@@ -494,16 +496,14 @@ class DockerEngine:
                 if not (in_use or isinstance(cause, docker.errors.NotFound)):
                     raise
 
-    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
-        with _translated(f"logs {container_id[:12]}"):
-            out = self._api.logs(
-                container_id,
-                stdout=True,
-                stderr=True,
-                tail="all" if tail is None else tail,
-                since=since,
-            )
-        return bytes(out)
+    def logs(
+        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
+    ) -> LogStream:
+        what = f"logs {container_id[:12]}"
+        query = logstream.params(tail, since, until)
+        return logstream.open_stream(
+            self._api, container_id, query, self._timeout, lambda: _translated(what)
+        )
 
     def death(self, container_id: str) -> Death:
         with _translated(f"inspect {container_id[:12]}"):
