@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import http.client
 import json
 import os
 import socket
 import stat
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from email.message import Message
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
+
+T = TypeVar("T")
+# A streamed answer is read in pieces of at most this many bytes; an error's body, at most
+# this many.
+STREAM_PIECE = 64 * 1024
+ERROR_BODY_MAX = 64 * 1024
 
 
 class DaemonUnreachable(Exception):
@@ -81,28 +91,14 @@ class Client:
         timeout: float | None = None,
         raw: bool = False,
     ) -> Any:
-        given = {k: v for k, v in (params or {}).items() if v is not None}
-        query = "?" + urlencode(given, doseq=True) if given else ""
-        conn = _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
+        conn = self._connect(timeout)
         try:
-            try:
-                conn.request(method, path + query, body=b"" if method == "POST" else None)
-                resp = conn.getresponse()
-                data = resp.read()
-            except (OSError, http.client.HTTPException) as exc:
-                if isinstance(exc, TimeoutError | socket.timeout) and conn.sock is not None:
-                    raise DaemonUnreachable(
-                        f"healerd at {self.socket_path} did not answer within {conn.timeout:g}s"
-                    ) from None
-                raise DaemonUnreachable(explain_unreachable(self.socket_path, exc)) from None
+            resp = self._ask(conn, method, path, params)
+            data = self._read(conn, resp.read)
         finally:
             conn.close()
         if resp.status >= 400:
-            try:
-                message = str(json.loads(data)["error"])
-            except (ValueError, KeyError, TypeError):
-                message = data.decode(errors="replace").strip()[:500] or resp.reason
-            raise ApiFailure(resp.status, message)
+            raise _failure(resp, data)
         if raw:
             return data
         try:
@@ -112,11 +108,71 @@ class Client:
                 f"healerd at {self.socket_path} sent an answer that is not JSON"
             ) from None
 
+    @contextlib.contextmanager
+    def stream(self, path: str, params: dict[str, Any] | None = None) -> Iterator[Streamed]:
+        """GET a body that healerd sends as it is made (a container's output), read in
+        pieces as it comes; the timeout bounds each read."""
+        conn = self._connect(None)
+        try:
+            resp = self._ask(conn, "GET", path, params)
+            if resp.status >= 400:
+                raise _failure(resp, self._read(conn, lambda: resp.read(ERROR_BODY_MAX)))
+
+            def pieces() -> Iterator[bytes]:
+                while data := self._read(conn, lambda: resp.read1(STREAM_PIECE)):
+                    yield data
+
+            yield Streamed(resp.headers, pieces())
+        finally:
+            conn.close()
+
+    def _connect(self, timeout: float | None) -> _UnixConnection:
+        return _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
+
+    def _ask(
+        self, conn: _UnixConnection, method: str, path: str, params: dict[str, Any] | None
+    ) -> http.client.HTTPResponse:
+        given = {k: v for k, v in (params or {}).items() if v is not None}
+        query = "?" + urlencode(given, doseq=True) if given else ""
+
+        def ask() -> http.client.HTTPResponse:
+            conn.request(method, path + query, body=b"" if method == "POST" else None)
+            return conn.getresponse()
+
+        return self._read(conn, ask)
+
+    def _read(self, conn: _UnixConnection, call: Callable[[], T]) -> T:
+        """`call`, with its socket errors said as what they mean to an operator."""
+        try:
+            return call()
+        except (OSError, http.client.HTTPException) as exc:
+            if isinstance(exc, TimeoutError | socket.timeout) and conn.sock is not None:
+                raise DaemonUnreachable(
+                    f"healerd at {self.socket_path} did not answer within {conn.timeout:g}s"
+                ) from None
+            raise DaemonUnreachable(explain_unreachable(self.socket_path, exc)) from None
+
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params)
 
     def post(self, path: str) -> Any:
         return self.request("POST", path)
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A streamed answer: its headers, and its body's pieces as they come."""
+
+    headers: Message
+    pieces: Iterator[bytes]
+
+
+def _failure(resp: http.client.HTTPResponse, data: bytes) -> ApiFailure:
+    try:
+        message = str(json.loads(data)["error"])
+    except (ValueError, KeyError, TypeError):
+        message = data.decode(errors="replace").strip()[:500] or resp.reason
+    return ApiFailure(resp.status, message)
 
 
 def service_path(name: str, verb: str) -> str:

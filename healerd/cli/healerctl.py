@@ -16,6 +16,7 @@ from healerd import __version__, paths
 from healerd.cli import export_verbs, inspect_verbs, update_verb
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
 from healerd.cli.output import clock_time, dump, human_age, one_line, table
+from healerd.cli.terminal import on_terminal
 from healerd.cli.views import reload_text, service_converged, status_text
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_FORBIDDEN, EXIT_API = range(6)
@@ -28,7 +29,7 @@ EXIT_CODES_HELP = """exit codes:
      command or healthcheck
   2  bad usage
   3  healerd unreachable (no socket, permission denied, not running, no answer)
-  4  refused: changing anything needs root or the admin group (default healerd-admin)
+  4  refused: changes and logs need root or the admin group (default healerd-admin)
   5  healerd answered with another error (unknown service, engine unreachable, ...)
 """
 
@@ -476,7 +477,7 @@ def main(
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    ctl = Ctl(args, out, err)
+    ctl = Ctl(args, on_terminal(out), on_terminal(err))
     try:
         return VERBS[args.verb](ctl)
     except DaemonUnreachable as exc:

@@ -9,13 +9,16 @@ from typing import Any, TextIO
 
 import yaml
 
+from healerd.cli.terminal import cell
+
 GAP = "   "
 WORD_SLACK = 16
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Left-aligned columns, three spaces apart, like kubectl; the last column is not padded."""
-    cells = [[str(h) for h in headers], *[["" if c is None else str(c) for c in r] for r in rows]]
+    """Left-aligned columns, three spaces apart, like kubectl; the last column is not
+    padded. Control characters in a cell are shown (`^[`), never passed on (terminal.py)."""
+    cells = [[str(h) for h in headers], *[[cell(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for r in cells:
@@ -74,7 +77,8 @@ def dump(data: Any, fmt: str, out: TextIO) -> None:
 
 
 def one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
+    """Whitespace runs as one space, other control characters shown, at most `limit`."""
+    text = cell(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

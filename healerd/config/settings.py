@@ -31,6 +31,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 MAX_WORKERS = 64
 MAX_HISTORY = 10
 MAX_CALLS = 1_000_000  # engine_calls_per_second and engine_call_burst
+# A group name as useradd/groupadd take it (Debian's default NAME_REGEX, and `$`).
+GROUP_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,30}\$?")
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class Settings:
     interpolate_environment: tuple[str, ...] = ()
     # Registry credentials (Docker's config.json format); None: CONFIG_DIR/auth.json.
     registry_auth: Path | None = None
+    # A group whose members may read containers' output over the API, besides root and
+    # the admin group (None: nobody else).
+    logs_group: str | None = None
     # How often services with x-healerd.auto_update ask their registry for the tag's digest.
     auto_update_interval: float = 300.0
     # Node awareness (see NodeLimits); these take effect on a reload, no restart needed.
@@ -139,6 +144,14 @@ _backoff = _at_least(0.001)
 def _workers(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
         raise ValueError(f"must be a whole number from 1 to {MAX_WORKERS}, not {value!r}")
+    return value
+
+
+def _group_name(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not GROUP_NAME_RE.fullmatch(value):
+        raise ValueError(f"must be a group name such as healerd-logs, not {value!r}")
     return value
 
 
@@ -385,6 +398,18 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "credentials. See README, Registries and credentials.",
         "/etc/healerd/auth.json",
         _optional_path,
+        reloadable=True,
+    ),
+    _setting(
+        "logs_group",
+        "group name or null",
+        "A group whose members may read containers' output (`healerctl logs`, "
+        "`/v1/services/NAME/logs`) besides root and the admin group. null: only they "
+        "may, since output often holds what its readers should not see (tokens, "
+        "connection strings). `healerd` gives it back to every reader of the socket. See "
+        "README, healerctl and the local API.",
+        "healerd-logs",
+        _group_name,
         reloadable=True,
     ),
     _setting(

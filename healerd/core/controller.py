@@ -27,7 +27,9 @@ from healerd.core.observe import Memory, note_event, observe, shown
 from healerd.core.outcome import Outcome, Requeue, Tally
 from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
+from healerd.core.prune import PruneRefused, networks_kept, prune_volumes
 from healerd.core.ratelimit import LastLook
+from healerd.core.readlanes import PRIVILEGED, Reader, ReadLanes
 from healerd.core.readmodel import StatusBook, container_statuses, summary
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
@@ -37,7 +39,7 @@ from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
-from healerd.engine import Engine, EngineError, EngineUnavailable
+from healerd.engine import Engine, EngineError, EngineUnavailable, LogStream
 from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
@@ -87,15 +89,15 @@ class Controller:
         hooks: Sequence[LoopHooks] = (),
         engine_guard: Callable[[], None] = _nothing,
         on_engine_back: Callable[[], None] = _nothing,
-        reader: Engine | None = None,
+        readers: ReadLanes | None = None,
         name_tag: Callable[[str], str] = plain_tag,
         credentials: Callable[[str], RegistryAuth | None] | None = None,
         runbook: RunBook | None = None,
     ) -> None:
         self._engine = engine
         # What the API reads through (the list, logs, how a container died): the daemon
-        # gives it a token bucket of its own, so that readers never spend the heal budget.
-        self._reader = reader or engine
+        # gives readers budgets of their own (readlanes.py), never the heal budget.
+        self._readers = readers or ReadLanes(engine, clock)
         self._clock = clock
         self._settings = settings
         self.admission = admission
@@ -129,7 +131,7 @@ class Controller:
             guard=engine_guard, on_back=self._engine_back,
         )  # fmt: skip
         self._on_engine_back = on_engine_back
-        self._last_look = LastLook(clock, self._reader.list_managed)  # what readers are shown
+        self._last_look = LastLook(clock, self._readers.base.list_managed)  # readers are shown
         self._first_look = True  # until the first list (see _observe)
         self._recent: tuple[float, Sequence[ObservedContainer], str | None] | None = None
         self.last_progress = clock.monotonic()
@@ -175,12 +177,15 @@ class Controller:
         """Every declared service and every service with containers, by name."""
         return self._book.statuses(self._desired.services, self.paused_services())
 
-    def container_statuses(self, service: str | None = None) -> list[ContainerStatus]:
+    def container_statuses(
+        self, service: str | None = None, reader: Reader = PRIVILEGED
+    ) -> list[ContainerStatus]:
         """What runs now: the loop's last list if under a second old, else a list of the
-        readers' own (at most one a second for all of them, outside the heal budget)."""
-        return container_statuses(
-            self.known(self._last_look.get()), self._desired.services, service
-        )
+        readers' own (on the caller's read budget, outside the heal budget)."""
+        return container_statuses(self._look(reader), self._desired.services, service)
+
+    def _look(self, reader: Reader) -> list[ObservedContainer]:
+        return self.known(self._last_look.get(lambda: self._readers.pay(reader)))
 
     def known(self, listed: Sequence[ObservedContainer]) -> list[ObservedContainer]:
         """A list with what the loop remembers of each run: the restarts in place, the
@@ -189,22 +194,34 @@ class Controller:
             return shown(self._mem, listed, self._clock.monotonic(), self._clock.time())
 
     def logs(
-        self, service: str, *, previous: bool, tail: int | None, since: float | None
-    ) -> tuple[ObservedContainer | None, bytes]:
-        """A replica's output; with `previous`, that of the last one that failed. A list
-        of its own (on the readers' budget): right after a heal the loop's last list may
-        not show the failed container as history yet."""
-        c = pick(self._reader.list_managed(), service, previous=previous)
-        return c, (self._reader.logs(c.id, tail, since) if c is not None else b"")
+        self,
+        service: str,
+        *,
+        previous: bool,
+        tail: int | None,
+        since: float | None,
+        until: float | None = None,
+        reader: Reader = PRIVILEGED,
+    ) -> tuple[ObservedContainer | None, LogStream]:
+        """A replica's output, streamed (the caller closes it); with `previous`, that of
+        the last one that failed. A list of its own (on the reader's budget): right after
+        a heal the loop's last list may not show the failed container as history yet."""
+        engine = self._readers.engine(reader)
+        c = pick(engine.list_managed(), service, previous=previous)
+        return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
 
-    def deaths(self, service: str) -> list[Dead]:
-        """The service's failed containers kept as history, newest first."""
-        return deaths(self._reader, self._reader.list_managed(), service)
+    def deaths(
+        self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None
+    ) -> list[Dead]:
+        """The service's failed containers kept as history, newest first (the `limit`
+        newest: one inspect each, on the reader's budget)."""
+        engine = self._readers.engine(reader)
+        return deaths(engine, engine.list_managed(), service, limit)
 
-    def preview(self, service: str | None = None) -> list[Action]:
+    def preview(self, service: str | None = None, reader: Reader = PRIVILEGED) -> list[Action]:
         """What a pass would do right now, without doing it (on the same list as
         container_statuses): reconcile without acting."""
-        obs = Observation(self._last_look.get(), self._desired)
+        obs = Observation(self._look(reader), self._desired)
         keys = {service} if service else set(obs.desired.services) | _services(obs.containers)
         return [a for key in sorted(keys) for a in self._reconciler.preview(key, obs)]
 
@@ -540,30 +557,13 @@ class Controller:
         self.queue.forget(DISCOVER)
 
     def prune_volumes(self, dry_run: bool) -> list[str]:
-        """`healerctl prune volumes`: the named volumes healerd made that no declared
-        service names and no container uses. Refused while a file is broken (its last
-        good services may not be known)."""
-        desired = self.desired
-        if desired.hold_orphans:
-            raise PruneRefused(
-                "a config file is broken: its services' volumes cannot be told apart; fix "
-                "it first (healerctl validate)"
-            )
-        keep = frozenset(v.name for s in desired.services.values() for v in s.volumes_to_create)
-        names = self._executor.prune_volumes(keep, dry_run)
-        if not dry_run:
-            for name in names:
-                self.events.record("volume-pruned", "", f"removed volume {name}")
-        return names
+        """`healerctl prune volumes` (healerd.core.prune)."""
+        return prune_volumes(self.desired, self._executor, self.events, dry_run)
 
     def _prune_networks(self, obs: Observation) -> None:
-        """Compose's `down` for networks, level-triggered: once no container of a removed
-        service is left (and no file is broken), the project networks healerd made that
-        no declared service names go. Volumes stay (healerctl prune volumes). It runs
-        again only when the declared networks change, or a network was still in use."""
-        keep = frozenset(
-            n.name for s in obs.desired.services.values() for n in s.networks_to_create
-        )
+        """It runs again only when the declared networks change, or a network was
+        still in use (healerd.core.prune)."""
+        keep = networks_kept(obs.desired)
         if keep != self._networks_kept and self._executor.prune_networks(keep):
             self._networks_kept = keep
 
@@ -581,10 +581,6 @@ class Controller:
 
 
 _RETRY = Requeue.RATE_LIMITED
-
-
-class PruneRefused(Exception):
-    """A prune that cannot be done safely now."""
 
 
 def _joins_service(spec: ServiceSpec) -> bool:

@@ -167,8 +167,9 @@ class Executor:
             if action.spec is None:
                 raise
             log.info("%s: cannot start %s in place (%s): replacing it", c.service, c.name, exc)
+            why = "it was removed (not by healerd)" if exc.gone else f"it cannot start again: {exc}"
             create = dataclasses.replace(
-                action, kind=ActionKind.CREATE, reason=f"replaced {c.name}: {exc}"
+                action, kind=ActionKind.CREATE, reason=f"replace {c.name}: {why}"
             )
             return self._create(create, action.spec)
         return ActionResult(action, container_id=c.id, container_name=c.name)

@@ -34,13 +34,20 @@ def pick(
     return max(running or mine, key=lambda c: (c.created, c.id), default=None)
 
 
-def deaths(engine: Engine, observed: Sequence[ObservedContainer], service: str) -> list[Dead]:
-    """The service's history, newest first, each with one inspect of how it ended."""
+def deaths(
+    engine: Engine,
+    observed: Sequence[ObservedContainer],
+    service: str,
+    limit: int | None = None,
+) -> list[Dead]:
+    """The service's history, newest first (the `limit` newest), each with one inspect
+    of how it ended: what a describe costs the engine is bounded, whatever the replicas
+    and history_limit."""
     old = sorted(
         history([c for c in observed if c.service == service]),
         key=lambda c: (-c.created, c.id),
     )
-    return [Dead(c, engine.death(c.id)) for c in old]
+    return [Dead(c, engine.death(c.id)) for c in old[:limit]]
 
 
 __all__ = ["Dead", "deaths", "pick"]

@@ -42,7 +42,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from healerd.core.imagegc import parse_ref
-from healerd.engine import Death, Engine, LocalImage
+from healerd.engine import Death, Engine, LocalImage, LogStream
 from healerd.model import (
     LABEL_IMAGE,
     LABEL_SERVICE,
@@ -265,8 +265,10 @@ class SignedEngine:
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._engine.remove(container, stop_timeout)
 
-    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
-        return self._engine.logs(container_id, tail, since)
+    def logs(
+        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
+    ) -> LogStream:
+        return self._engine.logs(container_id, tail, since, until)
 
     def death(self, container_id: str) -> Death:
         return self._engine.death(container_id)

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Protocol
 
 from healerd.core.clock import Clock
-from healerd.engine import Death, Engine, LocalImage
+from healerd.engine import Death, Engine, LocalImage, LogStream
 from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 # A list younger than this is what readers are shown, rather than a list of their own.
@@ -70,6 +71,17 @@ class TokenBucket:
             self._tokens -= 1.0
             return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
 
+    def reserve_within(self, max_wait: float) -> float | None:
+        """As reserve, unless the token would come later than `max_wait` from now:
+        then None, and nothing taken."""
+        with self._lock:
+            self._refill()
+            delay = 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.rate
+            if delay > max_wait:
+                return None
+            self._tokens -= 1.0
+            return delay
+
     def wait(self) -> float:
         delay = self.reserve()
         if delay > 0:
@@ -84,10 +96,16 @@ class CallStats:
     throttled_seconds: float = 0.0
 
 
+class Pacer(Protocol):
+    def wait(self) -> float:
+        """Block until a call may go (raise to refuse it); returns the seconds waited."""
+        ...
+
+
 class ThrottledEngine:
     """Engine wrapper: every call takes a token first (a watch takes one per connect)."""
 
-    def __init__(self, engine: Engine, bucket: TokenBucket) -> None:
+    def __init__(self, engine: Engine, bucket: Pacer) -> None:
         self._engine = engine
         self.bucket = bucket
         self.stats = CallStats()
@@ -183,9 +201,12 @@ class ThrottledEngine:
     def stop_watch(self) -> None:
         self._engine.stop_watch()
 
-    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
+    def logs(
+        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
+    ) -> LogStream:
+        self._take()  # whether it has a TTY (an inspect), then its log: two requests
         self._take()
-        return self._engine.logs(container_id, tail, since)
+        return self._engine.logs(container_id, tail, since, until)
 
     def death(self, container_id: str) -> Death:
         self._take()
@@ -262,12 +283,15 @@ class LastLook:
                 return None
             return list(self._containers)
 
-    def get(self) -> list[ObservedContainer]:
+    def get(self, pay: Callable[[], object] = lambda: None) -> list[ObservedContainer]:
         """The containers as of at most `max_age` ago. Raises EngineError when a list
-        was needed and failed."""
+        was needed and failed. `pay`: the caller's read budget, taken when the list is
+        stale before the list is made, outside the lock: a caller that waits for its
+        budget holds up no one else (core/readlanes.py)."""
         got = self.fresh()
         if got is not None:
             return got
+        pay()
         with self._listing:
             got = self.fresh()  # another reader listed while this one waited
             if got is not None:
@@ -285,6 +309,7 @@ __all__ = [
     "READ_MAX_AGE",
     "CallStats",
     "LastLook",
+    "Pacer",
     "ThrottledEngine",
     "TokenBucket",
 ]

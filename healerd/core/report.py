@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from healerd.core.clock import Clock, SystemClock
+from healerd.config.masking import mask_free, shown
 from healerd.core.events import EventLog
 from healerd.core.executor import ActionResult
 from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
@@ -164,15 +165,18 @@ class Reporter:
         a, kind = r.action, r.action.kind.value
         # The container removed (none for a failed create).
         cid = a.container.id if a.container is not None and a.kind is not ActionKind.CREATE else ""
+        # The engine's words may quote the command, with values from a ${VAR} in it: the
+        # journal masks them as every view does (healerd.config.masking).
+        error = mask_free(r.error or "", shown(a.spec))
         self.quiet.warning(
             UNREACHABLE if r.unreachable else f"failed:{key}:{kind}",
             "%s: %s failed: %s",
             key,
             kind,
-            r.error,
-            extra={"healerd_service": key, "container_id": cid, "action": kind, "reason": r.error},
+            error,
+            extra={"healerd_service": key, "container_id": cid, "action": kind, "reason": error},
         )
-        self.events.record("failed", key, f"{kind}: {r.error}")
+        self.events.record("failed", key, f"{kind}: {error}")
 
     def retrying(self, key: str, exc: Exception, *, unreachable: bool) -> None:
         """The engine failed a pass after its list: an ordinary retry, said rarely."""

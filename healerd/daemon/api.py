@@ -1,19 +1,20 @@
 """The local API: HTTP/JSON on a Unix socket, for healerctl and monitoring.
 
 Reading is open to whoever can open the socket (mode 0660, group `healerd` when it
-exists). Changing anything needs the peer, as the kernel reports it (SO_PEERCRED), to
-be root or in the admin group. A client cannot stall the daemon or lock the admins out:
-connections are bounded in number, in all and per user, with room kept for root and the
-admin group; every socket operation has a timeout, the whole request must arrive within
-a deadline, the request line and headers together and the body are limited in size, and
-a long poll ends when its client goes away.
+exists). Changing anything, and reading containers' output, needs the peer, as the
+kernel reports it (SO_PEERCRED), to be root or in the admin group (output: or in the
+logs group). A client cannot stall the daemon or lock the admins out: connections are
+bounded in number, in all and per user, with room kept for root and the admin group;
+every socket operation has a timeout, the whole request must arrive within a deadline,
+the request line and headers together and the body are limited in size, and a long
+poll ends when its client goes away.
 
 This module holds the HTTP request handling and `ApiServer`, which runs it; the routes
 are in api_routes, the socket servers in api_servers, the caller's credentials and the
-admin policy in api_access, the per-user connection limits in api_limits. Their public
-names are importable from here too. The server reads `peer_of` from this module when it
-accepts a connection, so patching `api.peer_of` reaches it.
-"""
+admin policy in api_access, the per-user connection limits in api_limits, the streamed
+logs in api_logs. Their public names are importable from here too. The server reads
+`peer_of` from this module when it accepts a connection, so patching `api.peer_of`
+reaches it."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from healerd import __version__
 from healerd.daemon.api_access import AdminPolicy, Decision, Peer, peer_label, peer_of
+from healerd.daemon.api_logs import Streamed
 from healerd.daemon.api_routes import Api, ApiError, Request, check_service_name
 from healerd.daemon.api_servers import (
     ApiOptions,
@@ -220,6 +222,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, payload)
 
     def _send(self, code: int, payload: Any) -> None:
+        if isinstance(payload, Streamed):
+            self._stream(code, payload)
+            return
         if isinstance(payload, bytes):
             body, ctype = payload, METRICS_CONTENT_TYPE
         else:
@@ -239,6 +244,25 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
         except OSError as exc:
             log.debug("could not answer %s: %s", self.address_string(), exc)
+
+    def _stream(self, code: int, payload: Streamed) -> None:
+        """Headers, then each chunk as it is made (a container's output: api_logs); the
+        connection's close ends the body. A client that goes away ends it early."""
+        self.close_connection = True
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", payload.content_type)
+            for name, value in payload.headers.items():
+                self.send_header(name, value)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in payload.chunks:
+                if chunk:
+                    self.wfile.write(chunk)
+        except OSError as exc:
+            log.debug("stopped sending to %s: %s", self.address_string(), exc)
+        finally:
+            payload.close()
 
 
 class _MetricsOnlyHandler(_Handler):
@@ -266,7 +290,8 @@ class ApiServer:
         self.path = Path(daemon.settings.socket_path)
         self.metrics = daemon.metrics
         self.ratelog = RateLimitedLog(log)
-        self.api = Api(daemon, AdminPolicy(self.options.admin_group), self.metrics, self.ratelog)
+        policy = AdminPolicy(self.options.admin_group)
+        self.api = Api(daemon, policy, self.metrics, self.ratelog, self.options.inspect)
         self._servers: list[UnixApiServer | TcpMetricsServer] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()

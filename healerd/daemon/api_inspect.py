@@ -1,4 +1,5 @@
-"""`GET /v1/services/NAME/logs` and `.../describe`: what an operator asks after a failure.
+"""`GET /v1/services/NAME/describe` (and what `.../logs`, in api_logs, shares with it):
+what an operator asks after a failure.
 
 Values of the environment never appear (only variable names), nor do values that came
 from a `${VAR}` (shown as `${VAR}`, healerd.config.masking); logs are the container's
@@ -14,6 +15,7 @@ from typing import Any
 from healerd.config.masking import mask_free, mask_tree, shown
 from healerd.core.executor import plain_tag
 from healerd.core.inspect import Dead
+from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.status import ContainerStatus
 from healerd.daemon.api_views import (
     ControllerLike,
@@ -27,6 +29,8 @@ from healerd.model import ServiceSpec
 
 # How many of the service's events describe shows.
 DESCRIBE_EVENTS = 10
+# How many failed containers kept as history describe shows (and inspects), newest first.
+DESCRIBE_HISTORY = 10
 
 
 class NoSuchService(LookupError):
@@ -37,41 +41,21 @@ class EngineAway(RuntimeError):
     pass
 
 
-def logs_payload(
-    c: ControllerLike, name: str, *, previous: bool, tail: int | None, since: float | None
-) -> dict[str, Any]:
-    _known(c, name)
-    until = time.time()
-    try:
-        container, output = c.logs(name, previous=previous, tail=tail, since=since)
-        dead = _death_of(c, name, container.id) if previous and container else None
-    except EngineError as exc:
-        raise EngineAway(f"cannot read logs: engine unreachable: {exc}") from None
-    if container is None:
-        what = "no failed container is kept" if previous else "no container"
-        return {"service": name, "container": None, "text": "", "until": until, "why": what}
-    return {
-        "service": name,
-        "container": container.name,
-        "container_id": container.id,
-        "previous": previous,
-        "death": _death_view(dead, shown(c.desired.services.get(name))) if dead else None,
-        "text": output.decode("utf-8", "replace"),
-        "until": until,
-    }
-
-
 def describe_payload(
-    c: ControllerLike, name: str, tag: Callable[[str], str] = plain_tag
+    c: ControllerLike,
+    name: str,
+    tag: Callable[[str], str] = plain_tag,
+    reader: Reader = PRIVILEGED,
 ) -> dict[str, Any]:
     """`tag`: the spec's revision as container names show it (salted with the host key:
     any local reader may ask, and the bare spec hash would let one test guesses of a
-    secret in the spec)."""
-    _known(c, name)
+    secret in the spec). The engine calls are on `reader`'s budget, and the history
+    shown is the DESCRIBE_HISTORY newest (one inspect each)."""
+    known(c, name)
     now = time.time()
     try:
-        rows: list[ContainerStatus] = c.container_statuses(name)
-        dead = c.deaths(name)
+        rows: list[ContainerStatus] = c.container_statuses(name, reader)
+        dead = c.deaths(name, reader, DESCRIBE_HISTORY)
     except EngineError as exc:
         raise EngineAway(f"cannot describe: engine unreachable: {exc}") from None
     kept = {d.container.id for d in dead}
@@ -88,13 +72,9 @@ def describe_payload(
     }
 
 
-def _known(c: ControllerLike, name: str) -> None:
+def known(c: ControllerLike, name: str) -> None:
     if name not in c.desired.services and not any(s.name == name for s in c.statuses()):
         raise NoSuchService(f"no such service: {name}")
-
-
-def _death_of(c: ControllerLike, name: str, cid: str) -> Dead | None:
-    return next((d for d in c.deaths(name) if d.container.id == cid), None)
 
 
 def _dead_view(d: Dead, subs: Subs) -> dict[str, Any]:
@@ -166,4 +146,4 @@ def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
     }
 
 
-__all__ = ["EngineAway", "NoSuchService", "describe_payload", "logs_payload"]
+__all__ = ["DESCRIBE_HISTORY", "EngineAway", "NoSuchService", "describe_payload", "known"]

@@ -1,4 +1,5 @@
-"""Who may hold how many of the local API's connections.
+"""Who may hold how many of the local API's connections (and run how many of its
+costliest requests at once: InFlight).
 
 Any local reader may open the socket, so one user must not be able to take every
 connection and lock the admins out. Each connection is counted against its peer's uid
@@ -121,4 +122,35 @@ class ConnectionLimits:
         return allowed
 
 
-__all__ = ["ConnectionLimits", "Refusal", "Ticket"]
+class InFlight:
+    """At most `per_uid` requests at once per peer uid (root's included): for the
+    requests that cost the engine and healerd the most (logs, describe), so that no
+    user can keep many of them running, whatever connections they hold."""
+
+    def __init__(self, per_uid: int) -> None:
+        self.per_uid = max(1, per_uid)
+        self._lock = threading.Lock()
+        self._by_uid: dict[int | None, int] = {}
+
+    def take(self, uid: int | None) -> bool:
+        with self._lock:
+            held = self._by_uid.get(uid, 0)
+            if held >= self.per_uid:
+                return False
+            self._by_uid[uid] = held + 1
+            return True
+
+    def release(self, uid: int | None) -> None:
+        with self._lock:
+            left = self._by_uid.get(uid, 0) - 1
+            if left > 0:
+                self._by_uid[uid] = left
+            else:
+                self._by_uid.pop(uid, None)
+
+    def held(self, uid: int | None) -> int:
+        with self._lock:
+            return self._by_uid.get(uid, 0)
+
+
+__all__ = ["ConnectionLimits", "InFlight", "Refusal", "Ticket"]

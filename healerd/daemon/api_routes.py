@@ -18,13 +18,11 @@ from urllib.parse import unquote
 from healerd import __version__
 from healerd.core.controller import PruneRefused
 from healerd.core.events import Event
-from healerd.daemon.api_access import AdminPolicy, Peer, peer_label
-from healerd.daemon.api_inspect import (
-    EngineAway,
-    NoSuchService,
-    describe_payload,
-    logs_payload,
-)
+from healerd.core.readlanes import PRIVILEGED, Reader, ReadThrottled
+from healerd.daemon.api_access import AdminPolicy, Decision, Peer, peer_label
+from healerd.daemon.api_inspect import EngineAway, NoSuchService, describe_payload
+from healerd.daemon.api_limits import InFlight
+from healerd.daemon.api_logs import InspectLimits, Streamed, logs_response, parse_tail
 from healerd.daemon.api_views import (
     DaemonLike,
     action_view,
@@ -89,6 +87,16 @@ class Request:
         return value
 
 
+def _then(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        try:
+            first()
+        finally:
+            then()
+
+    return both
+
+
 def check_service_name(name: str) -> str:
     if not SERVICE_NAME_RE.fullmatch(name):
         raise ApiError(400, f"not a service name: {name[:60]!r}")
@@ -107,6 +115,7 @@ class Api:
         policy: AdminPolicy,
         metrics: Metrics | None = None,
         ratelog: RateLimitedLog | None = None,
+        limits: InspectLimits | None = None,
     ) -> None:
         self.daemon = daemon
         self.policy = policy
@@ -114,11 +123,20 @@ class Api:
         # Warnings a client can repeat at will (refusals): once per kind per 10 s.
         self.ratelog = ratelog or RateLimitedLog(log)
         self.started = time.time()
+        self.limits = limits or InspectLimits()
+        self.inflight = InFlight(self.limits.per_user)  # logs and describe at once, per uid
 
     # -- dispatch ---------------------------------------------------------------------
 
     def handle(self, req: Request) -> tuple[int, Any]:
-        """(status, payload); payload bytes are sent as they are, anything else as JSON."""
+        """(status, payload); payload bytes are sent as they are, a Streamed as it is
+        made, anything else as JSON."""
+        try:
+            return self._route(req)
+        except ReadThrottled as exc:
+            raise ApiError(429, str(exc)) from None
+
+    def _route(self, req: Request) -> tuple[int, Any]:
         path = req.path
         if path in ("/metrics", "/v1/metrics"):
             self._only(req, "GET", set())
@@ -171,7 +189,12 @@ class Api:
             raise ApiError(400, f"unknown parameter(s): {', '.join(p[:40] for p in unknown)}")
 
     def _authorize(self, req: Request, what: str) -> None:
-        d = self.policy.decide(req.peer, what)
+        self._enforce(req, what, self.policy.decide(req.peer, what))
+
+    def _logs_group(self) -> str | None:
+        return self.daemon.settings.logs_group  # reloadable: read at each request
+
+    def _enforce(self, req: Request, what: str, d: Decision) -> None:
         if not d.allowed:
             uid = req.peer.uid if req.peer is not None else None
             self.ratelog.warning(
@@ -193,7 +216,7 @@ class Api:
     def _containers(self, req: Request) -> tuple[int, Any]:
         service = self._service_filter(req)
         try:
-            containers = self.daemon.controller.container_statuses(service)
+            containers = self.daemon.controller.container_statuses(service, self._reader(req))
         except EngineError as exc:
             raise ApiError(503, f"cannot list containers: engine unreachable: {exc}") from None
         now = time.time()
@@ -242,32 +265,68 @@ class Api:
         if service is not None and not self._known(service):
             raise ApiError(404, f"no such service: {service}")
         try:
-            actions = self.daemon.controller.preview(service)
+            actions = self.daemon.controller.preview(service, self._reader(req))
         except EngineError as exc:
             raise ApiError(503, f"cannot plan: engine unreachable: {exc}") from None
         subs = masks_of(self.daemon.controller)
         return 200, {"actions": [action_view(a, subs(a.service)) for a in actions]}
 
+    def _reader(self, req: Request) -> Reader:
+        """Whose read budget the request's engine calls take (core/readlanes.py)."""
+        peer = req.peer
+        if peer is not None and peer.uid == 0:
+            return PRIVILEGED
+        privileged = peer is not None and self.policy.decide(peer, "read").allowed
+        return Reader(peer.uid if peer is not None else None, privileged)
+
     def _inspect(self, req: Request, name: str, what: str) -> tuple[int, Any]:
-        c = self.daemon.controller
-        try:
-            if what == "describe":
-                self._only(req, "GET", set())
-                return 200, describe_payload(c, name, self.daemon.name_tag)
+        """Logs and describe: at most `limits.per_user` at once per uid; the request's
+        deadline ends once it is read (a describe waits for its read budget, a log is
+        sent for up to `limits.stream_seconds`)."""
+        if what == "describe":
+            self._only(req, "GET", set())
+        else:
             self._only(req, "GET", {"previous", "tail", "since"})
-            tail = req.one("tail")
-            since = req.one("since")
-            return 200, logs_payload(
-                c,
-                name,
-                previous=req.one("previous") in ("1", "true"),
-                tail=None if tail is None else int(req.number("tail", 0, 0, 1_000_000)),
-                since=None if since is None else req.number("since", 0, 0, 1e11),
+            self._enforce(req, "logs", self.policy.decide_logs(req.peer, self._logs_group()))
+        uid = req.peer.uid if req.peer is not None else None
+        if not self.inflight.take(uid):
+            raise ApiError(
+                429, f"at most {self.inflight.per_uid} logs or describe requests at once per user"
             )
+        done = True
+        try:
+            req.release_deadline()
+            if what == "describe":
+                tag = self.daemon.name_tag
+                return 200, describe_payload(self.daemon.controller, name, tag, self._reader(req))
+            streamed = self._logs(req, name)
+            # The slot is freed once the output is sent, or abandoned (Streamed.close).
+            streamed.close = _then(streamed.close, lambda: self.inflight.release(uid))
+            done = False
+            return 200, streamed
         except NoSuchService as exc:
             raise ApiError(404, str(exc)) from None
         except EngineAway as exc:
             raise ApiError(503, str(exc)) from None
+        finally:
+            if done:
+                self.inflight.release(uid)
+
+    def _logs(self, req: Request, name: str) -> Streamed:
+        try:
+            tail = parse_tail(req.one("tail"))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        since = req.one("since")
+        return logs_response(
+            self.daemon.controller,
+            name,
+            previous=req.one("previous") in ("1", "true"),
+            tail=tail,
+            since=None if since is None else req.number("since", 0, 0, 1e11),
+            reader=self._reader(req),
+            limits=self.limits,
+        )
 
     def _known(self, service: str) -> bool:
         c = self.daemon.controller

@@ -20,12 +20,13 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from healerd.daemon.api_access import Peer
 from healerd.daemon.api_limits import ConnectionLimits, Refusal, Ticket
+from healerd.daemon.api_logs import InspectLimits
 from healerd.daemon.api_routes import Api
 
 log = logging.getLogger("healerd.api")
@@ -51,6 +52,8 @@ class ApiOptions:
     # The request line and the headers together (the stdlib alone allows 100 lines
     # of 64 KiB each: 6.4 MiB a connection).
     max_head: int = 64 * 1024
+    # Logs and describe: at once per user, a log's bytes and time (api_logs).
+    inspect: InspectLimits = field(default_factory=InspectLimits)
 
 
 PeerLookup = Callable[[socket.socket], Peer | None]

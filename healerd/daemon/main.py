@@ -39,6 +39,7 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.executor import plain_tag
 from healerd.core.ownership import HostKey, SignedEngine, Unverified
 from healerd.core.ratelimit import ThrottledEngine, TokenBucket
+from healerd.core.readlanes import ReadBudget, ReadLanes
 from healerd.core.state import ServiceState
 from healerd.core.status import NodeReport
 from healerd.daemon import instance
@@ -66,16 +67,6 @@ EXIT_RUNNING = 3
 SHUTDOWN_GRACE = 3.0
 # A host key younger than this was made by this start (handoff.take_back_all).
 NEW_KEY = 60.0
-# Lists the API may make on its own (when the loop's last one is over a second old).
-READS_PER_SECOND = 1.0
-# A describe inspects each failed container kept: a burst of them at once.
-READ_BURST = 10
-
-
-def read_engine(engine: Engine, clock: Clock) -> ThrottledEngine:
-    """The API's reads (container list, diff, logs) go through a bucket of their own: at
-    most one call a second for all readers together, never a token of the heal budget."""
-    return ThrottledEngine(engine, TokenBucket(READS_PER_SECOND, READ_BURST, clock))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -235,7 +226,8 @@ class Daemon:
             engine_guard=self._before_first_look,
             # When a list call finds the engine back, do not wait out the stream's backoff.
             on_engine_back=lambda: self.watcher.kick(),
-            reader=read_engine(engine, self.clock),
+            # The API's reads: budgets of their own per caller, never the heal budget.
+            readers=ReadLanes(engine, self.clock, ReadBudget()),
             name_tag=name_tag,
             credentials=self.credentials.for_image,
             runbook=self.runbook,

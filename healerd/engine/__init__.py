@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,8 +26,12 @@ class NameConflict(EngineError):
 
 
 class CannotRestart(EngineError):
-    """The container can never run again as it is: it is gone or being removed, or a
-    network or mount source it names is gone. A new container is what heals it."""
+    """The container can never run again as it is: it is gone or being removed (`gone`),
+    or a network or mount source it names is gone. A new container is what heals it."""
+
+    def __init__(self, message: str, *, gone: bool = False) -> None:
+        super().__init__(message)
+        self.gone = gone
 
 
 class ImageMissing(EngineError):
@@ -57,6 +61,42 @@ class LocalImage:
     digests: tuple[str, ...]  # repo@sha256:... references
     created: float  # when the image was built (epoch seconds), not when it was pulled
     size: int  # bytes, shared layers included
+
+
+class LogStream:
+    """A container's output (stdout and stderr as the engine interleaves them), in
+    chunks of bounded size read from the engine as they are consumed: nothing holds the
+    whole log. A reader that stops early (at a byte cap, or its client gone) closes it,
+    which ends the engine's response; iterating raises EngineError subclasses only."""
+
+    def __init__(self, chunks: Iterable[bytes], close: Callable[[], None] | None = None) -> None:
+        self._chunks = chunks
+        self._close = close
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._chunks)
+
+    def close(self) -> None:
+        close, self._close = self._close, None
+        if close is not None:
+            close()
+
+    def __enter__(self) -> LogStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, limit: int | None = None) -> bytes:
+        """All of it (at most `limit` bytes), then closed: for tests and small outputs."""
+        out = bytearray()
+        with self:
+            for chunk in self:
+                out += chunk
+                if limit is not None and len(out) >= limit:
+                    del out[limit:]
+                    break
+        return bytes(out)
 
 
 class Engine(Protocol):
@@ -144,9 +184,14 @@ class Engine(Protocol):
         go too, unless another container still uses them."""
         ...
 
-    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
-        """The container's output (stdout and stderr), the last `tail` lines (None: all),
-        from `since` (wall clock) on."""
+    def logs(
+        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
+    ) -> LogStream:
+        """The container's output (stdout and stderr), streamed: the caller closes it. The
+        last `tail` lines (None: all), written from `since` until `until` (wall clock;
+        None: no bound). An `until` before the container's last start shows the runs
+        before it. The engine takes `tail` from the whole log first and filters by time
+        after (json-file): with `until`, a `tail` may leave nothing."""
         ...
 
     def death(self, container_id: str) -> Death:

@@ -32,10 +32,13 @@ from healerd.engine import (
     ImageMissing,
     ImagePullFailed,
     LocalImage,
+    LogStream,
+    credhelper,
     imagelist,
+    logstream,
     request,
 )
-from healerd.engine.docker_errors import needs_new, translated
+from healerd.engine.docker_errors import needs_new, removed, translated
 from healerd.engine.listing import WATCHED_EVENTS, RowCache, event_of, int_or_none, rows_of
 from healerd.engine.pullauth import HelperFailed, auth_config
 from healerd.model import (
@@ -61,11 +64,17 @@ def _helper_get(name: str, exe: str, server: str) -> Mapping[str, str] | None:
     store = docker.credentials.Store.__new__(docker.credentials.Store)
     store.program, store.exe, store.environment = f"docker-credential-{name}", exe, None
     try:
-        return dict(store.get(server))
+        found = store.get(server)
+        return {"Username": str(found["Username"]), "Secret": str(found["Secret"])}
     except docker.credentials.CredentialsNotFound:
         return None
-    except (docker.errors.DockerException, docker.credentials.StoreError) as exc:
-        raise HelperFailed(str(exc)) from None
+    except _HELPER_ERRORS as exc:
+        raise HelperFailed(credhelper.detail(store.program, exc)) from None
+
+
+# What running a helper may raise: the SDK's errors, and on output that is no
+# credentials KeyError/ValueError/TypeError (healerd.engine.credhelper).
+_HELPER_ERRORS = (docker.errors.DockerException, docker.credentials.StoreError, *credhelper.BAD)
 
 
 def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
@@ -382,7 +391,8 @@ class DockerEngine:
         except EngineError as exc:
             if needs_new(exc.__cause__):
                 self._networks_seen.clear()  # perhaps one of ours is gone: look again
-                raise CannotRestart(str(exc)) from exc.__cause__
+                gone = removed(exc.__cause__)
+                raise CannotRestart(str(exc), gone=gone) from exc.__cause__
             raise
 
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
@@ -488,16 +498,14 @@ class DockerEngine:
                 if not (in_use or isinstance(cause, docker.errors.NotFound)):
                     raise
 
-    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
-        with translated(f"logs {container_id[:12]}"):
-            out = self._api.logs(
-                container_id,
-                stdout=True,
-                stderr=True,
-                tail="all" if tail is None else tail,
-                since=since,
-            )
-        return bytes(out)
+    def logs(
+        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
+    ) -> LogStream:
+        what = f"logs {container_id[:12]}"
+        query = logstream.params(tail, since, until)
+        return logstream.open_stream(
+            self._api, container_id, query, self._timeout, lambda: translated(what)
+        )
 
     def death(self, container_id: str) -> Death:
         with translated(f"inspect {container_id[:12]}"):

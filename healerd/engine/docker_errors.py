@@ -55,4 +55,10 @@ def needs_new(cause: BaseException | None) -> bool:
     return "invalid mount config" in text or "bind source path does not exist" in text
 
 
-__all__ = ["needs_new", "translated"]
+def removed(cause: BaseException | None) -> bool:
+    """A start refused because the container is gone or being removed."""
+    text = str(getattr(cause, "explanation", None) or cause or "").lower()
+    return "no such container" in text or "marked for removal" in text
+
+
+__all__ = ["needs_new", "removed", "translated"]

@@ -43,7 +43,7 @@ def _from_helper(image: str, auth: RegistryAuth, get: HelperGet) -> dict[str, st
     try:
         found = get(auth.helper, auth.helper_path, server)
     except HelperFailed as exc:
-        raise ImagePullFailed(f"pull {image}: {where}: {exc}") from None
+        raise ImagePullFailed(f"pull {image}: {where} {exc}") from None
     if found is None:
         return {}
     if found["Username"] == "<token>":

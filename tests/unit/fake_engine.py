@@ -29,6 +29,7 @@ from healerd.engine import (
     ImageMissing,
     ImagePullFailed,
     LocalImage,
+    LogStream,
     NameConflict,
 )
 from healerd.model import (
@@ -112,7 +113,8 @@ class FakeEngine:
         self.pull_auths: list[tuple[str, RegistryAuth | None]] = []  # what each pull was given
         self.crash_images: set[str] = set()  # containers of these exit at once
         self.image_volumes = False  # images declare a VOLUME: containers get one each
-        self.output: dict[str, list[str]] = {}  # container id -> lines it wrote
+        # container id -> (wall time, line) it wrote (`say`)
+        self.output: dict[str, list[tuple[float, str]]] = {}
         self.oom: set[str] = set()  # containers the kernel killed for memory
         self.image_sizes: dict[str, int] = {}  # repository -> bytes of a local image
         self.networks_kept: set[str] | None = None  # the last prune_networks' keep
@@ -223,7 +225,10 @@ class FakeEngine:
             why = self.unstartable.get(container.id)
         if gone or why:
             # As the adapter says what only a new container gets past (docker_engine.start).
-            raise CannotRestart(f"start {container.name}: {why or 'No such container'}")
+            raise CannotRestart(
+                f"start {container.name}: {why or 'No such container'}",
+                gone=gone or "removal" in (why or ""),
+            )
         if container.image in self.crash_images:  # it crashes again at once
             self.set(container.id, state=ContainerState.EXITED, exit_code=1)
             return
@@ -328,12 +333,28 @@ class FakeEngine:
             c = self.containers[cid]
             self.containers[cid] = dataclasses.replace(c, **changes)  # type: ignore[arg-type]
 
-    def logs(self, container_id: str, tail: int | None, since: float | None) -> bytes:
+    def say(self, container_id: str, *lines: str) -> None:
+        """The container writes `lines` now (the clock's wall time, 0 without a clock)."""
+        at = self.clock.time() if self.clock is not None else 0.0
+        self.output.setdefault(container_id, []).extend((at, line) for line in lines)
+
+    def logs(
+        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
+    ) -> LogStream:
+        """As the engine's json-file driver: the last `tail` lines first, then those
+        written from `since` until `until`."""
         self._allowed("logs", container_id)
         self.calls.append("logs")
         self._check()
         lines = self.output.get(container_id, [])
-        return "".join(f"{line}\n" for line in lines[-tail if tail else 0 :]).encode()
+        if tail is not None:
+            lines = lines[-tail:] if tail else []
+        text = "".join(
+            f"{line}\n"
+            for at, line in lines
+            if (since is None or at >= since) and (until is None or at <= until)
+        )
+        return LogStream([text.encode()] if text else [])
 
     def death(self, container_id: str) -> Death:
         self._allowed("death", container_id)

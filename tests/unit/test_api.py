@@ -8,7 +8,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
@@ -22,13 +22,14 @@ from healerd.core.events import EventLog
 from healerd.core.inspect import Dead
 from healerd.core.ownership import Unverified
 from healerd.core.pressure import assess
+from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.readmodel import complete
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.daemon import api as api_module
 from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer, parse_listen
 from healerd.daemon.metrics import LoopMetrics, Metrics
-from healerd.engine import EngineUnavailable
+from healerd.engine import EngineUnavailable, LogStream
 from healerd.host.psutil_probe import PsutilProbe
 from healerd.model import Action, ActionKind, NodeLimits, ObservedContainer, ServiceSpec
 
@@ -71,6 +72,11 @@ class FakeController:
     calls: list[tuple[str, Any]] = field(default_factory=list)
     hooks: list[object] = field(default_factory=list)
     pruned: list[bool] = field(default_factory=list)  # prune_volumes' dry_run, per call
+    readers: list[Reader] = field(default_factory=list)  # whose budget each read took
+    # What logs() answers, made at each call (None: no container); deaths(): the
+    # history, newest first.
+    output: Callable[[], tuple[ObservedContainer, LogStream]] | None = None
+    dead: list[Dead] = field(default_factory=list)
 
     def statuses(self) -> list[ServiceStatus]:
         # Completed by the real read model, as the Controller does.
@@ -102,7 +108,10 @@ class FakeController:
             ),
         ]
 
-    def container_statuses(self, service: str | None = None) -> list[ContainerStatus]:
+    def container_statuses(
+        self, service: str | None = None, reader: Reader = PRIVILEGED
+    ) -> list[ContainerStatus]:
+        self.readers.append(reader)
         if self.engine_down:
             raise EngineUnavailable("connection refused")
         rows = [
@@ -132,18 +141,33 @@ class FakeController:
         self.calls.append(("reconcile", service))
 
     def logs(
-        self, service: str, *, previous: bool, tail: int | None, since: float | None
-    ) -> tuple[ObservedContainer | None, bytes]:
-        return None, b""
+        self,
+        service: str,
+        *,
+        previous: bool,
+        tail: int | None,
+        since: float | None,
+        until: float | None = None,
+        reader: Reader = PRIVILEGED,
+    ) -> tuple[ObservedContainer | None, LogStream]:
+        self.readers.append(reader)
+        self.calls.append(("logs", (service, previous, tail, since)))
+        if self.output is None:
+            return None, LogStream([])
+        return self.output()
 
-    def deaths(self, service: str) -> list[Dead]:
-        return []
+    def deaths(
+        self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None
+    ) -> list[Dead]:
+        self.readers.append(reader)
+        return list(self.dead[:limit])
 
     def prune_volumes(self, dry_run: bool) -> list[str]:
         self.pruned.append(dry_run)
         return ["p_data"]
 
-    def preview(self, service: str | None) -> list[Action]:
+    def preview(self, service: str | None, reader: Reader = PRIVILEGED) -> list[Action]:
+        self.readers.append(reader)
         if self.engine_down:
             raise EngineUnavailable("connection refused")
         return [Action(ActionKind.CREATE, "web", "1/2 running", spec=spec("web", 2))]

@@ -201,7 +201,7 @@ def test_diff_exit_codes(daemon: FakeDaemon) -> None:
     code, out, _ = ctl(daemon, "diff")
     assert code == EXIT_NO
     assert out.splitlines()[1].split() == ["create", "web", "(new)", "1/2", "running"]
-    daemon.controller.preview = lambda service: []  # type: ignore[method-assign]
+    daemon.controller.preview = lambda service, reader=None: []  # type: ignore[method-assign]
     code, out, _ = ctl(daemon, "diff", "-o", "json")
     assert code == EXIT_OK and json.loads(out) == {"actions": []}
 

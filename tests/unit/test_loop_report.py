@@ -51,14 +51,16 @@ def messages(ctrl: Controller) -> list[tuple[str, str]]:
 def test_a_container_removed_by_someone_else_is_said_to_be_removed_not_exited(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`docker rm -f` sends kill (SIGKILL), die, then destroy; the pass that the kill
-    wakes plans on a list that still shows the container, dead: its replacement was
-    "replace NAME exited", although the container was removed."""
+    """`docker rm -f` sends kill (SIGKILL), die, then destroy; the pass that the die
+    wakes plans on a list that still shows the container, dead: its start in place is
+    refused (marked for removal) and replaced in the same action, which must not say
+    "exited"."""
     ctrl, engine, clock = make()
     ctrl.set_desired(desired(spec("web", 1)))
     settle(ctrl, clock)
     (victim,) = engine.running("web")
     engine.kill(victim.id)
+    engine.unstartable[victim.id] = "container is marked for removal and cannot be started"
     ctrl.on_event(EngineEvent("web", victim.id, "kill", signal="9", name=victim.name))
     ctrl.on_event(EngineEvent("web", victim.id, "die", exit_code=137, name=victim.name))
     create = engine.create_and_start

@@ -282,6 +282,56 @@ def test_the_x_registry_auth_of_a_pull(root: Path, monkeypatch: pytest.MonkeyPat
         _auth_config("h:1/a", refused)
 
 
+HELPERS = {
+    # The review's fake helpers (issue 29, point 12): one that fails with a token in its
+    # error text, one that prints no JSON, one that prints an empty object; and more.
+    "leaky": 'echo "error: refreshing token for $server failed: '
+    '{\\"access_token\\":\\"ya29.SECRET-TOKEN\\"}\033]0;x\007"; exit 1',
+    "garbled": 'echo "not json"',
+    "empty": 'echo "{}"',
+    "null": 'echo "null"',
+    "long": "head -c 5000 /dev/zero | tr '\\0' T; exit 7",
+}
+
+
+def test_a_failing_credential_helper_is_named_with_its_exit_code_and_nothing_it_said(
+    root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from healerd.engine import ImagePullFailed
+    from healerd.engine.docker_engine import _auth_config
+
+    for name, body in HELPERS.items():
+        helper = root / f"docker-credential-{name}"
+        helper.write_text(f"#!/bin/sh\nread server\n{body}\n")
+        helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{root}:{os.environ['PATH']}")
+    caplog.set_level(logging.DEBUG, logger="healerd.engine")
+    where = "pull gcr.example/app:1: credential helper docker-credential-{} for gcr.example"
+    expected = {
+        "leaky": "failed (exit 1)",
+        "garbled": "failed: its output is not the credentials JSON of the helper protocol",
+        "empty": "failed: its output is not the credentials JSON of the helper protocol",
+        "null": "failed: its output is not the credentials JSON of the helper protocol",
+        "long": "failed (exit 7)",
+    }
+    for name, reason in expected.items():
+        with pytest.raises(ImagePullFailed) as got:
+            auth = RegistryAuth(
+                "gcr.example", helper=name, helper_path=str(root / f"docker-credential-{name}")
+            )
+            _auth_config("gcr.example/app:1", auth)
+        assert str(got.value) == f"{where.format(name)} {reason}", name
+    # The output is logged at debug level only, escaped and cut.
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    leaky = next(m for m in debug if "docker-credential-leaky exited 1" in m)
+    assert "ya29.SECRET-TOKEN" in leaky and "\x1b" not in leaky and "\\x1b]0;x\\x07" in leaky
+    long = next(m for m in debug if "docker-credential-long exited 7" in m)
+    assert (
+        "T" * 200 in long and "T" * 201 not in long and "[4800 more characters not shown]" in long
+    )
+    assert all("SECRET" not in r.getMessage() for r in caplog.records if r.levelno > logging.DEBUG)
+
+
 def test_the_daemon_reads_the_file_healerd_yaml_names_at_each_reload(tmp_path: Path) -> None:
     from tests.unit.test_daemon import daemon
 
