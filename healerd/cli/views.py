@@ -257,10 +257,21 @@ def container_table(containers: Sequence[dict[str, Any]]) -> str:
             c.get("health") or "-",
             c["restarts"],
             human_age(c.get("age_seconds")),
+            last_termination(c.get("last_termination")),
         ]
         for c in containers
     ]
-    return table(["NAME", "STATE", "HEALTH", "RESTARTS", "AGE"], rows) if rows else ""
+    head = ["NAME", "STATE", "HEALTH", "RESTARTS", "AGE", "LAST TERMINATION"]
+    return table(head, rows) if rows else ""
+
+
+def last_termination(t: dict[str, Any] | None) -> str:
+    """How the run before its latest start in place ended: healerd's words (exit code,
+    OOM, signal, who stopped it) and when."""
+    if not t:
+        return "-"
+    when = str(t.get("finished_at") or "")[:19].replace("T", " ")
+    return f"{t.get('why') or 'exit code ' + str(t.get('exit_code'))}, {when} UTC"
 
 
 def failure_table(history: Sequence[dict[str, Any]]) -> str:

@@ -22,7 +22,7 @@ from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.images import ImagePolicy
-from healerd.core.inspect import Dead, deaths, pick
+from healerd.core.inspect import Dead, deaths, earlier_run, last_lines, pick
 from healerd.core.observe import Memory, note_event, observe, shown
 from healerd.core.outcome import Outcome, Requeue, Tally
 from healerd.core.own import OwnActions
@@ -34,7 +34,7 @@ from healerd.core.readmodel import StatusBook, container_statuses, summary
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
 from healerd.core.room import ahead_may_claim, claims
-from healerd.core.runs import NoRunBook, RunBook
+from healerd.core.runs import NoRunBook, RunBook, Termination
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
@@ -203,12 +203,31 @@ class Controller:
         until: float | None = None,
         reader: Reader = PRIVILEGED,
     ) -> tuple[ObservedContainer | None, LogStream]:
-        """A replica's output, streamed (the caller closes it); with `previous`, that of
-        the last one that failed. A list of its own (on the reader's budget): right after
-        a heal the loop's last list may not show the failed container as history yet."""
+        """A replica's output, streamed (the caller closes it); with `previous`, its
+        previous run's: what the newest replica wrote before its latest start, if it
+        ran before (started again in place), else the last failed one kept as history.
+        A list of its own (on the reader's budget): right after a heal the loop's last
+        list may not show the failed container as history yet."""
         engine = self._readers.engine(reader)
-        c = pick(engine.list_managed(), service, previous=previous)
+        listed = engine.list_managed()
+        c = pick(listed, service, previous=False)
+        if previous and c is not None:
+            with self._lock:
+                restarted = c.id in self._mem.runs
+            began = earlier_run(engine, c, restarted)
+            if began is not None:
+                # The engine applies `tail` before `until`: the end is kept here.
+                until = began if until is None else min(until, began)
+                return c, last_lines(engine.logs(c.id, None, since, until), tail)
+            c = pick(listed, service, previous=True)
         return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
+
+    def termination(self, container_id: str) -> Termination | None:
+        """How the run before a container's latest start in place ended (None: it was
+        never started again in place, or healerd does not know)."""
+        with self._lock:
+            run = self._mem.runs.get(container_id)
+        return run.last if run is not None else None
 
     def deaths(
         self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None

@@ -1,16 +1,24 @@
 """What an operator asks about one service after something went wrong: the output of a
-replica, or of the last one that failed (`healerctl logs [--previous]`), and how its
-replicas died (`healerctl describe`). Failed containers that were replaced stay on the
-engine, stopped, as history (healerd.core.planner.history) for exactly this."""
+replica, or of its previous run (`healerctl logs [--previous]`), and how its replicas
+died (`healerctl describe`). A container started again in place keeps every run's
+output in its one log: its previous run is what it wrote before its latest start. A
+failed container that was replaced stays on the engine, stopped, as history
+(healerd.core.planner.history), for the same questions."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from healerd.core.planner import history
-from healerd.engine import Death, Engine
+from healerd.engine import Death, Engine, LogStream
 from healerd.model import ObservedContainer
+
+# The most of an earlier run's output kept to show its last lines (the engine gives a
+# time-bounded log only from its start: healerd reads it all and keeps the end).
+PREVIOUS_MAX_BYTES = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -50,4 +58,55 @@ def deaths(
     return [Dead(c, engine.death(c.id)) for c in old[:limit]]
 
 
-__all__ = ["Dead", "deaths", "pick"]
+def earlier_run(engine: Engine, c: ObservedContainer, restarted: bool) -> float | None:
+    """When `c`'s latest run began (engine time), if its log holds an earlier run's
+    output before that: it was started again in place (`restarted`: healerd's runs), or
+    it runs and a run of it ended before (one inspect). None: no earlier run."""
+    d = engine.death(c.id)
+    began = rfc3339(d.started_at)
+    if began is None or not (restarted or d.ran_before):
+        return None
+    return began
+
+
+def rfc3339(text: str) -> float | None:
+    """The engine's time ("2026-12-02T01:02:03.123456789Z") in epoch seconds; None for
+    none or the zero time."""
+    if not text or text.startswith("0001"):
+        return None
+    head, _, frac = text.rstrip("Z").partition(".")
+    try:
+        whole = datetime.fromisoformat(head + "+00:00").timestamp()
+    except ValueError:
+        return None
+    return whole + (float(f"0.{frac}") if frac.isdigit() else 0.0)
+
+
+def last_lines(
+    stream: LogStream, tail: int | None, max_bytes: int = PREVIOUS_MAX_BYTES
+) -> LogStream:
+    """The last `tail` lines (None: all) of `stream`, at most `max_bytes` of its end: the
+    whole stream is read, never more than that kept."""
+
+    def chunks() -> Iterator[bytes]:
+        kept: deque[bytes] = deque()
+        size, partial = 0, b""
+        with stream:
+            for chunk in stream:
+                lines = (partial + chunk).split(b"\n")
+                partial = lines.pop()
+                for line in lines:
+                    kept.append(line + b"\n")
+                    size += len(line) + 1
+                    while kept and (size > max_bytes or (tail is not None and len(kept) > tail)):
+                        size -= len(kept.popleft())
+        if partial and (tail is None or tail > 0):
+            kept.append(partial)
+            if tail is not None and len(kept) > tail:
+                kept.popleft()
+        yield from kept
+
+    return LogStream(chunks(), stream.close)
+
+
+__all__ = ["Dead", "deaths", "earlier_run", "last_lines", "pick", "rfc3339"]

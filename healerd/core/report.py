@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from healerd.core.clock import Clock, SystemClock
 from healerd.config.masking import mask_free, shown
+from healerd.core.clock import Clock, SystemClock
 from healerd.core.events import EventLog
 from healerd.core.executor import ActionResult
 from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog

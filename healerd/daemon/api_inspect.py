@@ -23,6 +23,7 @@ from healerd.daemon.api_views import (
     container_view,
     event_view,
     service_view,
+    termination_view,
 )
 from healerd.engine import EngineError
 from healerd.model import ServiceSpec
@@ -66,10 +67,18 @@ def describe_payload(
     return {
         "service": service_view(status, now, subs) if status else None,
         "spec": _masked(_spec_view(spec, tag), subs) if spec else None,
-        "containers": [container_view(r, now, subs) for r in rows if r.id not in kept],
+        "containers": [_container(c, r, now, subs) for r in rows if r.id not in kept],
         "history": [_dead_view(d, subs) for d in dead],
         "events": [event_view(e, subs) for e in events],
     }
+
+
+def _container(c: ControllerLike, r: ContainerStatus, now: float, subs: Subs) -> dict[str, Any]:
+    """A replica, with how the run before its latest start in place ended."""
+    term = c.termination(r.id)
+    view = container_view(r, now, subs)
+    view["last_termination"] = termination_view(term) if term is not None else None
+    return view
 
 
 def known(c: ControllerLike, name: str) -> None:

@@ -21,7 +21,7 @@ from healerd.config.masking import mask_free, shown
 from healerd.core.inspect import Dead
 from healerd.core.readlanes import Reader
 from healerd.daemon.api_inspect import EngineAway, known
-from healerd.daemon.api_views import ControllerLike, Subs
+from healerd.daemon.api_views import ControllerLike, Subs, termination_view
 from healerd.engine import EngineError, LogStream
 
 # Lines sent when the request names no tail (as `healerctl logs` without --tail).
@@ -77,8 +77,9 @@ def logs_response(
         stream.close()
         headers["X-Healerd-Why"] = "no failed container is kept" if previous else "no container"
         return Streamed(headers, ())
+    subs = shown(c.desired.services.get(name))
     try:
-        dead = _death(c, name, container.id, reader) if previous else None
+        dead = _death(c, name, container.id, reader, subs) if previous else None
     except EngineError:
         dead = None  # the output is what was asked for; how it ended is a bonus
     except BaseException:
@@ -93,9 +94,7 @@ def logs_response(
         }
     )
     if dead is not None:
-        subs = shown(c.desired.services.get(name))
-        view = _death_view(dead, subs)
-        headers["X-Healerd-Death"] = json.dumps(view, separators=(",", ":"))
+        headers["X-Healerd-Death"] = json.dumps(dead, separators=(",", ":"))
     deadline = time.monotonic() + limits.stream_seconds
     return Streamed(headers, capped(stream, limits.max_log_bytes, deadline), stream.close)
 
@@ -145,11 +144,16 @@ def _size(n: int) -> str:
     return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} bytes"
 
 
-def _death(c: ControllerLike, name: str, cid: str, reader: Reader) -> Dead | None:
-    """How the container shown ended: the newest of the service's history (one inspect),
-    if that is the one."""
+def _death(
+    c: ControllerLike, name: str, cid: str, reader: Reader, subs: Subs
+) -> dict[str, Any] | None:
+    """How the run shown ended: the run before the container's latest start in place
+    (healerd's runs), or, for a container kept as history, its end (one inspect)."""
+    term = c.termination(cid)
+    if term is not None:
+        return termination_view(term)
     newest = c.deaths(name, reader, 1)
-    return newest[0] if newest and newest[0].container.id == cid else None
+    return _death_view(newest[0], subs) if newest and newest[0].container.id == cid else None
 
 
 def _death_view(d: Dead, subs: Subs) -> dict[str, Any]:

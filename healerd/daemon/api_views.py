@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from healerd import __version__
@@ -20,6 +21,7 @@ from healerd.core.events import Event, EventLog
 from healerd.core.inspect import Dead
 from healerd.core.ownership import Unverified
 from healerd.core.readlanes import PRIVILEGED, Reader
+from healerd.core.runs import Termination
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
 from healerd.engine import LogStream
 from healerd.model import Action, ObservedContainer, Substitution
@@ -73,6 +75,7 @@ class ControllerLike(Protocol):
     def deaths(
         self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None
     ) -> list[Dead]: ...
+    def termination(self, container_id: str) -> Termination | None: ...
     def prune_volumes(self, dry_run: bool) -> list[str]: ...
 
 
@@ -239,6 +242,21 @@ def status_payload(
 
 
 # -- containers, events, actions ------------------------------------------------
+
+
+def termination_view(t: Termination) -> dict[str, Any]:
+    """How a run ended that healerd started again in place (its words, its time)."""
+    return {
+        "exit_code": t.exit_code,
+        "oom_killed": t.oom_killed,
+        "finished_at": _rfc3339(t.at),
+        "error": "",
+        "why": t.why,
+    }
+
+
+def _rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if at else ""
 
 
 def container_view(c: ContainerStatus, now: float, subs: Subs = ()) -> dict[str, Any]:

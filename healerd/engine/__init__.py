@@ -50,6 +50,10 @@ class Death:
     oom_killed: bool
     finished_at: str  # the engine's RFC 3339 time ("" while it runs)
     error: str = ""
+    # When its latest run began (RFC 3339; "" if never), and whether a run of it has
+    # ended before (its output before `started_at` is then an earlier run's).
+    started_at: str = ""
+    ran_before: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
-"""The docker SDK adapter: the only module that imports `docker`.
+"""The docker SDK adapter: with docker_client.py (the SDK's client, a pull's
+credentials) and docker_errors.py (the SDK's errors in healerd's words), the only code
+that imports `docker`.
 
 It speaks to the low-level API client (`client.api`) because the high-level
 `containers.list()` inspects every container: N+1 calls where one will do.
@@ -33,14 +35,13 @@ from healerd.engine import (
     ImagePullFailed,
     LocalImage,
     LogStream,
-    credhelper,
     imagelist,
     logstream,
     request,
 )
+from healerd.engine.docker_client import _auth_config, _client
 from healerd.engine.docker_errors import needs_new, removed, translated
 from healerd.engine.listing import WATCHED_EVENTS, RowCache, event_of, int_or_none, rows_of
-from healerd.engine.pullauth import HelperFailed, auth_config
 from healerd.model import (
     LABEL_SERVICE,
     ContainerState,
@@ -51,50 +52,7 @@ from healerd.model import (
     ServiceSpec,
 )
 
-# The oldest API we need (Debian 12's docker.io 20.10 speaks 1.41); newer engines
-# still accept it, so pinning avoids a version probe that fails while the engine is down.
-API_VERSION = "1.41"
-
 _log = logging.getLogger("healerd.engine")
-
-
-def _helper_get(name: str, exe: str, server: str) -> Mapping[str, str] | None:
-    """The SDK's credential store client for docker-credential-NAME at `exe`, the path
-    checked at the last reload (Store.__init__ would look it up on PATH again)."""
-    store = docker.credentials.Store.__new__(docker.credentials.Store)
-    store.program, store.exe, store.environment = f"docker-credential-{name}", exe, None
-    try:
-        found = store.get(server)
-        return {"Username": str(found["Username"]), "Secret": str(found["Secret"])}
-    except docker.credentials.CredentialsNotFound:
-        return None
-    except _HELPER_ERRORS as exc:
-        raise HelperFailed(credhelper.detail(store.program, exc)) from None
-
-
-# What running a helper may raise: the SDK's errors, and on output that is no
-# credentials KeyError/ValueError/TypeError (healerd.engine.credhelper).
-_HELPER_ERRORS = (docker.errors.DockerException, docker.credentials.StoreError, *credhelper.BAD)
-
-
-def _auth_config(image: str, auth: RegistryAuth | None) -> dict[str, str]:
-    """The X-Registry-Auth of a pull or a check (healerd.engine.pullauth)."""
-    return auth_config(image, auth, _helper_get)
-
-
-def _client(base_url: str, tls: DockerTLS | None, **options: Any) -> Any:
-    """An APIClient that uses nothing of a docker config file (the SDK reads one when a
-    client is made: its credentials, helpers and HTTP headers are dropped; its proxies
-    serve only calls healerd never makes), nor requests' environment (a CA bundle that
-    would replace docker_tls's CA, proxies, netrc). Bad `tls` files are an EngineError."""
-    try:
-        cert = (tls.cert, tls.key) if tls and tls.cert and tls.key else None
-        config = tls and docker.tls.TLSConfig(cert, ca_cert=tls.ca, verify=tls.verify)
-        api = docker.APIClient(base_url=base_url, version=API_VERSION, tls=config, **options)
-    except docker.errors.TLSParameterError as exc:
-        raise EngineError(f"docker_tls: {exc}") from None
-    api._general_configs, api._auth_configs, api.trust_env = {}, docker.auth.AuthConfig({}), False
-    return api
 
 
 class DockerEngine:
@@ -510,12 +468,15 @@ class DockerEngine:
     def death(self, container_id: str) -> Death:
         with translated(f"inspect {container_id[:12]}"):
             state = self._api.inspect_container(container_id).get("State") or {}
-        running = bool(state.get("Running"))
+        running, finished = bool(state.get("Running")), str(state.get("FinishedAt") or "")
+        ended = bool(finished) and not finished.startswith("0001")
         return Death(
             exit_code=None if running else int_or_none(state.get("ExitCode")),
             oom_killed=bool(state.get("OOMKilled")),
-            finished_at="" if running else str(state.get("FinishedAt", "")),
+            finished_at="" if running else finished,
             error=str(state.get("Error") or ""),
+            started_at=str(state.get("StartedAt") or ""),
+            ran_before=running and ended,
         )
 
     def watch(

@@ -106,8 +106,10 @@ def test_kill_and_stop_are_healed_in_place_and_rm_by_a_new_container(
     assert all(s < HEAL_DEADLINE for s in latencies.values()), latencies
     events = healerd.api("/v1/events", after=0)["events"]
     heals = [(e["kind"], e["message"]) for e in events if e["service"] == "seed"]
-    assert ("restarted", "restarted in place: stopped from outside (exited with code 137 "
-            "(killed))") in heals, heals  # fmt: skip
+    assert (
+        "restarted",
+        "restarted in place: stopped from outside (exited with code 137 (killed))",
+    ) in heals, heals
 
 
 def test_ten_of_twenty_killed_at_once_are_started_again_without_a_create(
@@ -236,3 +238,42 @@ def test_a_create_that_cannot_start_leaves_no_volume_behind(
         assert "already allocated" in svc["reason"] or "already in use" in svc["reason"], svc
     finally:
         holder.close()
+
+
+def test_logs_previous_and_describe_after_a_heal_in_place(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
+) -> None:
+    """Post-mortem without a history container: `logs --previous` is the same
+    container's output before its latest start; `describe` shows its restart count and
+    how that run ended."""
+    config.service(
+        "said.yaml",
+        "said",
+        1,
+        command=(
+            '["sh", "-c", "echo run-$$(cat /proc/sys/kernel/random/uuid); '
+            "trap 'exit 0' TERM; sleep 86400 & wait\"]"
+        ),
+    )
+    healerd.start()
+    wait_for("a replica", lambda: cluster.converged("said", 1), timeout=30)
+    (c,) = cluster.running("said")
+    first = wait_for("its first line", lambda: api.logs(c["Id"]).decode().strip(), timeout=10)
+    before = api.inspect_container(c["Id"])["State"]
+    os.kill(int(before["Pid"]), 9)
+    wait_for(
+        "started again",
+        lambda: _running_again(api, c["Id"], before["StartedAt"]),
+        timeout=HEAL_DEADLINE,
+    )
+    wait_for("its second line", lambda: api.logs(c["Id"]).decode().count("run-") == 2, timeout=10)
+    code, out, err = healerd.ctl("logs", "said", "--previous", "--tail", "5")
+    assert code == 0, err
+    assert out.strip() == first, (out, first)  # the run before, and only it
+    assert "137" in err, err  # how it ended, on stderr
+    code, out, _ = healerd.ctl("logs", "said")
+    assert out.count("run-") == 2
+    code, text, err = healerd.ctl("describe", "said")
+    assert code == 0, err
+    row = next(line for line in text.splitlines() if line.startswith(c["Names"][0].lstrip("/")))
+    assert " 1 " in row and "exited with code 137 (killed)" in row, text

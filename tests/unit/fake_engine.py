@@ -18,6 +18,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from datetime import UTC, datetime
 
 from healerd.core.clock import FakeClock
 from healerd.core.planner import history
@@ -130,6 +131,8 @@ class FakeEngine:
         self.policies: dict[str, str] = {}  # container id -> its engine restart policy
         # Containers a start cannot bring back (their network gone, say), with why.
         self.unstartable: dict[str, str] = {}
+        # Containers started again (`start`), with when, as the engine's inspect says it.
+        self.started_at: dict[str, str] = {}
         self.clock = clock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -237,6 +240,9 @@ class FakeEngine:
         # A new run: its health checks start again.
         health = Health.STARTING if checked else None
         self.set(container.id, state=ContainerState.RUNNING, exit_code=None, health=health)
+        if self.clock is not None:  # as the engine's StartedAt (RFC 3339, UTC)
+            at = datetime.fromtimestamp(self.clock.time(), UTC)
+            self.started_at[container.id] = at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
         self._allowed("prune_volumes")
@@ -361,10 +367,14 @@ class FakeEngine:
         self.calls.append("death")
         self._check()
         c = self.containers[container_id]
+        began = self.started_at.get(container_id, "")
         if c.running:
-            return Death(None, False, "")
+            return Death(None, False, "", started_at=began, ran_before=bool(began))
         return Death(
-            c.exit_code, c.exit_code == 137 and container_id in self.oom, "2026-01-01T00:00:00Z"
+            c.exit_code,
+            c.exit_code == 137 and container_id in self.oom,
+            "2026-01-01T00:00:00Z",
+            started_at=began,
         )
 
     def live(self) -> dict[str, ObservedContainer]:

@@ -24,6 +24,7 @@ from healerd.core.ownership import Unverified
 from healerd.core.pressure import assess
 from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.readmodel import complete
+from healerd.core.runs import Termination
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.daemon import api as api_module
@@ -55,6 +56,7 @@ class FakeStats:
 
 @dataclass
 class FakeController:
+    terminations: dict[str, Termination] = field(default_factory=dict)
     desired: DesiredState = field(
         default_factory=lambda: DesiredState(
             services=MappingProxyType({"web": spec("web", 2), "db": spec("db")}),
@@ -161,6 +163,9 @@ class FakeController:
     ) -> list[Dead]:
         self.readers.append(reader)
         return list(self.dead[:limit])
+
+    def termination(self, container_id: str) -> Termination | None:
+        return self.terminations.get(container_id)
 
     def prune_volumes(self, dry_run: bool) -> list[str]:
         self.pruned.append(dry_run)

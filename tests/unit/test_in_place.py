@@ -372,3 +372,55 @@ def test_the_engines_answers_that_only_a_new_container_gets_past() -> None:
                                   "endpoint x: bind: address already in use"))  # fmt: skip
     assert not needs_new(err(409, "conflict: something else"))
     assert not needs_new(None)
+
+
+def test_logs_previous_is_the_run_before_the_latest_start_in_place() -> None:
+    """No history container after a heal in place: the previous run's output is what
+    the same container wrote before its latest start (the engine keeps one log)."""
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=LOOP_CALLS | {"logs", "death"})
+    ctrl = Controller(engine, clock, LoopSettings(workers=2))
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.say(cid, "run 1: starting", "run 1: the last words")
+    clock.advance(5)
+    die(ctrl, engine, cid, 137)
+    drive(ctrl, clock)
+    clock.advance(1)
+    engine.say(cid, "run 2: starting")
+    c, stream = ctrl.logs("web", previous=True, tail=1, since=None)
+    assert c is not None and c.id == cid
+    assert stream.read() == b"run 1: the last words\n"
+    _, stream = ctrl.logs("web", previous=False, tail=None, since=None)
+    assert stream.read().count(b"\n") == 3  # the whole log: every run's output
+    term = ctrl.termination(cid)
+    assert term is not None and term.exit_code == 137
+    assert term.why == "exited with code 137 (killed)"
+
+
+def test_logs_previous_of_a_replica_that_never_restarted_is_the_replaced_one() -> None:
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=LOOP_CALLS | {"logs", "death"})
+    ctrl = Controller(engine, clock, LoopSettings(workers=2))
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.containers
+    engine.say(old, "the old one's last words")
+    engine.unstartable[old] = "network 9cb4 not found"
+    die(ctrl, engine, old, 1)
+    drive(ctrl, clock)
+    c, stream = ctrl.logs("web", previous=True, tail=5, since=None)
+    assert c is not None and c.id == old and stream.read() == b"the old one's last words\n"
+    assert ctrl.termination(old) is None
+
+
+def test_last_lines_keeps_the_end_within_its_bounds() -> None:
+    from healerd.core.inspect import last_lines
+    from healerd.engine import LogStream
+
+    chunks = [b"a\nb", b"\nc\n", b"d\ne"]
+    assert last_lines(LogStream(chunks), 2).read() == b"d\ne"
+    assert last_lines(LogStream(chunks), None).read() == b"a\nb\nc\nd\ne"
+    assert last_lines(LogStream([b"x" * 10 + b"\n", b"yy\n"]), None, max_bytes=5).read() == b"yy\n"
+    assert last_lines(LogStream(chunks), 0).read() == b""

@@ -251,7 +251,7 @@ def test_a_pull_gets_the_credentials_of_its_registry_and_new_ones_retry_at_once(
 
 def test_the_x_registry_auth_of_a_pull(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from healerd.engine import ImagePullFailed
-    from healerd.engine.docker_engine import _auth_config
+    from healerd.engine.docker_client import _auth_config
 
     # None is an anonymous pull, not the SDK's own ~/.docker/config.json.
     assert _auth_config("x:1", None) == {}
@@ -298,7 +298,7 @@ def test_a_failing_credential_helper_is_named_with_its_exit_code_and_nothing_it_
     root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from healerd.engine import ImagePullFailed
-    from healerd.engine.docker_engine import _auth_config
+    from healerd.engine.docker_client import _auth_config
 
     for name, body in HELPERS.items():
         helper = root / f"docker-credential-{name}"
