@@ -14,7 +14,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import docker
@@ -75,12 +75,26 @@ class DockerEngine:
         # failed create or a prune forgets them (one removed by hand costs one failure).
         self._networks_seen: set[str] = set()
 
+    @contextmanager
+    def _call(self, what: str) -> Iterator[None]:
+        """translated(), and an engine that cannot be reached drops the pooled
+        connections: a dockerd that shuts down refuses new connections but still
+        answers on open ones, and a start slipped through one would be a container its
+        shutdown stops again (and waits for, up to its timeout), and healerd would take
+        that stop for a crash. Without them, the next call finds the engine away."""
+        try:
+            with translated(what):
+                yield
+        except EngineUnavailable:
+            self._api.close()
+            raise
+
     def version(self) -> str:
-        with translated("version"):
+        with self._call("version"):
             return str(self._api.version(api_version=False).get("Version", "?"))
 
     def identity(self) -> str:
-        with translated("info"):
+        with self._call("info"):
             info = self._api.info()
         # dockerd's ID comes from /etc/docker/key.json, shared by every dockerd of a host;
         # no two of them share a data root.
@@ -88,7 +102,7 @@ class DockerEngine:
         return f"{engine_id} {root}" if engine_id and root else ""
 
     def data_root(self) -> str | None:
-        with translated("info"):
+        with self._call("info"):
             root = self._api.info().get("DockerRootDir")
         return str(root) if root else None
 
@@ -101,13 +115,13 @@ class DockerEngine:
         params: dict[str, object] = {"all": 1}
         if filters:
             params["filters"] = docker.utils.convert_filters(filters)
-        with translated("list containers"):  # a garbled body too, row by row
+        with self._call("list containers"):  # a garbled body too, row by row
             response = self._api._get(self._api._url("/containers/json"), params=params)
             yield from rows_of(str(self._api._result(response)))
 
     def image_present(self, image: str) -> bool:
         try:
-            with translated(f"inspect image {image}"):
+            with self._call(f"inspect image {image}"):
                 self._api.inspect_image(image)
         except ImageMissing:
             return False
@@ -119,7 +133,7 @@ class DockerEngine:
 
     def image_size_hint(self, image: str) -> int | None:
         repo, _ = request.split_reference(image)
-        with translated(f"list images {repo}"):
+        with self._call(f"list images {repo}"):
             found = self._api.images(name=repo)
         sizes = [int(i.get("Size") or 0) for i in found if isinstance(i, dict)]
         return max(sizes) if sizes and max(sizes) > 0 else None
@@ -136,7 +150,7 @@ class DockerEngine:
         repo, tag = request.split_reference(image)
         config = _auth_config(image, auth)
         try:
-            with translated(f"pull {image}"):
+            with self._call(f"pull {image}"):
                 response = self._api._post(
                     self._api._url("/images/create"),
                     params={"fromImage": repo, "tag": tag or "latest"},
@@ -173,7 +187,7 @@ class DockerEngine:
         descriptor (a HEAD or GET of one manifest), with `auth` only: {} is anonymous, as
         in `pull` (None would make the SDK look for a docker config file of its own)."""
         try:
-            with translated(f"check {image}"):
+            with self._call(f"check {image}"):
                 found = self._api.inspect_distribution(image, auth_config=_auth_config(image, auth))
         except EngineUnavailable:
             raise
@@ -185,7 +199,7 @@ class DockerEngine:
         return digest
 
     def local_digests(self, image: str) -> tuple[str, ...]:
-        with translated(f"inspect image {image}"):
+        with self._call(f"inspect image {image}"):
             found = self._api.inspect_image(image)
         return tuple(str(d) for d in found.get("RepoDigests") or ())
 
@@ -201,7 +215,7 @@ class DockerEngine:
         port_bindings = request.port_bindings(spec)
         networks = list(spec.networks)
         self._ensure(spec)
-        with translated(f"create {name}"):
+        with self._call(f"create {name}"):
             host_config = self._api.create_host_config(
                 binds=binds or None,
                 mounts=[*mounts, *request.secret_mounts(spec)] or None,
@@ -232,7 +246,7 @@ class DockerEngine:
             created = self._create_from_config(config, name, spec.platform)
         container_id = str(created["Id"])
         try:
-            with translated(f"start {name}"):
+            with self._call(f"start {name}"):
                 for net in networks[1:]:
                     endpoint = request.endpoint(spec, net)
                     self._api.connect_container_to_network(container_id, net, **endpoint)
@@ -276,7 +290,7 @@ class DockerEngine:
         service = request.shared_network(spec)
         if service is None:
             return request.network_mode(spec)
-        with translated(f"list containers of {service}"):
+        with self._call(f"list containers of {service}"):
             found = self._api.containers(
                 filters={"label": f"{LABEL_SERVICE}={service}", "status": "running"}
             )
@@ -294,7 +308,7 @@ class DockerEngine:
             for n in spec.networks_to_create:
                 if n.name in self._networks_seen:
                     continue
-                with translated(f"network {n.name}"):
+                with self._call(f"network {n.name}"):
                     # The engine's name filter matches parts of names: compare exactly.
                     found = self._api.networks(names=[n.name])
                     if not any(net.get("Name") == n.name for net in found):
@@ -310,7 +324,7 @@ class DockerEngine:
                         )
                 self._networks_seen.add(n.name)
             for v in spec.volumes_to_create:
-                with translated(f"volume {v.name}"):
+                with self._call(f"volume {v.name}"):
                     try:
                         self._api.inspect_volume(v.name)
                     except docker.errors.NotFound:
@@ -337,14 +351,14 @@ class DockerEngine:
             return []
         declared = {v.target for v in spec.volumes if not v.source and v.kind in ("", "volume")}
         bound = {v.target for v in spec.volumes if v.source or v.kind in ("bind", "tmpfs")}
-        with translated(f"inspect image {spec.image}"):
+        with self._call(f"inspect image {spec.image}"):
             config = self._api.inspect_image(spec.image).get("Config") or {}
         declared |= set(config.get("Volumes") or {})
         return [(v, t) for v, t in inherit if t in declared and t not in bound]
 
     def start(self, container: ObservedContainer) -> None:
         try:
-            with translated(f"start {container.name}"):
+            with self._call(f"start {container.name}"):
                 self._api.start(container.id)
         except EngineError as exc:
             if needs_new(exc.__cause__):
@@ -355,7 +369,7 @@ class DockerEngine:
 
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         try:
-            with translated(f"stop {container.name}"):
+            with self._call(f"stop {container.name}"):
                 if container.state is ContainerState.PAUSED:
                     self._api.unpause(container.id)
                 self._api.stop(
@@ -374,7 +388,7 @@ class DockerEngine:
             self._api.remove_container(container_id, force=True, v=True)
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
-        with translated("list volumes"):
+        with self._call("list volumes"):
             listed = self._api.volumes(filters={"label": request.LABEL_PROJECT, "dangling": True})
         names = sorted(str(v["Name"]) for v in listed.get("Volumes") or () if v["Name"] not in keep)
         if dry_run:
@@ -382,7 +396,7 @@ class DockerEngine:
         removed = []
         for name in names:
             try:
-                with translated(f"remove volume {name}"):
+                with self._call(f"remove volume {name}"):
                     self._api.remove_volume(name)
                 removed.append(name)
                 _log.info("removed volume %s (healerctl prune volumes)", name)
@@ -395,7 +409,7 @@ class DockerEngine:
 
     def prune_networks(self, keep: AbstractSet[str]) -> bool:
         self._networks_seen.clear()
-        with translated("list networks"):
+        with self._call("list networks"):
             found = self._api.networks(filters={"label": request.LABEL_PROJECT})
         done = True
         for net in found:
@@ -403,7 +417,7 @@ class DockerEngine:
             if name in keep:
                 continue
             try:
-                with translated(f"remove network {name}"):
+                with self._call(f"remove network {name}"):
                     self._api.remove_network(net["Id"])
                 _log.info("removed network %s: no declared service uses it", name)
             except EngineError as exc:
@@ -417,12 +431,12 @@ class DockerEngine:
         return done
 
     def rename(self, container: ObservedContainer, name: str) -> None:
-        with translated(f"rename {container.name} to {name}"):
+        with self._call(f"rename {container.name} to {name}"):
             self._api.rename(container.id, name)
 
     def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         try:
-            with translated(f"remove {container.name}"):
+            with self._call(f"remove {container.name}"):
                 if container.running:
                     self._api.stop(
                         container.id,
@@ -448,7 +462,7 @@ class DockerEngine:
         leave them behind: healerd removes each once its last container is gone."""
         for volume, _ in container.anon_volumes:
             try:
-                with translated(f"remove volume {volume[:12]}"):
+                with self._call(f"remove volume {volume[:12]}"):
                     self._api.remove_volume(volume)
             except EngineError as exc:
                 cause = exc.__cause__
@@ -462,11 +476,11 @@ class DockerEngine:
         what = f"logs {container_id[:12]}"
         query = logstream.params(tail, since, until)
         return logstream.open_stream(
-            self._api, container_id, query, self._timeout, lambda: translated(what)
+            self._api, container_id, query, self._timeout, lambda: self._call(what)
         )
 
     def death(self, container_id: str) -> Death:
-        with translated(f"inspect {container_id[:12]}"):
+        with self._call(f"inspect {container_id[:12]}"):
             state = self._api.inspect_container(container_id).get("State") or {}
         running, finished = bool(state.get("Running")), str(state.get("FinishedAt") or "")
         ended = bool(finished) and not finished.startswith("0001")
@@ -533,20 +547,20 @@ class DockerEngine:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def list_images(self) -> list[LocalImage]:
-        with translated("list images"):
+        with self._call("list images"):
             return imagelist.local_images(self._api.images())
 
     def images_in_use(self) -> set[str]:
         return {str(c["ImageID"]) for c in self._list_rows() if c.get("ImageID")}
 
     def set_restart_policy(self, container_id: str, policy: str) -> None:
-        with translated(f"update {container_id[:12]}"), suppress(docker.errors.NotFound):
+        with self._call(f"update {container_id[:12]}"), suppress(docker.errors.NotFound):
             restart = {"Name": policy, "MaximumRetryCount": 0}
             self._api.update_container(container_id, restart_policy=restart)
 
     def remove_image(self, image_id: str) -> bool:
         try:
-            with translated(f"remove image {image_id[:19]}"):
+            with self._call(f"remove image {image_id[:19]}"):
                 self._api.remove_image(image_id, force=False, noprune=False)
         except EngineError as exc:
             # 409: a container uses it (perhaps one made a moment ago) or several

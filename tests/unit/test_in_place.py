@@ -424,3 +424,21 @@ def test_last_lines_keeps_the_end_within_its_bounds() -> None:
     assert last_lines(LogStream(chunks), None).read() == b"a\nb\nc\nd\ne"
     assert last_lines(LogStream([b"x" * 10 + b"\n", b"yy\n"]), None, max_bytes=5).read() == b"yy\n"
     assert last_lines(LogStream(chunks), 0).read() == b""
+
+
+def test_an_engine_that_cannot_be_reached_drops_the_pooled_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dockerd shutting down refuses new connections but answers on open ones: a start
+    slipped through one is stopped again by the shutdown (which waits for it, up to its
+    timeout) and taken for a crash (chaos soak, known issue 5). The first call that
+    cannot reach the engine closes the pool: the next ones find the engine away."""
+    from healerd.engine import EngineUnavailable
+    from healerd.engine.docker_engine import DockerEngine
+
+    engine = DockerEngine(f"unix://{tmp_path}/no.sock", timeout=2)
+    closed: list[bool] = []
+    monkeypatch.setattr(engine._api, "close", lambda: closed.append(True))
+    with pytest.raises(EngineUnavailable):
+        engine.version()
+    assert closed == [True]
