@@ -199,6 +199,8 @@ class EventWatch(threading.Thread):
         self.watched: dict[str, float] = {}  # unowned id -> wall time from which to watch
         self.retired: dict[str, float] = {}  # unowned id -> wall time the soak let it go
         self.windows: list[list[float]] = []  # engine restarts: [start, end] wall times
+        # Starts of managed containers within an engine restart: (time, service, id).
+        self.window_starts: list[tuple[float, str, str]] = []
         self.sick: set[str] = set()  # containers the soak made unhealthy
         self.unplanned_unhealthy: list[tuple[str, str]] = []
         self.reconnects = 0
@@ -261,6 +263,8 @@ class EventWatch(threading.Thread):
                 elif action == "start":
                     self.started.add(cid)
                     sh.starts[cid] = max(t, sh.starts.get(cid, 0.0))
+                    if self.in_window(t):
+                        self.window_starts.append((t, attrs[LABEL_SERVICE], cid))
                 elif (
                     action.startswith("health_status")
                     and "unhealthy" in action
