@@ -4,11 +4,15 @@
   ever has more containers than allowed (invariant 3), notes every managed container it
   sees (a cross-check of the create count) and times heals (a disrupted replica is
   healed at the first sample where its service is back at its desired count of
-  available containers, the victims not counted).
+  available containers, counting a victim only once it runs again: started after its
+  disruption, as healerd heals in place; a victim that does not is made up for by a
+  replacement).
 - EventWatch: the engine's event stream, reconnected across engine restarts with
-  `since`. It counts `create` events of managed containers (invariant 4), flags any
-  event on an unowned container that the soak did not cause (invariant 2, continuously),
-  and notes containers that turned unhealthy without the soak making them so.
+  `since`. It counts `create` events of managed containers (invariant 4) and notes which
+  container each replaces (`io.healerd.replaces`) and when each container last started
+  (invariants 1 and 6, heal latency), flags any event on an unowned container that the
+  soak did not cause (invariant 2, continuously), and notes containers that turned
+  unhealthy without the soak making them so.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 import docker
 
-from healerd.model import LABEL_SERVICE
+from healerd.model import LABEL_REPLACES, LABEL_SERVICE
 
 FORGED = "chaos.forged"
 UNOWNED = "chaos.unowned"
@@ -45,6 +49,9 @@ class Heal:
     t0: float  # monotonic, taken just before the disruption
     burst: int
     expected_backoff: float = 0.0
+    name: str = ""
+    t0_wall: float = 0.0  # wall clock (the engine's events' clock), just before
+    started_at: str = ""  # the victim's State.StartedAt before the disruption
     healed_at: float | None = None
     confounded: list[str] = field(default_factory=list)
     skipped: bool = False
@@ -53,8 +60,8 @@ class Heal:
     @property
     def expected_delay(self) -> float:
         # An unhealthy container is found out after 2 failed checks 1 s apart, then has
-        # 2 s of unhealthy_grace.
-        return self.expected_backoff + (4.0 if self.kind == "unhealthy" else 0.0)
+        # 2 s of unhealthy_grace; restarted in place with its sick file, twice that.
+        return self.expected_backoff + (8.0 if self.kind == "unhealthy" else 0.0)
 
     @property
     def latency(self) -> float | None:
@@ -69,8 +76,11 @@ class Shared:
         self.desired: dict[str, int] = {}
         self.healthchecked: set[str] = set()
         self.limits: dict[str, int] = {}
-        self.victims: set[str] = set()
+        # The containers the current burst disrupted, with their heal (cleared at quiet).
+        self.victims: dict[str, Heal] = {}
         self.heals: list[Heal] = []
+        self.starts: dict[str, float] = {}  # container id -> wall time of its last start
+        self.replaced_by: dict[str, str] = {}  # container id -> the one that replaces it
         self.violations: list[str] = []
         self.burst = 0
         self.t_start = time.monotonic()
@@ -80,6 +90,14 @@ class Shared:
         with self.lock:
             self.violations.append(msg)
         self.log(f"!! VIOLATION: {msg}")
+
+    def back(self, c: dict[str, Any]) -> bool:
+        """A victim running again: started after its disruption (healed in place), by
+        the engine's start events. (Caller holds the lock.)"""
+        h = self.victims.get(c["Id"])
+        return (
+            h is not None and c["State"] == "running" and self.starts.get(c["Id"], 0.0) > h.t0_wall
+        )
 
 
 def _available(c: dict[str, Any], healthchecked: bool) -> bool:
@@ -135,7 +153,7 @@ class Sampler(threading.Thread):
                     continue  # made by the soak itself
                 self.seen.add(c["Id"])
                 svc = labels.get(LABEL_SERVICE, "")
-                if c["Id"] in sh.victims:
+                if c["Id"] in sh.victims and not sh.back(c):
                     continue
                 if c["State"] in LIVE_STATES:
                     live.setdefault(svc, []).append(c)
@@ -152,8 +170,10 @@ class Sampler(threading.Thread):
                         f"[inv3] burst {sh.burst}: service {svc} has {n} containers, "
                         f"allowed {limit} (desired {sh.desired.get(svc, 0)} + surge): {detail}"
                     )
-            # Heals end first in, first out: with k victims of one service pending and
-            # the service d short of its desired count, the k - d oldest are healed.
+            # With k victims of one service pending and the service d short of its
+            # desired count (victims running again counted), k - d are healed: first
+            # those running again, then first in, first out.
+            back = {c["Id"] for c in cs if c["Id"] in sh.victims and sh.back(c)}
             pending: dict[str, list[Heal]] = {}
             for h in sh.heals:
                 if h.healed_at is None and not h.skipped and started >= h.t0:
@@ -162,7 +182,7 @@ class Sampler(threading.Thread):
                 deficit = max(0, sh.desired.get(svc, 0) - avail.get(svc, 0))
                 # Those expected to take longer (a crash backoff, unhealthy detection)
                 # are the ones still pending when some are healed.
-                order = sorted(hs, key=lambda h: (h.expected_delay, h.t0))
+                order = sorted(hs, key=lambda h: (h.victim not in back, h.expected_delay, h.t0))
                 for h in order[: max(0, len(hs) - deficit)]:
                     h.healed_at = done
 
@@ -179,6 +199,8 @@ class EventWatch(threading.Thread):
         self.watched: dict[str, float] = {}  # unowned id -> wall time from which to watch
         self.retired: dict[str, float] = {}  # unowned id -> wall time the soak let it go
         self.windows: list[list[float]] = []  # engine restarts: [start, end] wall times
+        # Starts of managed containers within an engine restart: (time, service, id).
+        self.window_starts: list[tuple[float, str, str]] = []
         self.sick: set[str] = set()  # containers the soak made unhealthy
         self.unplanned_unhealthy: list[tuple[str, str]] = []
         self.reconnects = 0
@@ -236,8 +258,13 @@ class EventWatch(threading.Thread):
                         self.forged_creates += 1
                     else:
                         self.creates[cid] = (attrs[LABEL_SERVICE], t)
+                        if attrs.get(LABEL_REPLACES):
+                            sh.replaced_by[attrs[LABEL_REPLACES]] = cid
                 elif action == "start":
                     self.started.add(cid)
+                    sh.starts[cid] = max(t, sh.starts.get(cid, 0.0))
+                    if self.in_window(t):
+                        self.window_starts.append((t, attrs[LABEL_SERVICE], cid))
                 elif (
                     action.startswith("health_status")
                     and "unhealthy" in action

@@ -33,7 +33,18 @@ import requests
 
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable
 from healerd.config import DesiredStore, load_conf_dir
-from healerd.model import LABEL_CRASH_STREAK, LABEL_SERVICE, LABEL_SPEC_HASH
+from healerd.core.runs import Run
+from healerd.daemon.runbook import FILE as RUNS_FILE
+from healerd.model import LABEL_SERVICE, LABEL_SPEC_HASH
+from tests.chaos.inplace import (
+    CREATES_PER_KIND,
+    IN_PLACE_KINDS,
+    Seen,
+    not_in_place,
+    read_runs,
+    started_again,
+    streak,
+)
 from tests.chaos.observe import FORGED, UNOWNED, EventWatch, Heal, Sampler, Shared
 from tests.support.busybox_image import COMMAND, build
 from tests.support.cluster import live
@@ -47,7 +58,7 @@ IMAGE = "healerd-chaos/busybox:1"
 HTTPD = ["sh", "-c", "trap 'exit 0' TERM; httpd -f -p 8080 -h /www & wait"]
 HEALTH_TEST = ["CMD", "test", "!", "-e", "/tmp/sick"]
 # healerd's default restart_policy (the soak leaves it as is): first crash of a replica
-# line replaced at once, then 10 s doubling.
+# line healed at once, then 10 s doubling.
 BACKOFF_DELAY, BACKOFF_MAX = 10.0, 300.0
 MiB = 1024 * 1024
 RSS_TOLERANCE, FDS_TOLERANCE = 20 * MiB, 20
@@ -65,7 +76,8 @@ CONTAINER_KINDS = (
     "unhealthy",
 )
 # Disrupting these counts as a crash for healerd (README: crash loops), so they are
-# only aimed at replica lines whose crash streak is still 0 or 1.
+# only aimed at replica lines whose crash streak is still 0 or 1. (An unhealthy victim
+# crashes twice: restarted in place, still sick, then replaced.)
 CRASH_KINDS = frozenset({"docker-pause", "process-kill", "unhealthy"})
 # Known healerd bugs, found by this soak and reported with it (README "Known issues").
 # Each workaround keeps the soak usable in CI until its fix lands; undo it with the fix.
@@ -76,6 +88,12 @@ CRASH_KINDS = frozenset({"docker-pause", "process-kill", "unhealthy"})
 PAUSE_FIXED_PORT_SERVICES = True
 # 3. (Fixed: containers found stopped when healerd starts are no crash.) A healerd
 #    started after an engine restart took the containers it stopped for crashes.
+# 5. (Open.) A container healerd starts in place while the engine shuts down (its API
+#    still answers on open connections) and that the shutdown then stops without a
+#    `kill` event is taken for a crash when the engine is back: its streak grows, and
+#    its next heal may wait out a backoff. While True, the streak check excuses the
+#    services with a start during an engine's shutdown (logged when it does).
+SHUTDOWN_STARTS_ARE_CRASHES = True
 
 WEIGHTS = {
     "docker-kill": 3.0,
@@ -134,12 +152,15 @@ class Svc:
 @dataclass
 class Burst:
     n: int
+    t0_wall: float = 0.0
     kinds: list[str] = field(default_factory=list)
     engine_restarted: bool = False
     healerd_killed: bool = False
     config_services: set[str] = field(default_factory=set)
     rolling: set[str] = field(default_factory=set)
     victim_services: set[str] = field(default_factory=set)
+    # Services with a victim that is replaced (docker rm -f, unhealthy): creates expected.
+    replaced_services: set[str] = field(default_factory=set)
     crashed: set[str] = field(default_factory=set)
     engine_windows: list[tuple[float, float]] = field(default_factory=list)
     extra_wait: float = 0.0
@@ -194,7 +215,6 @@ class Soak:
             pidfile=self.root / "healerd.pid",
             new_session=True,
         )
-        self.healerd_started: float | None = None  # monotonic, its last restart by the soak
         self.client = Client(str(self.healerd.socket), timeout=10)
         self.api: docker.APIClient | None = None
         self.sampler: Sampler | None = None
@@ -502,18 +522,25 @@ class Soak:
     # -- quiet ------------------------------------------------------------------------------
 
     def restarted_in_place(self, cs: list[dict[str, Any]]) -> set[str]:
-        """Victims running (and healthy, with a healthcheck) again after a healerd restart
-        that followed their disruption: a new healerd starts in place what it finds
-        stopped (README: it cannot tell a crash it did not see from an engine restart).
-        They count as dealt with. (Caller holds the shared lock.)"""
-        started = self.healerd_started
+        """Victims healed in place: running (and healthy, with a healthcheck) with a
+        State.StartedAt newer than before their disruption (README, "Heal in place").
+        Whatever the kind: an unhealthy victim may be too, a removed one is not there,
+        and after an engine or healerd restart what was found stopped is started in
+        place. They count as dealt with."""
+        with self.shared.lock:
+            victims = dict(self.shared.victims)
         out = set()
-        for h in self.shared.heals:
-            c = next((c for c in cs if c["Id"] == h.victim), None)
-            if c is None or h.victim not in self.shared.victims or started is None:
+        for c in cs:
+            h = victims.get(c["Id"])
+            if h is None or c["State"] != "running":
                 continue
-            healthy = not self.services[h.service].healthcheck or "(healthy)" in c["Status"]
-            if h.t0 < started and c["State"] == "running" and healthy:
+            if self.services[h.service].healthcheck and "(healthy)" not in c["Status"]:
+                continue
+            try:
+                after = self.inspect(h.victim)["State"]["StartedAt"]
+            except docker.errors.NotFound:
+                continue
+            if started_again(h.started_at, after):
                 out.add(h.victim)
         return out
 
@@ -546,12 +573,15 @@ class Soak:
             problems.append(f"{name}: {len(rest)} containers of an undeclared service")
         problems += self.history_problems(desired)
         with self.shared.lock:
-            victims = self.shared.victims & {c["Id"] for c in cs}
-            victims -= self.restarted_in_place(cs)
+            victims = set(self.shared.victims) & {c["Id"] for c in cs}
+        victims -= self.restarted_in_place(cs)
         if victims:
             # Not quiet before healerd has dealt with every disrupted container (one made
-            # unhealthy looks healthy for a while; a crashed one waits out its backoff).
-            problems.append(f"{len(victims)} disrupted container(s) still there")
+            # unhealthy looks healthy for a while; a crashed one waits out its backoff):
+            # started again in place, or gone (replaced).
+            problems.append(
+                f"{len(victims)} disrupted container(s) neither started again nor replaced"
+            )
         st = self.status()
         if st is None:
             problems.append("healerd: no answer on its socket")
@@ -644,7 +674,8 @@ class Soak:
             and desired.get(c["Labels"][LABEL_SERVICE], 0) > 0
         ]
         if kind in CRASH_KINDS:
-            cands = [c for c in cands if self.streak(c) <= 1]
+            runs = self.runs()
+            cands = [c for c in cands if streak(c, runs) <= 1]
         if kind == "docker-pause" and not PAUSE_FIXED_PORT_SERVICES:  # known issue 2
             cands = [c for c in cands if not self.services[c["Labels"][LABEL_SERVICE]].port]
         if kind == "unhealthy":
@@ -656,25 +687,47 @@ class Soak:
             ]
         return self.rng.choice(cands) if cands else None
 
+    def runs(self) -> dict[str, Run]:
+        """healerd's run book: the crash streaks of the containers it restarted in place."""
+        return read_runs(self.healerd.state_dir / RUNS_FILE)
+
     @staticmethod
-    def streak(c: dict[str, Any]) -> int:
-        try:
-            return int(c["Labels"].get(LABEL_CRASH_STREAK, "0"))
-        except ValueError:
-            return 0
+    def backoff(streak: int) -> float:
+        """The wait before healing a crash of a line with this streak (healerd's default
+        restart_policy: 0, then 10 s doubling)."""
+        return 0.0 if streak <= 0 else min(BACKOFF_MAX, BACKOFF_DELAY * 2 ** (streak - 1))
 
     def disrupt_container(self, kind: str, burst: Burst) -> bool:
         c = self.pick_victim(kind)
         if c is None:
             return False
         cid, name, svc = c["Id"], c["Names"][0].lstrip("/"), c["Labels"][LABEL_SERVICE]
-        streak = self.streak(c)
+        n = streak(c, self.runs())
         backoff = 0.0
-        if kind in CRASH_KINDS and streak > 0:
-            backoff = min(BACKOFF_MAX, BACKOFF_DELAY * 2 ** (streak - 1))
-        heal = Heal(kind, svc, cid, time.monotonic(), burst.n, expected_backoff=backoff)
+        if kind in CRASH_KINDS:
+            backoff = self.backoff(n)
+        if kind == "unhealthy":
+            # Restarted in place (a crash: the streak grows), still sick, then replaced
+            # after the next streak's backoff.
+            backoff += self.backoff(n + 1)
+        try:
+            before = self.inspect(cid)["State"]
+        except docker.errors.APIError as exc:
+            self.log(f"  {kind} {name}: skipped ({type(exc).__name__}: {exc})"[:200])
+            return False
+        heal = Heal(
+            kind,
+            svc,
+            cid,
+            time.monotonic(),
+            burst.n,
+            expected_backoff=backoff,
+            name=name,
+            t0_wall=time.time(),
+            started_at=str(before.get("StartedAt") or ""),
+        )
         with self.shared.lock:
-            self.shared.victims.add(cid)
+            self.shared.victims[cid] = heal
             self.shared.heals.append(heal)
             if kind == "unhealthy":
                 assert self.events is not None
@@ -689,7 +742,7 @@ class Soak:
             elif kind == "docker-pause":
                 self.call(lambda a: a.pause(cid))
             elif kind == "process-kill":
-                pid = int(self.call(lambda a: a.inspect_container(cid))["State"]["Pid"])
+                pid = int(before["Pid"])
                 # Only a pid that is this container's (pids get reused): check its cgroup.
                 if not pid or cid not in Path(f"/proc/{pid}/cgroup").read_text():
                     raise RuntimeError(f"pid {pid} is not {name}'s")
@@ -700,20 +753,26 @@ class Soak:
         except (docker.errors.APIError, OSError, RuntimeError) as exc:
             with self.shared.lock:
                 heal.skipped = True
-                self.shared.victims.discard(cid)
+                self.shared.victims.pop(cid, None)
             self.log(f"  {kind} {name}: skipped ({type(exc).__name__}: {exc})"[:200])
             return False
         burst.victim_services.add(svc)
         if kind in CRASH_KINDS:
             burst.crashed.add(svc)
+        if CREATES_PER_KIND[kind]:
+            burst.replaced_services.add(svc)
+        # Healed in place: no create; replaced (rm -f; unhealthy after its restart in
+        # place): one. One more while its service rolls out in the burst (a victim of the
+        # old spec is replaced, not started again).
         extra = 1 if svc in burst.rolling else 0
-        # A container removed or killed may hold its fixed host port a moment longer
-        # (docker-proxy): the first replacement can fail to start and is retried.
-        if self.services[svc].port and kind in ("docker-rm", "docker-kill", "process-kill"):
+        # A container removed may hold its fixed host port a moment longer (docker-proxy):
+        # the first replacement can fail to start and is retried.
+        if self.services[svc].port and kind == "docker-rm":
             extra += 1
-        self.allow(kind, 1 + extra)
+        self.bound.setdefault(kind, 0)  # shown in the summary even when 0
+        self.allow(kind, CREATES_PER_KIND[kind] + extra)
         burst.extra_wait += backoff
-        note = f" (crash streak {streak}: expect a {backoff:.0f}s backoff)" if backoff else ""
+        note = f" (crash streak {n}: expect {backoff:.0f}s of backoff)" if backoff else ""
         self.log(f"  {kind} {name}{note}")
         return True
 
@@ -755,7 +814,6 @@ class Soak:
         down = self.rng.uniform(0, 1.5)
         time.sleep(down)  # healerd stays dead this long: part of the disruption
         self.healerd.start()
-        self.healerd_started = time.monotonic()
         burst.healerd_killed = True
         burst.extra_wait += 30
         self.log(
@@ -967,11 +1025,12 @@ class Soak:
 
     def run_burst(self) -> None:
         self.bursts += 1
-        burst = Burst(self.bursts)
+        burst = Burst(self.bursts, t0_wall=time.time())
         with self.shared.lock:
             self.shared.burst = burst.n
         n = self.rng.randint(1, 3)
         streaks = self.streaks()
+        creates0, bound0 = self.create_count(), sum(self.bound.values())
         self.log(f"burst {burst.n}: {n} disruption(s)")
         for _ in range(n):
             kind = self.next_kind()
@@ -987,6 +1046,7 @@ class Soak:
         deadline = 90 + burst.extra_wait
         took = self.wait_quiet(burst, deadline)
         self.check_streaks(burst, streaks)
+        self.check_in_place(burst)
         self.quiet_times.append(took)
         # Heals the sampler did not see end (a service scaled to 0, say) end now.
         now = time.monotonic()
@@ -994,6 +1054,8 @@ class Soak:
             for h in self.shared.heals:
                 if h.healed_at is None and not h.skipped:
                     h.healed_at, h.late = now, True
+            # Dealt with: those healed in place are replicas like any other from now on.
+            self.shared.victims.clear()
         self.check_unowned()
         self.reset_limits()
         self.sample_memory()
@@ -1001,17 +1063,67 @@ class Soak:
         actual, bound = self.create_count(), sum(self.bound.values())
         self.log(
             f"burst {burst.n} quiet after {took:.1f}s (deadline {deadline:.0f}s); creates "
-            f"{actual}/{bound}; healerd rss {self.mem[-1][2] / MiB:.1f} MiB fds {self.mem[-1][3]}"
+            f"{actual}/{bound} (+{actual - creates0}, bound +{bound - bound0}); "
+            f"healerd rss {self.mem[-1][2] / MiB:.1f} MiB fds {self.mem[-1][3]}"
         )
 
     def streaks(self) -> dict[str, int]:
-        """Sum of the crash streaks of each service's running containers."""
+        """Sum of the crash streaks of each service's running containers (from healerd's
+        run book for those it restarted in place, else from their labels)."""
+        runs = self.runs()
         out: dict[str, int] = {}
         for c in self.managed(running_only=True):
             if FORGED not in c["Labels"]:
                 svc = c["Labels"][LABEL_SERVICE]
-                out[svc] = out.get(svc, 0) + self.streak(c)
+                out[svc] = out.get(svc, 0) + streak(c, runs)
         return out
+
+    def check_in_place(self, burst: Burst) -> None:
+        """Invariant 6: a container killed, stopped, crashed or paused is healed in place:
+        at quiet it runs again as itself (same id, newer StartedAt), and no container
+        was created for it: none names it in `io.healerd.replaces`, and its service got
+        no create at all in a burst that gave it no other reason for one. A burst that
+        also changed the service's spec or replicas or deleted its file (the victim may
+        be replaced or removed by that) is no test of it."""
+        assert self.events is not None
+        with self.shared.lock:
+            heals = [
+                h
+                for h in self.shared.heals
+                if h.burst == burst.n and not h.skipped and h.kind in IN_PLACE_KINDS
+            ]
+            replaced_by = dict(self.shared.replaced_by)
+            creates = dict(self.events.creates)
+            sick = {svc for svc, _ in self.events.unplanned_unhealthy}
+        confounded = [h for h in heals if h.service in burst.config_services]
+        heals = [h for h in heals if h.service not in burst.config_services]
+        if not heals:
+            return
+        seen: dict[str, Seen] = {}
+        for h in heals:
+            try:
+                state = self.inspect(h.victim)["State"]
+            except docker.errors.NotFound:
+                continue
+            seen[h.victim] = Seen(
+                bool(state["Running"]), state.get("StartedAt"), str(state.get("Status", ""))
+            )
+        # A create of a service whose only disruptions were in place, in a burst with no
+        # engine or healerd restart (a create may be in flight then: invariant 4 bounds it).
+        unexplained: dict[str, list[str]] = {}
+        if not (burst.engine_restarted or burst.healerd_killed):
+            excused = burst.replaced_services | burst.rolling | sick
+            for cid, (svc, t) in creates.items():
+                if t >= burst.t0_wall and svc not in excused:
+                    unexplained.setdefault(svc, []).append(cid)
+        problems = not_in_place(heals, seen, replaced_by, unexplained)
+        for p in problems:
+            self.violate(f"[inv6] burst {burst.n} ({', '.join(burst.kinds)}): {p}")
+        if confounded:
+            self.log(
+                f"  (in place not checked for {len(confounded)} victim(s) whose service's "
+                "config changed in the burst)"
+            )
 
     def check_streaks(self, burst: Burst, before: dict[str, int]) -> None:
         """README: a container stopped on purpose (docker kill, stop, rm) or by an engine
@@ -1021,13 +1133,26 @@ class Soak:
         assert self.events is not None
         with self.shared.lock:
             unplanned = {svc for svc, _ in self.events.unplanned_unhealthy}
+            in_shutdown = {
+                svc
+                for t, svc, _ in self.events.window_starts
+                if any(start <= t <= stopped for start, stopped in burst.engine_windows)
+            }
         after = self.streaks()
         for svc, n in sorted(after.items()):
             excused = svc in burst.crashed or svc in unplanned
             if burst.healerd_killed:
                 # A new healerd cannot tell a kill it did not see from a crash.
                 excused = excused or svc in burst.victim_services
-            if n > before.get(svc, 0) and not excused:
+            grew = n > before.get(svc, 0)
+            if grew and not excused and SHUTDOWN_STARTS_ARE_CRASHES and svc in in_shutdown:
+                excused = True
+                self.log(
+                    f"  (known issue 5: the crash streaks of {svc} grew from "
+                    f"{before.get(svc, 0)} to {n}: started in place during the engine's "
+                    "shutdown; excused)"
+                )
+            if grew and not excused:
                 self.violate(
                     f"[streak] burst {burst.n} ({', '.join(burst.kinds)}): the crash streaks of "
                     f"{svc} grew from {before.get(svc, 0)} to {n} without a crash"
