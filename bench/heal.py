@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -110,6 +111,13 @@ class Script:
         return self
 
     def __exit__(self, *_: object) -> None:
+        # close() would wait for the reader's lock; a shut down socket wakes the reader
+        # with end-of-stream (as healerd's own stop_watch does).
+        sock = getattr(getattr(self._resp.raw, "_connection", None), "sock", None)
+        if isinstance(sock, socket.socket):
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(5)
         with suppress(Exception):
             self._resp.close()
         self._pool.shutdown(wait=False)

@@ -93,7 +93,7 @@ PAUSE_FIXED_PORT_SERVICES = True
 #    `kill` event is taken for a crash when the engine is back: its streak grows, and
 #    its next heal may wait out a backoff. While True, the streak check excuses the
 #    services with a start during an engine's shutdown (logged when it does).
-SHUTDOWN_STARTS_ARE_CRASHES = True
+SHUTDOWN_STARTS_ARE_CRASHES = False
 
 WEIGHTS = {
     "docker-kill": 3.0,
