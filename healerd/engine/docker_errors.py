@@ -52,6 +52,10 @@ def needs_new(cause: BaseException | None) -> bool:
         return any(word in text for word in _NEEDS_NEW)
     if cause.status_code == 409:
         return "marked for removal" in text
+    # An endpoint of its name left in a network by an engine that stopped uncleanly: a
+    # start fails on it every time, a new container (another name) does not.
+    if "already exists in network" in text:
+        return True
     return "invalid mount config" in text or "bind source path does not exist" in text
 
 

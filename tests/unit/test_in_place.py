@@ -367,6 +367,7 @@ def test_the_engines_answers_that_only_a_new_container_gets_past() -> None:
     assert needs_new(
         err(400, 'invalid mount config for type "bind": bind source path does not exist: /x')
     )
+    assert needs_new(err(403, "endpoint with name web-1 already exists in network web_default"))
     # Not a new container's to fix: a host port taken, an engine error.
     assert not needs_new(err(500, "driver failed programming external connectivity on "
                                   "endpoint x: bind: address already in use"))  # fmt: skip
