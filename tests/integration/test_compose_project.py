@@ -83,8 +83,25 @@ def test_services_reach_each_other_by_name_across_a_heal(
     assert any(m["Name"] == "shop_site" for m in info["Mounts"])
     aliases = api.inspect_container(client["Id"])["NetworkSettings"]["Networks"]["shop_back"]
     assert {"client", "probe"} <= set(aliases["Aliases"])
-    # Heal the server: the name leads to its replacement.
+    # Heal the server in place (issue 28): the same container, reached by the name.
+    started = info["State"]["StartedAt"]
     api.kill(web["Id"])
+    wait_for(
+        "web started again in place",
+        lambda: (
+            (c := _only(cluster, "web")) is not None
+            and c["Id"] == web["Id"]
+            and api.inspect_container(web["Id"])["State"]["StartedAt"] != started
+        ),
+        timeout=15,
+    )
+    wait_for(
+        "client reaches the restarted web by name",
+        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080),
+        timeout=10,
+    )
+    # Removed: the name leads to its replacement.
+    api.remove_container(web["Id"], force=True)
     wait_for(
         "web replaced",
         lambda: (c := _only(cluster, "web")) is not None and c["Id"] != web["Id"],

@@ -76,11 +76,22 @@ def test_a_file_that_breaks_keeps_its_containers_and_others_still_apply(
             1.0,
         )
     assert healerd.log().count("config error:") >= 3
-    # While its file is broken, alpha is still healed, with its last good spec.
+    # While its file is broken, alpha is still healed: a kill in place (issue 28), and a
+    # removed container replaced by one of its last good spec.
     victim, alpha_hash = alpha[0]
+    started = api.inspect_container(victim)["State"]["StartedAt"]
     api.kill(victim)
     wait_for(
-        "alpha healed",
+        "alpha started again in place",
+        lambda: (
+            cluster.converged("alpha", 2, alpha_hash)
+            and api.inspect_container(victim)["State"]["StartedAt"] != started
+        ),
+        timeout=10,
+    )
+    api.remove_container(victim, force=True)
+    wait_for(
+        "alpha replaced",
         lambda: (
             cluster.converged("alpha", 2, alpha_hash)
             and victim not in {c["Id"] for c in cluster.containers("alpha")}

@@ -1,6 +1,6 @@
 """Compose's container_name on a real engine (issue 16): the one replica keeps its fixed
-name across a heal, with its data; a name held by a container healerd does not own is
-never taken from it."""
+name across a heal in place and a replacement, with its data; a name held by a container
+healerd does not own is never taken from it."""
 
 from __future__ import annotations
 
@@ -38,6 +38,11 @@ def test_a_fixed_name_survives_a_heal_with_its_data(
                 command: ["sh", "-c", "{STAMP}"]
                 volumes: ["/data"]
                 stop_grace_period: 1s
+                unhealthy_grace: 0s
+                healthcheck:
+                  test: ["CMD", "sh", "-c", "test ! -f /tmp/sick"]
+                  interval: 1s
+                  retries: 1
             """
         ),
     )
@@ -46,13 +51,29 @@ def test_a_fixed_name_survives_a_heal_with_its_data(
     first = _running_named(cluster, "broker", "hd-test-mosquitto")
     assert first is not None
     born = api.exec_start(api.exec_create(str(first["Id"]), ["cat", "/data/born"])["Id"])
-    api.kill(str(first["Id"]))
+    started = api.inspect_container(str(first["Id"]))["State"]["StartedAt"]
 
-    def healed() -> bool:
+    # docker kill: the same container started again (issue 28), under its name.
+    api.kill(str(first["Id"]))
+    wait_for(
+        "started again in place",
+        lambda: (
+            _running_named(cluster, "broker", "hd-test-mosquitto") is not None
+            and api.inspect_container(str(first["Id"]))["State"]["StartedAt"] != started
+        ),
+        timeout=30,
+    )
+    assert [c["Id"] for c in cluster.containers("broker", history=True)] == [first["Id"]]
+
+    # Unhealthy (the mark is in its writable layer, which a restart in place keeps):
+    # restarted in place, unhealthy again, so replaced, under the same name.
+    api.exec_start(api.exec_create(str(first["Id"]), ["touch", "/tmp/sick"])["Id"])
+
+    def replaced() -> bool:
         c = _running_named(cluster, "broker", "hd-test-mosquitto")
         return c is not None and c["Id"] != first["Id"]
 
-    wait_for("healed under the same name", healed, timeout=30)
+    wait_for("replaced under the same name", replaced, timeout=30)
     new = _running_named(cluster, "broker", "hd-test-mosquitto")
     assert new is not None
     again = api.exec_start(api.exec_create(str(new["Id"]), ["cat", "/data/born"])["Id"])
@@ -73,7 +94,7 @@ def test_a_name_held_by_a_foreign_container_is_left_to_it(
     healerd.start()
 
     def degraded() -> bool:
-        _, out, _ = healerd.ctl("status", "taker")
+        _, out, _ = healerd.ctl("status", "taker", "-o", "wide")  # the whole reason
         return "Degraded" in out and f"container_name {name!r} is taken" in out
 
     wait_for("taker Degraded with the reason", degraded, timeout=20)

@@ -63,17 +63,41 @@ def healthy(cluster: Cluster, svc: str) -> bool:
     return len(cs) == 1 and cs[0]["State"] == "running" and "(healthy)" in cs[0]["Status"]
 
 
-def check_data(api: docker.APIClient, cluster: Cluster, svc: str, before: str) -> str:
-    """The service is back (another container unless started in place) with its data."""
-    wait_for(
-        f"{svc} healed",
-        lambda: healthy(cluster, svc) and cluster.running(svc)[0]["Id"] != before,
-        timeout=30,
-        interval=0.1,
-    )
+Run = tuple[str, str]  # a container's id and when it last started
+
+
+def current_run(api: docker.APIClient, cluster: Cluster, svc: str) -> Run:
     c = the_one(cluster, svc)
-    assert run(api, c["Id"], "cat /data/marker") == f"kept-{svc}", svc
-    return str(c["Id"])
+    return str(c["Id"]), str(api.inspect_container(c["Id"])["State"]["StartedAt"])
+
+
+def check_data(
+    api: docker.APIClient,
+    cluster: Cluster,
+    svc: str,
+    before: Run | None,
+    *,
+    in_place: bool | None = True,
+) -> Run:
+    """The service is back, healthy, with its data: started again as the same container
+    (`in_place`), replaced by another (False), or either (None; `before` None: any run)."""
+
+    def back() -> Run | None:
+        cs = cluster.containers(svc)
+        if len(cs) != 1 or cs[0]["State"] != "running" or "(healthy)" not in cs[0]["Status"]:
+            return None
+        now = (str(cs[0]["Id"]), str(api.inspect_container(cs[0]["Id"])["State"]["StartedAt"]))
+        return now if now != before else None
+
+    now = wait_for(f"{svc} healed", back, timeout=30, interval=0.1)
+    assert now is not None  # wait_for returns only what is truthy
+    if before is not None and in_place is not None:
+        assert (now[0] == before[0]) is in_place, (
+            f"{svc}: {'replaced' if in_place else 'started again in place'}, "
+            f"expected {'in place' if in_place else 'a replacement'}"
+        )
+    assert run(api, now[0], "cat /data/marker") == f"kept-{svc}", svc
+    return now
 
 
 def volumes(api: docker.APIClient) -> set[str]:
@@ -92,51 +116,52 @@ def test_anonymous_volumes_survive_every_heal_and_none_is_left_behind(
     build(api, VOL_IMAGE, volume="/data")
     write_stack(config, image)
     healerd.start()
-    ids = {}
     for svc in SERVICES:
         c = the_one(cluster, svc)
         assert c["Mounts"] and c["Mounts"][0]["Destination"] == "/data"
         run(api, c["Id"], f"echo kept-{svc} > /data/marker")
-        ids[svc] = c["Id"]
     before = volumes(api)
     assert len(before) == 2
+    runs = {svc: current_run(api, cluster, svc) for svc in SERVICES}
 
-    disruptions: dict[str, Callable[[str], object]] = {
-        "docker kill": lambda cid: api.kill(cid),
-        "docker stop": lambda cid: api.stop(cid, timeout=1),
-        "a crash (exit 3)": lambda cid: run(api, cid, "touch /data/crash"),
-        "unhealthy": lambda cid: run(api, cid, "touch /tmp/sick"),
+    # Killed, stopped or crashed: the same container started again (issue 28). Unhealthy:
+    # restarted in place first; its /tmp/sick is in the writable layer the restart keeps,
+    # so it is unhealthy again past its grace and replaced, onto the same volume.
+    disruptions: dict[str, tuple[Callable[[str], object], bool]] = {
+        "docker kill": (lambda cid: api.kill(cid), True),
+        "docker stop": (lambda cid: api.stop(cid, timeout=1), True),
+        "a crash (exit 3)": (lambda cid: run(api, cid, "touch /data/crash"), True),
+        "unhealthy": (lambda cid: run(api, cid, "touch /tmp/sick"), False),
     }
-    for what, disrupt in disruptions.items():
+    for what, (disrupt, in_place) in disruptions.items():
         for svc in SERVICES:
-            disrupt(ids[svc])
+            disrupt(runs[svc][0])
         for svc in SERVICES:
-            ids[svc] = check_data(api, cluster, svc, ids[svc])
+            runs[svc] = check_data(api, cluster, svc, runs[svc], in_place=in_place)
         print(f"{what}: data kept")
 
-    # healerd killed, a container killed while it is away, healerd back.
     # healerd killed, a container killed while it is away, healerd back. What it finds
     # stopped at start may have been stopped by a reboot: started again in place.
     healerd.kill9()
     for svc in SERVICES:
-        api.kill(ids[svc])
+        api.kill(runs[svc][0])
     healerd.start()
     for svc in SERVICES:
-        ids[svc] = check_data(api, cluster, svc, "")
+        runs[svc] = check_data(api, cluster, svc, runs[svc])
 
     # An engine restart (a reboot): what it stopped is started again in place (what
     # healerd replaced while the engine was shutting down, it replaced: either way on the
     # same volume).
     dockerd.restart()
     for svc in SERVICES:
-        ids[svc] = check_data(api, cluster, svc, "")
+        runs[svc] = check_data(api, cluster, svc, None)
 
-    # 20 more heals: no volume more than before.
+    # 20 more heals, each in place: no volume more than before.
     for _ in range(10):
         for svc in SERVICES:
-            api.kill(ids[svc])
+            api.kill(runs[svc][0])
         for svc in SERVICES:
-            ids[svc] = check_data(api, cluster, svc, ids[svc])
+            runs[svc] = check_data(api, cluster, svc, runs[svc])
     assert volumes(api) <= before, "a heal left a volume behind"
     for svc in SERVICES:
         assert len(cluster.history(svc)) <= 1, "history beyond history_limit"
@@ -186,47 +211,73 @@ def the_running(cluster: Cluster, svc: str) -> dict[str, Any]:
     return c
 
 
-def test_logs_previous_describe_and_a_bounded_history_through_a_crash_loop(
+def test_logs_previous_describe_and_a_bounded_history_through_replacements(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
 ) -> None:
-    # Each container says who it is, then dies with exit 3 after a second: a crash loop.
-    # ($$: a literal $ for the container's shell, as in Compose; $HOSTNAME alone would be
-    # healerd's to interpolate, and an unset one an error.)
-    crashing = ["sh", "-c", "echo hello from $$HOSTNAME; sleep 1; echo last words; exit 3"]
+    # A service that is never healthy: each container is restarted in place once, then,
+    # unhealthy again past its grace, replaced (issue 28): a steady line of replacements,
+    # each leaving the failed container as history. Each says who it is, and on the TERM
+    # of its stop its last words, with exit 3. ($$: a literal $ for the container's shell,
+    # as in Compose; $HOSTNAME alone would be healerd's to interpolate, and an unset one
+    # an error.)
+    sick = [
+        "sh",
+        "-c",
+        "trap 'echo last words; exit 3' TERM; echo hello from $$HOSTNAME; "
+        "while :; do sleep 0.2; done",
+    ]
     config.service(
-        "loop.yaml",
-        "loop",
+        "sick.yaml",
+        "sick",
         1,
-        command=json.dumps(crashing),
+        command=json.dumps(sick),
+        unhealthy_grace="0s",
+        healthcheck='{test: ["CMD", "sh", "-c", "exit 1"], interval: 1s, retries: 1}',
         restart_policy="{delay: 1s, max_delay: 2s}",
     )
     config.service("calm.yaml", "calm", 1)
     healerd.start()
-    wait_for("a first failure kept", lambda: len(cluster.history("loop")) >= 1, timeout=30)
-    most = 0
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # sampled through a minute of crash loop
-        most = max(most, len(cluster.history("loop")))
+    wait_for("a first replacement kept", lambda: len(cluster.history("sick")) >= 1, timeout=60)
+    most, replacements = 0, set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # sampled through half a minute of replacements
+        most = max(most, len(cluster.history("sick")))
+        replacements |= {c["Id"] for c in cluster.containers("sick")}
         time.sleep(0.2)
     assert 1 <= most <= 1, f"history went up to {most} (history_limit 1 per replica)"
+    assert len(replacements) >= 2, "no replacement beyond the first within 30 s"
 
-    code, out, err = healerd.ctl("logs", "loop", "--previous")
+    code, out, err = healerd.ctl("logs", "sick", "--previous")
     assert code == 0, err
+    assert out.strip().splitlines()[0].startswith("hello from ")
     assert out.strip().splitlines()[-1] == "last words"
     assert "exit code 3" in err
-    code, out, _ = healerd.ctl("describe", "loop", "-o", "json")
+    code, out, _ = healerd.ctl("describe", "sick", "-o", "json")
     data = json.loads(out)
     assert code == 0 and data["history"] and data["history"][0]["exit_code"] == 3
     assert data["spec"]["image"] and data["events"]
 
-    # docker kill: 137, and the killed container's last line.
+    # docker kill: the same container started again (issue 28), no history made; the
+    # death (137) is in its events.
+    # TODO(issue 28 point 3): `healerctl logs calm --previous` should then print the
+    # killed run's output (the same container's log, split at the run's StartedAt) with
+    # "exit code 137", and `describe` show that last termination and a restart count;
+    # assert them here once they do (today --previous finds no failed container).
     (calm,) = cluster.running("calm")
+    started = api.inspect_container(calm["Id"])["State"]["StartedAt"]
     api.kill(calm["Id"])
-    wait_for("calm replaced", lambda: cluster.history("calm") != [], timeout=20)
-    code, out, err = healerd.ctl("logs", "calm", "--previous")
-    assert code == 0 and "exit code 137" in err
+    wait_for(
+        "calm started again in place",
+        lambda: (
+            [c["Id"] for c in cluster.running("calm")] == [calm["Id"]]
+            and api.inspect_container(calm["Id"])["State"]["StartedAt"] != started
+        ),
+        timeout=20,
+    )
+    assert cluster.history("calm") == []
     code, out, _ = healerd.ctl("describe", "calm", "-o", "json")
-    assert json.loads(out)["history"][0]["exit_code"] == 137
+    events = [e["message"] for e in json.loads(out)["events"]]
+    assert code == 0 and any("exited with code 137" in m for m in events), events
 
     # Bad input: an unknown service is a clear error (exit 5), nothing changes.
     code, _, err = healerd.ctl("logs", "nope")

@@ -44,13 +44,14 @@ def test_engine_restart_is_survived_and_healed(
     assert healerd.alive()
 
     victim = cluster.running("eng")[0]["Id"]
+    started = api.inspect_container(victim)["State"]["StartedAt"]
     t0 = time.monotonic()
     api.kill(victim)
     wait_for(
-        "a replacement",
+        "the same container started again",
         lambda: (
             cluster.converged("eng", 2)
-            and victim not in {c["Id"] for c in cluster.containers("eng")}
+            and api.inspect_container(victim)["State"]["StartedAt"] != started
         ),
         timeout=10,
         interval=0.01,

@@ -138,13 +138,14 @@ def test_with_room_for_one_container_the_higher_priority_is_healed_first(
              timeout=10)  # fmt: skip
     # Both die while healerd is stopped: it sees both losses in one look. The low one
     # dies first.
+    ids = {name: cluster.running(name)[0]["Id"] for name in ("cache", "db")}
     healerd.signal(signal.SIGSTOP)
     try:
         for name in ("cache", "db"):
-            api.kill(cluster.running(name)[0]["Id"])
+            api.kill(ids[name])
     finally:
         healerd.signal(signal.SIGCONT)
-    wait_for("db healed", lambda: cluster.running("db"), timeout=10)
+    wait_for("db healed", lambda: cluster.running("db"), timeout=10)  # in place
     assert cluster.running("cache") == []
     wait_for("cache waits", lambda: service(sock, "cache")["state"] == "WaitingForResources",
              timeout=10)  # fmt: skip
@@ -154,8 +155,10 @@ def test_with_room_for_one_container_the_higher_priority_is_healed_first(
     # The room comes back once db's grant lapses (its container takes far less than the
     # estimate): cache follows.
     wait_for("cache healed", lambda: cluster.converged("cache", 1), timeout=20)
-    order = [e["service"] for e in events(sock) if e["kind"] == "created"]
-    assert order[-2:] == ["db", "cache"], order
+    # Both are started again in place (issue 28), in priority order.
+    order = [e["service"] for e in events(sock) if e["kind"] == "restarted"]
+    assert order == ["db", "cache"], order
+    assert {name: cluster.running(name)[0]["Id"] for name in ids} == ids
     assert status(sock)["waiting_for_resources"] == {}
 
 

@@ -57,8 +57,7 @@ class Cluster:
         every container healerd made."""
         cs = self.api.containers(all=True, filters={"label": label})
         for c in cs:
-            with contextlib.suppress(docker.errors.NotFound):
-                self.api.remove_container(c["Id"], force=True)
+            self._remove(c["Id"])
         # Their anonymous volumes too (a replacement mounts its predecessor's by name).
         for m in (m for c in cs for m in c.get("Mounts") or []):
             if m.get("Type") == "volume" and len(m.get("Name", "")) == 64:
@@ -70,6 +69,22 @@ class Cluster:
                 self.api.prune_networks(filters={"label": "io.healerd.project"})
             with contextlib.suppress(docker.errors.APIError):
                 self.api.prune_volumes(filters={"label": "io.healerd.project"})
+
+    def _remove(self, cid: str, timeout: float = 15.0) -> None:
+        """Force-remove one container. The engine may fail to remove its root filesystem
+        ("device or resource busy") while a container another engine on this host starts
+        holds a copy of the mount for a moment: retried until the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.api.remove_container(cid, force=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if "resource busy" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.2)
 
 
 def live(cs: list[dict[str, Any]]) -> list[dict[str, Any]]:
