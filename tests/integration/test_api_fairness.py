@@ -139,8 +139,8 @@ def test_root_is_served_within_a_second_while_nobody_holds_100_connections(
 def test_readers_polling_containers_and_diff_do_not_slow_a_heal(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, sock: Path
 ) -> None:
-    # A small host's engine budget: 2 calls a second, 5 at once. A heal (a list, a create
-    # and a start) fits in the burst; readers that spent it made it wait (3.9 s).
+    # A small host's engine budget: 2 calls a second, 5 at once. A heal of a kill (a list
+    # and a start in place) fits in the burst; readers that spent it made it wait (3.9 s).
     config.settings("engine_calls_per_second: 2\nengine_call_burst: 5\n")
     svc = unique("readheal")
     config.service("readheal.yaml", svc, 1)

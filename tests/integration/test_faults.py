@@ -28,7 +28,8 @@ import pytest
 from healerd.cli.client import Client, DaemonUnreachable
 from healerd.model import LABEL_SERVICE, LABEL_SPEC_HASH
 from tests.integration.conftest import IMAGE
-from tests.integration.faultproxy import CREATE, EVENTS, LIST, FaultProxy, Request
+from tests.integration.faultproxy import CREATE, EVENTS, LIST, START, FaultProxy, Request
+from tests.integration.test_heal import started_again
 from tests.support.busybox_image import COMMAND, build
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -126,6 +127,15 @@ def ids(cluster: Cluster, service: str) -> set[str]:
 
 def running_ids(cluster: Cluster, service: str) -> set[str]:
     return {c["Id"] for c in cluster.running(service)}
+
+
+def started_at(api: docker.APIClient, cid: str) -> str:
+    return str(api.inspect_container(cid)["State"]["StartedAt"])
+
+
+def stays_dead(api: docker.APIClient, cid: str) -> bool:
+    """The container exists and is not running (nobody started it again)."""
+    return not api.inspect_container(cid)["State"]["Running"]
 
 
 def hashes(cluster: Cluster, service: str) -> set[str]:
@@ -250,8 +260,16 @@ def test_500s_on_create_degrade_back_off_and_recover_touching_nothing(
     survivor, victim = sorted(running_ids(cluster, "five"))
     message = "faultproxy: injected failure (create)"
     rule = proxy.fail(CREATE, 500, message)
+    # A kill needs no create: the same container starts again in place.
+    started = started_at(api, victim)
     t0 = time.monotonic()
     api.kill(victim)
+    wait_for("the kill healed in place", lambda: started_again(api, victim, started), 5)
+    assert not proxy.seen(CREATE, since=t0)
+    wait_state(healerd_proxied, "five", "Converged", timeout=5)
+    # A removal does: its replacement's create fails.
+    t0 = time.monotonic()
+    api.remove_container(victim, force=True)
     st = wait_state(healerd_proxied, "five", "Degraded", message, timeout=10)
     print(f"status: {st['state']}: {st['reason']}")
     holds_for("the survivor untouched", lambda: running_ids(cluster, "five") == {survivor}, 1.5)
@@ -282,12 +300,16 @@ def test_500s_on_list_wait_say_so_and_recover_without_acting_blind(
     api.kill(victim)
     st = wait_state(healerd_proxied, "blind", "EngineUnreachable", timeout=10)
     print(f"status: {st['state']}: {st['reason']}")
-    holds_for("nothing done without a list", lambda: not proxy.seen(CREATE, since=t0), 1.5)
+    holds_for(
+        "nothing done without a list",
+        lambda: not proxy.seen(CREATE, since=t0) and not proxy.seen(START, since=t0),
+        1.5,
+    )
     assert running_ids(cluster, "blind") == {survivor}
     assert f"cannot list containers: list containers: {message}" in healerd_proxied.log()
     proxy.clear()
     wait_for("healed once lists work", lambda: cluster.converged("blind", 2), timeout=10)
-    assert survivor in running_ids(cluster, "blind")
+    assert running_ids(cluster, "blind") == {survivor, victim}, "healed in place"
 
 
 # -- the event stream -----------------------------------------------------------------------
@@ -305,15 +327,16 @@ def test_a_cut_event_stream_is_reconnected_and_a_kill_meanwhile_is_healed(
     rule = proxy.fail(EVENTS, 500, "faultproxy: no events for now")  # reconnects fail
     assert proxy.cut_events() == 1
     victim = next(iter(running_ids(cluster, "cut")))
+    started = started_at(api, victim)
     api.kill(victim)
     # Nothing tells healerd (no event, the resync is 30 s away)...
-    holds_for("not healed while the stream is down", lambda: victim in ids(cluster, "cut"), 0.5)
+    holds_for("not healed while the stream is down", lambda: stays_dead(api, victim), 0.5)
     assert "engine event stream lost" in healerd_proxied.log()
     proxy.clear(rule)
     # ... until the stream is back: then every service is looked at.
     wait_for(
-        "healed after the reconnect",
-        lambda: cluster.converged("cut", 2) and victim not in ids(cluster, "cut"),
+        "healed in place after the reconnect",
+        lambda: cluster.converged("cut", 2) and started_again(api, victim, started),
         timeout=10,
     )
     assert "event stream back: resyncing every service" in healerd_proxied.log()
@@ -331,11 +354,12 @@ def test_a_hung_event_stream_is_covered_by_the_periodic_resync(
     wait_for("the event stream open", lambda: proxy.events_streams() == 1, timeout=5)
     proxy.hold_events()  # open, silent: no error for healerd to notice
     victim = next(iter(running_ids(cluster, "hung")))
+    started = started_at(api, victim)
     t0 = time.monotonic()
     api.kill(victim)
     wait_for(
-        "healed by the resync",
-        lambda: cluster.converged("hung", 2) and victim not in ids(cluster, "hung"),
+        "healed in place by the resync",
+        lambda: cluster.converged("hung", 2) and started_again(api, victim, started),
         timeout=10,
     )
     print(f"kill under a hung event stream healed in {time.monotonic() - t0:.2f}s")
@@ -365,7 +389,7 @@ def small_dockerd(dockerd: PrivateDockerd) -> Iterator[PrivateDockerd]:
         d.teardown()  # unmounts the tmpfs too
 
 
-def test_a_full_disk_fails_creates_clearly_and_touches_no_running_container(
+def test_a_full_disk_fails_heals_clearly_and_touches_no_running_container(
     small_dockerd: PrivateDockerd, config: ConfigDir, tmp_path: Path
 ) -> None:
     api = small_dockerd.client()
@@ -386,8 +410,8 @@ def test_a_full_disk_fails_creates_clearly_and_touches_no_running_container(
             while True:
                 f.write(b"\0" * (1 << 20))
         api.kill(victim)
-        # The create fails with the engine's words; then the service either retries
-        # (Degraded) or, seeing the disk under pressure, waits for room.
+        # The start in place fails with the engine's words; then the service either
+        # retries (Degraded) or, seeing the disk under pressure, waits for room.
         st = wait_for(
             "a status that names the full disk",
             lambda: (
@@ -402,17 +426,20 @@ def test_a_full_disk_fails_creates_clearly_and_touches_no_running_container(
         # go on showing it running. Either way: no new container, the others untouched.
         holds_for(
             "the running ones untouched, no replacement",
-            lambda: set(survivors) <= running_ids(cluster, "disk") <= {*survivors, victim},
+            lambda: (
+                set(survivors) <= running_ids(cluster, "disk") <= {*survivors, victim}
+                and ids(cluster, "disk") == {*survivors, victim}
+            ),
             2.0,
         )
         assert re.search(
-            r"disk: create failed: create disk-\w+-\w+: .*no space left on device", h.log()
+            r"disk: start failed: start disk-\w+-\w+: .*no space left on device", h.log()
         )
         disk = Client(str(config.root / "healerd.sock")).get("/v1/status")["host"]["disk"]
         assert disk["path"] == str(data_root) and disk["used_percent"] > 99
         filler.unlink()
         wait_for("3 replicas once there is room", lambda: cluster.converged("disk", 3), 20)
-        assert set(survivors) <= running_ids(cluster, "disk")
+        assert ids(cluster, "disk") == {*survivors, victim}, "the victim healed in place"
         assert api.inspect_container(unowned)["State"]["StartedAt"] == started
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -547,18 +574,17 @@ def test_sigstop_then_sigcont_heals_what_happened_meanwhile(
     healerd.start()
     wait_for("2 replicas", lambda: cluster.converged("stop", 2), timeout=20)
     victim = next(iter(running_ids(cluster, "stop")))
+    started = started_at(api, victim)
     healerd.signal(signal.SIGSTOP)
     try:
         api.kill(victim)
-        holds_for(
-            "nobody heals while healerd is stopped", lambda: victim in ids(cluster, "stop"), 0.5
-        )
+        holds_for("nobody heals while healerd is stopped", lambda: stays_dead(api, victim), 0.5)
     finally:
         healerd.signal(signal.SIGCONT)
     t0 = time.monotonic()
     wait_for(
-        "healed after SIGCONT",
-        lambda: cluster.converged("stop", 2) and victim not in ids(cluster, "stop"),
+        "healed in place after SIGCONT",
+        lambda: cluster.converged("stop", 2) and started_again(api, victim, started),
         10,
     )
     print(f"SIGCONT -> healed in {time.monotonic() - t0:.2f}s")
@@ -609,6 +635,10 @@ def test_a_second_healerd_at_another_address_of_the_same_engine_is_refused(
     assert "already manages the engine " in second.log() and "refusing" in second.log()
     # The first one keeps healing.
     (victim,) = cluster.running("one")
+    started = started_at(api, victim["Id"])
     api.kill(victim["Id"])
-    wait_for("one healed by the first healerd", lambda: [
-        c for c in cluster.running("one") if c["Id"] != victim["Id"]], timeout=10)  # fmt: skip
+    wait_for(
+        "one healed in place by the first healerd",
+        lambda: started_again(api, victim["Id"], started),
+        timeout=10,
+    )

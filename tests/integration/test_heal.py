@@ -45,6 +45,13 @@ def heal_latency(cluster: Cluster, service: str, old_id: str, disrupt: object) -
     return time.monotonic() - t0
 
 
+def started_again(api: docker.APIClient, cid: str, started_before: str) -> bool:
+    """The container runs again after a start later than `started_before` (its StartedAt):
+    healed in place, as itself."""
+    state = api.inspect_container(cid)["State"]
+    return bool(state["Running"]) and state["StartedAt"] != started_before
+
+
 def test_replicas_follow_edits_with_sighup(
     healerd: Healerd, config: ConfigDir, cluster: Cluster
 ) -> None:
@@ -150,14 +157,14 @@ def test_a_second_healerd_for_the_same_engine_refuses_to_start(
     assert second.proc is not None and second.proc.wait(timeout=10) == 3
     assert "refusing to start a second one" in second.log()
     assert healerd.alive() and cluster.converged("one", 1)
-    # The first one still heals.
+    # The first one still heals (in place: the same container starts again).
     (victim,) = cluster.running("one")
+    started = api.inspect_container(victim["Id"])["State"]["StartedAt"]
+    t0 = time.time()
     api.kill(victim["Id"])
     wait_for(
         "the first healerd to heal",
-        lambda: (
-            cluster.converged("one", 1)
-            and victim["Id"] not in {c["Id"] for c in cluster.containers("one")}
-        ),
+        lambda: cluster.converged("one", 1) and started_again(api, victim["Id"], started),
         timeout=5,
     )
+    assert cluster.count_events("one", "create", t0) == 0

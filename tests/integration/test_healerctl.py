@@ -22,6 +22,7 @@ import yaml
 
 from healerd.cli.client import Client
 from tests.integration.conftest import unique
+from tests.integration.test_heal import started_again
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir, trusted_copy
 from tests.support.healerd_process import REPO, Healerd
@@ -208,8 +209,13 @@ def test_every_verb_in_table_and_json(
 
     # metrics, on the socket and on the TCP address, after a heal
     killed = sorted(running_ids(cluster, svc))[0]
+    started = api.inspect_container(killed)["State"]["StartedAt"]
     api.kill(killed)
-    wait_for("the heal", lambda: len(running_ids(cluster, svc) - {killed}) == 2, timeout=10)
+    wait_for(
+        "the heal in place",
+        lambda: started_again(api, killed, started) and running_ids(cluster, svc) >= {killed},
+        timeout=10,
+    )
     run("wait", svc, "--timeout", "20s")
     text = Client(str(sock)).request("GET", "/metrics", raw=True).decode()
     for line in (
@@ -467,11 +473,14 @@ def test_fuzz_the_socket_while_healing(
     try:
         while time.monotonic() < deadline:
             (victim, *_) = sorted(running_ids(cluster, svc))
+            started = api.inspect_container(victim)["State"]["StartedAt"]
             t0 = time.monotonic()
             api.kill(victim)
             wait_for(
-                "healing under fuzz",
-                lambda v=victim: len(running_ids(cluster, svc) - {v}) == 2,
+                "healing in place under fuzz",
+                lambda v=victim, s=started: (
+                    started_again(api, v, s) and len(running_ids(cluster, svc)) == 2
+                ),
                 timeout=5,
             )
             heals.append(time.monotonic() - t0)
