@@ -82,9 +82,12 @@ def _death_line(container: str, headers: Message) -> str:
     except ValueError:
         return ""
     oom = ", OOM-killed" if d.get("oom_killed") else ""
-    return (
-        f"# {container}: exit code {d.get('exit_code')}{oom}, died {d.get('finished_at') or '?'}\n"
-    )
+    code = d.get("exit_code")
+    how = f"exit code {code}{oom}" if code is not None else "stopped"
+    why = str(d.get("why") or "")
+    if why:  # a run healerd started again in place: its words, the code if they lack it
+        how = why if code is None or f"code {code}" in why else f"{why} ({how})"
+    return f"# {container}: {how}, died {d.get('finished_at') or '?'}\n"
 
 
 def describe(ctl: CtlLike) -> int:

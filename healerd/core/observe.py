@@ -237,6 +237,10 @@ def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
     c = a.container
     if c is None:
         return
+    # A running one (unhealthy) was stopped by this action: its exit code is in the die
+    # event of that stop, which the engine sent before the start.
+    died = mem.died.get(c.id)
+    code = c.exit_code if c.exit_code is not None or died is None else died[1]
     mem.runs[c.id] = after_start(
         c,
         mem.runs.get(c.id),
@@ -244,6 +248,7 @@ def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
         why=a.reason.removeprefix(IN_PLACE),
         unhealthy=c.running,
         wall=wall,
+        exit_code=code,
     )
     mem.started[c.id] = mono
     for table in (mem.died, mem.dead_since, mem.unhealthy_since):

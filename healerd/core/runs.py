@@ -68,8 +68,10 @@ def after_start(
     why: str,
     unhealthy: bool,
     wall: float,
+    exit_code: int | None = None,
 ) -> Run:
-    """The run a container carries after healerd started it in place."""
+    """The run a container carries after healerd started it in place (`exit_code`: how
+    its last run ended, when the list did not say: a running one healerd stopped)."""
     base = run or Run(streak=c.crash_streak, restarts=c.restarts)
     return replace(
         base,
@@ -77,7 +79,7 @@ def after_start(
         restarts=base.restarts + 1,
         unhealthy_restarts=base.unhealthy_restarts + 1 if unhealthy else 0,
         started=wall,
-        last=Termination(c.exit_code if not c.running else None, c.oom_killed, why, wall),
+        last=Termination(exit_code, c.oom_killed, why, wall),
     )
 
 

@@ -258,11 +258,8 @@ def test_logs_previous_describe_and_a_bounded_history_through_replacements(
     assert data["spec"]["image"] and data["events"]
 
     # docker kill: the same container started again (issue 28), no history made; the
-    # death (137) is in its events.
-    # TODO(issue 28 point 3): `healerctl logs calm --previous` should then print the
-    # killed run's output (the same container's log, split at the run's StartedAt) with
-    # "exit code 137", and `describe` show that last termination and a restart count;
-    # assert them here once they do (today --previous finds no failed container).
+    # death (137) is in its events, `logs --previous` prints the killed run's output (the
+    # same container's log up to its latest start) and `describe` its last termination.
     (calm,) = cluster.running("calm")
     started = api.inspect_container(calm["Id"])["State"]["StartedAt"]
     api.kill(calm["Id"])
@@ -276,8 +273,14 @@ def test_logs_previous_describe_and_a_bounded_history_through_replacements(
     )
     assert cluster.history("calm") == []
     code, out, _ = healerd.ctl("describe", "calm", "-o", "json")
-    events = [e["message"] for e in json.loads(out)["events"]]
+    data = json.loads(out)
+    events = [e["message"] for e in data["events"]]
     assert code == 0 and any("exited with code 137" in m for m in events), events
+    (row,) = data["containers"]
+    assert row["restarts"] == 1 and row["last_termination"]["exit_code"] == 137, row
+    code, out, err = healerd.ctl("logs", "calm", "--previous")
+    assert code == 0, err
+    assert "stopped from outside (exited with code 137 (killed)), died" in err, err
 
     # Bad input: an unknown service is a clear error (exit 5), nothing changes.
     code, _, err = healerd.ctl("logs", "nope")
