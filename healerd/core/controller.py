@@ -22,25 +22,24 @@ from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.images import ImagePolicy
-from healerd.core.inspect import Dead, deaths, earlier_run, last_lines, pick
-from healerd.core.observe import Memory, note_event, observe, shown
+from healerd.core.observe import Memory, note_event, observe
 from healerd.core.outcome import Outcome, Requeue, Tally
 from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
 from healerd.core.prune import PruneRefused, networks_kept, prune_volumes
 from healerd.core.ratelimit import LastLook
-from healerd.core.readlanes import PRIVILEGED, Reader, ReadLanes
-from healerd.core.readmodel import StatusBook, container_statuses, summary
+from healerd.core.readlanes import ReadLanes
+from healerd.core.readmodel import StatusBook
+from healerd.core.reads import ReadSide
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
 from healerd.core.room import ahead_may_claim, claims
-from healerd.core.runs import NoRunBook, RunBook, Termination
+from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
-from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
-from healerd.engine import Engine, EngineError, EngineUnavailable, LogStream
-from healerd.model import Action, EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.engine import Engine, EngineError, EngineUnavailable
+from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
 
@@ -73,7 +72,7 @@ def _anonymous(_image: str) -> RegistryAuth | None:
     return None
 
 
-class Controller:
+class Controller(ReadSide):
     """`admission` None: no host limits (tests of the loop alone). `engine_guard` raises
     EngineError while this healerd must not act on the engine (another one manages it);
     it is called before each look until it passes once. `on_engine_back` is called when
@@ -144,7 +143,7 @@ class Controller:
         return Reconciler(
             self._clock, self._executor, self._images, self._report, self.admission,
             self._mem, self._lock, self._is_paused, self._settings.history_limit,
-            self.updates, self._spec_now, runbook,
+            self.updates, self._spec_now, runbook, self._started_in_place,
         )  # fmt: skip
 
     # -- what the daemon and the API read ----------------------------------------------
@@ -172,81 +171,6 @@ class Controller:
     def pulled_images(self) -> frozenset[str]:
         """The references healerd pulled since it started (for image GC)."""
         return self._executor.pulled()
-
-    def statuses(self) -> list[ServiceStatus]:
-        """Every declared service and every service with containers, by name."""
-        return self._book.statuses(self._desired.services, self.paused_services())
-
-    def container_statuses(
-        self, service: str | None = None, reader: Reader = PRIVILEGED
-    ) -> list[ContainerStatus]:
-        """What runs now: the loop's last list if under a second old, else a list of the
-        readers' own (on the caller's read budget, outside the heal budget)."""
-        return container_statuses(self._look(reader), self._desired.services, service)
-
-    def _look(self, reader: Reader) -> list[ObservedContainer]:
-        return self.known(self._last_look.get(lambda: self._readers.pay(reader)))
-
-    def known(self, listed: Sequence[ObservedContainer]) -> list[ObservedContainer]:
-        """A list with what the loop remembers of each run: the restarts in place, the
-        crash streak and the start of containers restarted in place."""
-        with self._lock:
-            return shown(self._mem, listed, self._clock.monotonic(), self._clock.time())
-
-    def logs(
-        self,
-        service: str,
-        *,
-        previous: bool,
-        tail: int | None,
-        since: float | None,
-        until: float | None = None,
-        reader: Reader = PRIVILEGED,
-    ) -> tuple[ObservedContainer | None, LogStream]:
-        """A replica's output, streamed (the caller closes it); with `previous`, its
-        previous run's: what the newest replica wrote before its latest start, if it
-        ran before (started again in place), else the last failed one kept as history.
-        A list of its own (on the reader's budget): right after a heal the loop's last
-        list may not show the failed container as history yet."""
-        engine = self._readers.engine(reader)
-        listed = engine.list_managed()
-        c = pick(listed, service, previous=False)
-        if previous and c is not None:
-            with self._lock:
-                restarted = c.id in self._mem.runs
-            began = earlier_run(engine, c, restarted)
-            if began is not None:
-                # The engine applies `tail` before `until`: the end is kept here.
-                until = began if until is None else min(until, began)
-                return c, last_lines(engine.logs(c.id, None, since, until), tail)
-            c = pick(listed, service, previous=True)
-        return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
-
-    def termination(self, container_id: str) -> Termination | None:
-        """How the run before a container's latest start in place ended (None: it was
-        never started again in place, or healerd does not know)."""
-        with self._lock:
-            run = self._mem.runs.get(container_id)
-        return run.last if run is not None else None
-
-    def deaths(
-        self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None
-    ) -> list[Dead]:
-        """The service's failed containers kept as history, newest first (the `limit`
-        newest: one inspect each, on the reader's budget)."""
-        engine = self._readers.engine(reader)
-        return deaths(engine, engine.list_managed(), service, limit)
-
-    def preview(self, service: str | None = None, reader: Reader = PRIVILEGED) -> list[Action]:
-        """What a pass would do right now, without doing it (on the same list as
-        container_statuses): reconcile without acting."""
-        obs = Observation(self._look(reader), self._desired)
-        keys = {service} if service else set(obs.desired.services) | _services(obs.containers)
-        return [a for key in sorted(keys) for a in self._reconciler.preview(key, obs)]
-
-    def summary(self) -> str:
-        """One line for logs and sd_notify STATUS=."""
-        return summary(self.statuses(), self._desired, self.engine_ok)
 
     # -- inputs ------------------------------------------------------------------
 
@@ -400,14 +324,24 @@ class Controller:
                 quiet.flush()
 
     def process_once(self, timeout: float = 0.0) -> list[str]:
-        """One synchronous pass over every ready key: the loop without threads, for tests."""
+        """One synchronous pass over every ready key: the loop without threads, for tests
+        (the starts in place it dispatched have ended when it returns)."""
         self.flush_log()
         keys = self.queue.get_batch(1 << 30, timeout=timeout)
         if keys:
             obs = self._observe(keys)
             for key in keys:
                 self._handle(key, obs)
+            self._executor.drain()
         return keys
+
+    def _started_in_place(self, key: str, error: str | None) -> None:
+        """A start the pass did not wait for ended: look again (the engine says if it
+        worked); a failed one backs off as a failed pass does."""
+        if error is None:
+            self.queue.add(key)
+        else:
+            self._settle(key, Outcome(ServiceState.DEGRADED, error, Requeue.RATE_LIMITED))
 
     def shutdown(self) -> None:
         self.queue.shut_down()

@@ -14,7 +14,7 @@ import string
 import threading
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from healerd.config import EnvFileError, MountRefused, effective_environment, mounts_for_create
@@ -81,6 +81,8 @@ class Executor:
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
         self._pulled_lock = threading.Lock()
         self._pulled: set[str] = set()
+        self._flight_lock = threading.Lock()
+        self._in_flight: set[Future[None]] = set()  # starts of start_later, to drain
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         """Run all actions, at most `parallel` at once, and wait for every one.
@@ -265,6 +267,35 @@ class Executor:
     def prune_networks(self, keep: AbstractSet[str]) -> bool:
         """Remove the project networks healerd made that no declared service names."""
         return self._engine.prune_networks(keep)
+
+    def start_later(self, actions: Sequence[Action], done: Callable[[ActionResult], None]) -> None:
+        """Starts in place, each on the pool at once; `done` gets each one's result when
+        it ends. The pass does not wait for them: a start is most of a heal, and the
+        deaths that come meanwhile (a storm) are planned and started while these run,
+        as soon as the engine says so, not a whole batch of starts later."""
+
+        def one(a: Action) -> None:
+            result = self._run(a)
+            try:
+                done(result)
+            except Exception:
+                log.exception("after %s", a.describe())
+
+        for a in actions:
+            f = self._pool.submit(one, a)
+            with self._flight_lock:
+                self._in_flight.add(f)
+            f.add_done_callback(self._landed)  # at once, in this thread, if done already
+
+    def _landed(self, f: Future[None]) -> None:
+        with self._flight_lock:
+            self._in_flight.discard(f)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait for the starts of start_later to end (a pass without threads: tests)."""
+        with self._flight_lock:
+            pending = list(self._in_flight)
+        wait(pending, timeout)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -65,6 +65,9 @@ class Memory:
     # an unchanged row keeps its decorated object (healerd.engine.listing.RowCache).
     shown: dict[str, tuple[ObservedContainer, ObservedContainer]] = field(default_factory=dict)
     runs_dirty: bool = False  # `runs` changed since they were last written out
+    # Containers healerd is starting in place, since when: the start is on its way
+    # (healerd.core.executor.Executor.start_later), no pass plans anything more for them.
+    starting: dict[str, float] = field(default_factory=dict)
 
     def recall(self, ids: set[str], offset: float) -> Recall:
         """The service's remembered times as wall-clock ones (`offset` = wall - mono)."""
@@ -230,6 +233,24 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
         mem.forgiven.add(event.container_id)
 
 
+# How long a start on its way counts as such without an answer: beyond every engine
+# call's own bound (engine_timeout), so only a lost answer ever reaches it.
+START_ON_ITS_WAY = 120.0
+
+
+def in_flight(mem: Memory, c: ObservedContainer, mono: float) -> ObservedContainer:
+    """A container whose start is on its way counts as running and not ready yet: the
+    pass plans nothing more for it (a second start, a replacement) and does not call the
+    service converged before it runs."""
+    since = mem.starting.get(c.id)
+    if since is None or c.running:
+        return c
+    if mono - since > START_ON_ITS_WAY:
+        del mem.starting[c.id]
+        return c
+    return replace(c, state=ContainerState.RUNNING, health=Health.STARTING, exit_code=None)
+
+
 def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
     """Healerd started `a.container` in place: it carries its counts on (its run), a new
     run began now, and its death is healed (not only once an event says so): a next
@@ -294,6 +315,7 @@ __all__ = [
     "SUSPECT_WINDOW",
     "Memory",
     "as_dead",
+    "in_flight",
     "note_event",
     "note_started",
     "observe",

@@ -21,7 +21,7 @@ from healerd.core.context import Recall, plan_context
 from healerd.core.dependencies import outdated, unmet
 from healerd.core.executor import ActionResult, Executor
 from healerd.core.images import ImagePolicy
-from healerd.core.observe import Memory, as_dead, note_started, still_suspect
+from healerd.core.observe import Memory, as_dead, in_flight, note_started, still_suspect
 from healerd.core.outcome import Facts, Outcome, Tally, decide
 from healerd.core.planner import Plan, PlanContext, plan
 from healerd.core.readmodel import tally
@@ -78,6 +78,7 @@ class Reconciler:
         updates: Updates | None = None,
         spec_now: Callable[[str], ServiceSpec | None] | None = None,
         runbook: RunBook | None = None,
+        after_start: Callable[[str, str | None], None] | None = None,
     ) -> None:
         """`updates`: the pins of services that follow their tag; `spec_now(key)` the
         service's spec as the loop has it now (after a rollback moved its pin)."""
@@ -94,6 +95,9 @@ class Reconciler:
         self._updates = updates
         self._spec_now = spec_now
         self._runbook = runbook or NoRunBook()
+        # Told when a start of `_start_later` ends (its error or None); None: starts are
+        # waited for like every other action.
+        self._after_start = after_start
         self.rollouts: dict[str, Rollout] = {}
 
     def reconcile(self, key: str, obs: Observation) -> Outcome:
@@ -102,7 +106,7 @@ class Reconciler:
         desired = obs.desired
         spec = desired.services.get(key)
         with self._lock:
-            mine = [as_dead(self._mem, c, mono) for c in obs.of(key)]
+            mine = [in_flight(self._mem, as_dead(self._mem, c, mono), mono) for c in obs.of(key)]
         self._report.count("passes")
         if self._is_paused(key):
             self._done_with_room(key)
@@ -304,8 +308,12 @@ class Reconciler:
         return p, wait_reason
 
     def _act(self, key: str, p: Plan, mono: float) -> list[str]:
-        """Apply the plan; returns the errors of the actions that failed."""
+        """Apply the plan; returns the errors of the actions that failed. A plan of
+        starts in place only is not waited for (`_start_later`)."""
         if not p.actions:
+            return []
+        if self._after_start is not None and _starts_only(p):
+            self._start_later(key, p, mono)
             return []
         results = self._executor.apply(p.actions)
         self._report.results(key, results)
@@ -325,6 +333,31 @@ class Reconciler:
                 if r is not None:
                     r.last_batch = self._clock.monotonic()
         return [res.error for res in results if res.error is not None]
+
+    def _start_later(self, key: str, p: Plan, mono: float) -> None:
+        """The starts go to the executor's pool and the pass ends: deaths that come
+        meanwhile are planned and started at once, as the engine reports them, not a
+        batch of starts later (a storm). Each start's end is reported (`_started`) and
+        looks at the service again; until then its container counts as starting."""
+        with self._lock:
+            for a in p.actions:
+                assert a.container is not None
+                self._mem.starting[a.container.id] = mono
+        self._executor.start_later(p.actions, lambda res: self._started(key, res))
+
+    def _started(self, key: str, res: ActionResult) -> None:
+        """One start of `_start_later` ended (an executor thread)."""
+        self._report.results(key, [res])
+        c = res.action.container
+        assert c is not None
+        with self._lock:
+            self._mem.starting.pop(c.id, None)
+            died = self._mem.dead_since.get(c.id)
+        if res.ok and died is not None:
+            self._report.healed(key, max(0.0, self._clock.monotonic() - died), "in-place")
+        self._note_starts([res])
+        assert self._after_start is not None
+        self._after_start(key, res.error)
 
     def _note_starts(self, results: Sequence[ActionResult]) -> None:
         """The containers started in place carry their counts on (healerd.core.runs):
@@ -366,6 +399,14 @@ def _ordered(
         return planned, ""
     held = replace(planned.ctx, max_replacements=0, max_extras=0, rollout_allowed=False)
     return replace(planned, plan=plan(key, spec, mine, held), ctx=held), reason
+
+
+def _starts_only(p: Plan) -> bool:
+    """Starts in place of stopped containers and nothing else (none is stopped first)."""
+    return all(
+        a.kind is ActionKind.START and a.container is not None and not a.container.running
+        for a in p.actions
+    )
 
 
 def _job(

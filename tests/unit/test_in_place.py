@@ -15,7 +15,7 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.runs import Run, Termination, from_json, to_json
 from healerd.daemon.runbook import FileRunBook
-from healerd.model import ContainerState, EngineEvent, Health, RestartPolicy
+from healerd.model import ContainerState, EngineEvent, Health, ObservedContainer, RestartPolicy
 from tests.unit.builders import spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, state
@@ -443,3 +443,45 @@ def test_an_engine_that_cannot_be_reached_drops_the_pooled_connections(
     with pytest.raises(EngineUnavailable):
         engine.version()
     assert closed == [True]
+
+
+def test_a_death_while_a_start_is_on_its_way_is_started_without_waiting_for_it() -> None:
+    """A pass does not wait for its starts in place: the next death (a storm) is planned
+    and started while the first start is still on its way, as a script reacting to each
+    `die` would (issue 28: the storm at the engine's own speed)."""
+    import threading
+
+    from tests.support.polling import wait_for
+
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 2)))
+    drive(ctrl, clock)
+    a, b = sorted(engine.containers)
+    engine.calls.clear()
+    release, asked = threading.Event(), threading.Event()
+    real_start = engine.start
+
+    def slow_start(c: ObservedContainer) -> None:
+        if c.id == a:
+            asked.set()
+            release.wait(10)  # a start the engine takes long over
+        real_start(c)
+
+    engine.start = slow_start  # type: ignore[method-assign,assignment]
+    stop = threading.Event()
+    loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        die(ctrl, engine, a, 1)
+        wait_for("a's start on its way", asked.is_set, 5, 0.01)
+        die(ctrl, engine, b, 1)
+        wait_for("b started while a's start waits", lambda: engine.containers[b].running, 5, 0.01)
+        assert not engine.containers[a].running
+        release.set()
+        wait_for("a running", lambda: engine.containers[a].running, 5, 0.01)
+        assert "create" not in engine.calls
+    finally:
+        release.set()
+        stop.set()
+        loop.join(5)
+        ctrl.shutdown()

@@ -101,6 +101,9 @@ def test_the_engine_list_is_translated_when_garbled() -> None:
         def _result(self, response: str) -> str:
             return response
 
+        def close(self) -> None:  # an engine away drops the pooled connections
+            pass
+
     engine = DockerEngine.__new__(DockerEngine)
     engine._api = Api()
     engine._rows = RowCache()

@@ -1,0 +1,128 @@
+"""What the daemon and the API read of the loop: statuses, what runs, a replica's output
+(its previous run's too), how containers ended, a dry run. Part of the Controller
+(healerd.core.controller), apart because none of it steers the loop: every read is on
+the caller's read budget (healerd.core.readlanes) or the loop's last look, never the
+heal budget."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from healerd.config import DesiredState
+from healerd.core.clock import Clock
+from healerd.core.inspect import Dead, deaths, earlier_run, last_lines, pick
+from healerd.core.observe import Memory, shown
+from healerd.core.ratelimit import LastLook
+from healerd.core.readlanes import PRIVILEGED, Reader, ReadLanes
+from healerd.core.readmodel import StatusBook, container_statuses, summary
+from healerd.core.reconcile import Observation, Reconciler
+from healerd.core.runs import Termination
+from healerd.core.status import ContainerStatus, ServiceStatus
+from healerd.engine import LogStream
+from healerd.model import Action, ObservedContainer
+
+
+class ReadSide:
+    """The Controller's reads (a base of it: the attributes are the Controller's)."""
+
+    _lock: threading.Lock
+    _mem: Memory
+    _clock: Clock
+    _book: StatusBook
+    _readers: ReadLanes
+    _last_look: LastLook
+    _reconciler: Reconciler
+
+    @property
+    def desired(self) -> DesiredState:
+        raise NotImplementedError
+
+    @property
+    def engine_ok(self) -> bool | None:
+        raise NotImplementedError
+
+    def paused_services(self) -> set[str]:
+        raise NotImplementedError
+
+    def statuses(self) -> list[ServiceStatus]:
+        """Every declared service and every service with containers, by name."""
+        return self._book.statuses(self.desired.services, self.paused_services())
+
+    def container_statuses(
+        self, service: str | None = None, reader: Reader = PRIVILEGED
+    ) -> list[ContainerStatus]:
+        """What runs now: the loop's last list if under a second old, else a list of the
+        readers' own (on the caller's read budget, outside the heal budget)."""
+        return container_statuses(self._look(reader), self.desired.services, service)
+
+    def _look(self, reader: Reader) -> list[ObservedContainer]:
+        return self.known(self._last_look.get(lambda: self._readers.pay(reader)))
+
+    def known(self, listed: Sequence[ObservedContainer]) -> list[ObservedContainer]:
+        """A list with what the loop remembers of each run: the restarts in place, the
+        crash streak and the start of containers restarted in place."""
+        with self._lock:
+            return shown(self._mem, listed, self._clock.monotonic(), self._clock.time())
+
+    def logs(
+        self,
+        service: str,
+        *,
+        previous: bool,
+        tail: int | None,
+        since: float | None,
+        until: float | None = None,
+        reader: Reader = PRIVILEGED,
+    ) -> tuple[ObservedContainer | None, LogStream]:
+        """A replica's output, streamed (the caller closes it); with `previous`, its
+        previous run's: what the newest replica wrote before its latest start, if it
+        ran before (started again in place), else the last failed one kept as history.
+        A list of its own (on the reader's budget): right after a heal the loop's last
+        list may not show the failed container as history yet."""
+        engine = self._readers.engine(reader)
+        listed = engine.list_managed()
+        c = pick(listed, service, previous=False)
+        if previous and c is not None:
+            with self._lock:
+                restarted = c.id in self._mem.runs
+            began = earlier_run(engine, c, restarted)
+            if began is not None:
+                # The engine applies `tail` before `until`: the end is kept here.
+                until = began if until is None else min(until, began)
+                return c, last_lines(engine.logs(c.id, None, since, until), tail)
+            c = pick(listed, service, previous=True)
+        return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
+
+    def termination(self, container_id: str) -> Termination | None:
+        """How the run before a container's latest start in place ended (None: it was
+        never started again in place, or healerd does not know)."""
+        with self._lock:
+            run = self._mem.runs.get(container_id)
+        return run.last if run is not None else None
+
+    def deaths(
+        self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None
+    ) -> list[Dead]:
+        """The service's failed containers kept as history, newest first (the `limit`
+        newest: one inspect each, on the reader's budget)."""
+        engine = self._readers.engine(reader)
+        return deaths(engine, engine.list_managed(), service, limit)
+
+    def preview(self, service: str | None = None, reader: Reader = PRIVILEGED) -> list[Action]:
+        """What a pass would do right now, without doing it (on the same list as
+        container_statuses): reconcile without acting."""
+        obs = Observation(self._look(reader), self.desired)
+        keys = {service} if service else set(obs.desired.services) | _services(obs.containers)
+        return [a for key in sorted(keys) for a in self._reconciler.preview(key, obs)]
+
+    def summary(self) -> str:
+        """One line for logs and sd_notify STATUS=."""
+        return summary(self.statuses(), self.desired, self.engine_ok)
+
+
+def _services(containers: Sequence[ObservedContainer]) -> set[str]:
+    return {c.service for c in containers if c.service}
+
+
+__all__ = ["ReadSide"]
