@@ -1,11 +1,12 @@
-"""The published forms of the config's key tables: a JSON Schema and CONFIG.md.
+"""The published forms of the config's key tables: a JSON Schema and the reference page.
 
 Both are generated from the tables the checker itself runs on (fields.SERVICE_FIELDS
 and its nested tables, settings.SETTINGS_FIELDS), and unit tests
 hold the committed files equal to what is generated here. To regenerate them:
 
     python -m healerd.config.schema          # writes config/healerd-services.schema.json
-                                             # and CONFIG.md in the current directory
+                                             # and docs/reference/config.md below the
+                                             # current directory
 
 The schema is for editors (YAML language servers) and is as strict as JSON Schema can be,
 but some checks are beyond it: a file that passes the schema can still be refused by
@@ -38,7 +39,7 @@ from healerd.config.yamlload import MAX_FILE_SIZE, MAX_MERGED, MAX_MERGED_TOTAL,
 from healerd.model import HealthcheckSpec, RestartPolicy, Threshold, UpdateConfig
 
 SCHEMA_FILE = Path("config") / "healerd-services.schema.json"
-REFERENCE_FILE = Path("CONFIG.md")
+REFERENCE_FILE = Path("docs") / "reference" / "config.md"
 _EXTENSION = {"^x-": {"description": "Ignored by healerd: a place for YAML anchors."}}
 
 
@@ -90,9 +91,9 @@ def service_schema() -> dict[str, Any]:
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": "healerd service file",
         "description": "A file in healerd's conf.d directory. Generated from healerd's own "
-        "checks (healerd/config/schema.py); see CONFIG.md. healerd checks more than a schema "
-        "can (duplicate keys, host ports across services, env files): `healerctl validate` "
-        "has the last word.",
+        "checks (healerd/config/schema.py); see docs/reference/config.md. healerd checks more "
+        "than a schema can (duplicate keys, host ports across services, env files): "
+        "`healerctl validate` has the last word.",
         "type": ["object", "null"],
         "properties": {
             "services": {
@@ -186,7 +187,7 @@ def schema_text() -> str:
     return json.dumps(service_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
-# --- CONFIG.md ------------------------------------------------------------------------------
+# --- docs/reference/config.md ----------------------------------------------------------------
 
 
 def format_size(size: int) -> str:
@@ -283,8 +284,8 @@ test fails when this page and the tables differ. -->
 healerd reads two kinds of files from its config directory (default `/etc/healerd`):
 `healerd.yaml`, the daemon's settings, and the service files `conf.d/*.yaml` (`*.yml`).
 How files are picked up, what happens to a file with errors, and who may write them is
-told in README.md ("Declaring services"); the example files are `config/healerd.yaml` and
-`config/conf.d/example.yaml`.
+told in the user guide ([Declaring services](../user-guide.md#declaring-services)); the
+example files are `config/healerd.yaml` and `config/conf.d/example.yaml`.
 
 Common value forms:
 
@@ -358,7 +359,7 @@ naming the file and the field):
 """
 
 _COMPOSE_NOTE = """
-A service file is a Compose file: [COMPOSE.md](COMPOSE.md) says how each Compose field
+A service file is a Compose file: [compose.md](compose.md) says how each Compose field
 is taken. The Compose specification's service fields that are not rows above are
 refused with the reason in the error: Windows-only ones (`cpu_count`, `cpu_percent`,
 `credential_spec`, `isolation`), Compose CLI features (`develop`, `provider`, `models`,
@@ -382,7 +383,7 @@ overridden there too.
 
 
 def reference_text() -> str:
-    """CONFIG.md: every key of a service file and of healerd.yaml."""
+    """docs/reference/config.md: every key of a service file and of healerd.yaml."""
     lines = [_INTRO.replace("{limits}\n", _LIMITS + "\n")]
     lines += _key_table(SERVICE_FIELDS)
     lines.append(_COMPOSE_NOTE)
