@@ -197,7 +197,7 @@ services:
   web:
     image: nginx:1.25
     replicas: 2
-    ports: ["8080"]
+    ports: ["80"]
     healthcheck:
       test: ["CMD", "curl", "-fs", "http://127.0.0.1/"]
       interval: 5s
