@@ -2,7 +2,7 @@
 
 Rule for fields a target cannot express: a value that differs from healerd's default is
 a Loss (a warning; an error with --strict). healerd's defaults themselves are dropped
-silently, or every export would fail --strict (see README, "Moving to Swarm or Kubernetes").
+silently, or every export would fail --strict (see docs/export.md).
 """
 
 from __future__ import annotations

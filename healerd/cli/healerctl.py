@@ -1,5 +1,5 @@
 """healerctl: see and steer healerd over its local socket, like kubectl. Its exit codes
-are EXIT_CODES_HELP below (also in README and `healerctl --help`)."""
+are EXIT_CODES_HELP below (also in docs/operations.md and `healerctl --help`)."""
 
 from __future__ import annotations
 

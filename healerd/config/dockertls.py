@@ -35,7 +35,7 @@ def _bool(value: object) -> bool:
     return value
 
 
-# (name, type, doc, example, parse): the rows of CONFIG.md and the checks.
+# (name, type, doc, example, parse): the rows of docs/reference/config.md and the checks.
 _ROWS: tuple[tuple[str, str, str, str, Any], ...] = (
     (
         "ca",

@@ -2,7 +2,7 @@
 
 The checker (healerd.config.service) reads each key's check and default from here, and
 healerd.config.schema turns the same rows into the JSON Schema shipped in config/ and
-into CONFIG.md, so that the three cannot disagree about fields.
+into docs/reference/config.md, so that the three cannot disagree about fields.
 """
 
 from __future__ import annotations
@@ -117,8 +117,9 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         f"path, or list of at most {MAX_ENV_FILES} paths",
         "Files of KEY=VALUE lines (at most 1 MiB each), relative to the service file's "
         "directory, read when containers are created and never logged (see Secrets in "
-        "README.md). Later files override earlier ones. Each is checked like a service "
-        "file, at load and at every read: a symbolic link, a FIFO or a device is refused.",
+        "docs/user-guide.md). Later files override earlier ones. Each is checked like a "
+        "service file, at load and at every read: a symbolic link, a FIFO or a device is "
+        "refused.",
         "[web.env]",
         schema={
             "anyOf": [

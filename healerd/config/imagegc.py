@@ -57,7 +57,7 @@ def _interval(value: object) -> float:
     return seconds
 
 
-# (name, type, doc, example, parse): the rows of CONFIG.md and the checks.
+# (name, type, doc, example, parse): the rows of docs/reference/config.md and the checks.
 _ROWS: tuple[tuple[str, str, str, str, Any], ...] = (
     (
         "enabled",

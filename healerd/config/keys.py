@@ -2,7 +2,8 @@
 
 Each file kind has one table of Key rows (name, type, default, check, doc). One loop,
 check_keys, runs every row's check, so adding a key is one row; healerd.config.schema
-turns the same rows into the JSON Schema and CONFIG.md, so the three cannot disagree.
+turns the same rows into the JSON Schema, docs/reference/config.md and the man pages,
+so they cannot disagree.
 Checks never raise: they report through an At and go on, so that every error of a file
 is found in one pass.
 """
@@ -99,7 +100,7 @@ Check = Callable[[Any, At], Any]
 class Key:
     """One key of a file (or of a mapping inside one).
 
-    `type` and `doc` are what CONFIG.md says of it, `example` is YAML for a value, and
+    `type` and `doc` are what the reference says of it, `example` is YAML for a value, and
     `default` is the model's value when the key is absent (or, in a service file, null).
     `schema` is the JSON Schema of a value that passes `check`, as closely as JSON Schema
     can say it (checks that span several values, such as a fixed host port with

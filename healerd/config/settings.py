@@ -333,7 +333,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "healerd before the engine, brings them back inside the engine's own start, as "
         "fast as `--restart always` (healerd itself can start them only once the "
         "engine's API answers). Not run-once, paused or crash-looping services. See "
-        "README, After an engine restart or a reboot.",
+        "docs/user-guide.md, After an engine restart or a reboot.",
         "false",
         _bool,
         reloadable=True,
@@ -382,7 +382,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "wins over them. None by default, unlike `docker compose`, which reads the whole "
         "shell environment: healerd's holds what its unit gives it (credentials for a "
         "credential helper, say), which a service file must not move into a container. "
-        "See COMPOSE.md, Variables.",
+        "See docs/reference/compose.md, Variables.",
         "[HOSTNAME, TZ]",
         _variables,
         reloadable=True,
@@ -395,7 +395,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "Root-only: refused (like an untrusted config file) when group or others may read "
         "or write it. Read again at every reload, when the credential helpers it names are "
         "looked up on PATH and checked like config files; a broken file keeps the previous "
-        "credentials. See README, Registries and credentials.",
+        "credentials. See docs/user-guide.md, Registries and credentials.",
         "/etc/healerd/auth.json",
         _optional_path,
         reloadable=True,
@@ -407,7 +407,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "`/v1/services/NAME/logs`) besides root and the admin group. null: only they "
         "may, since output often holds what its readers should not see (tokens, "
         "connection strings). `healerd` gives it back to every reader of the socket. See "
-        "README, healerctl and the local API.",
+        "docs/operations.md, Who may do what.",
         "healerd-logs",
         _group_name,
         reloadable=True,
@@ -417,8 +417,8 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "duration 1s to 168h",
         "How often a service with `x-healerd: {auto_update: registry}` (or the label "
         "io.containers.autoupdate=registry) asks its registry for the digest of its tag: "
-        "one manifest request per image, no pull unless the digest moved. See README, "
-        "Image updates.",
+        "one manifest request per image, no pull unless the digest moved. See "
+        "docs/user-guide.md, Image updates with automatic rollback.",
         "1h",
         _interval,
         reloadable=True,
@@ -428,7 +428,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "size or percentage",
         "Memory pressure below this much available memory (kubelet's memory.available). "
         "Under pressure healerd starts no extra container (no scale-up, no surge); see "
-        "README, Node awareness.",
+        "docs/user-guide.md, Node awareness.",
         "256Mi",
         _threshold,
         reloadable=True,
@@ -490,7 +490,8 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "Image garbage collection, as kubelet's: unused images of a declared service's "
         "repository (or that healerd pulled) are removed, oldest first, when the engine's "
         "data root fills up; after an update, the repository's older images that healerd "
-        "pulled itself; the keys are below. See README, Image garbage collection.",
+        "pulled itself; the keys are below. See docs/user-guide.md, Image garbage "
+        "collection.",
         "{high_threshold_percent: 90, low_threshold_percent: 70}",
         default=_DEFAULTS.image_gc,
         check=check_image_gc,

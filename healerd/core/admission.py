@@ -1,6 +1,6 @@
 """Admission of new containers on a small host: who may start one now, and who waits.
 
-The rule (README, "Node awareness"):
+The rule (docs/user-guide.md, "Node awareness"):
 - room = available memory above `pressure_memory_available`, less what containers
   started in the last few seconds were granted (their memory may not show yet);
 - a create needs the service's mem_limit, else `container_memory_estimate`;

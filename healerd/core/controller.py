@@ -1,8 +1,8 @@
 """The loop: take service keys from the queue, observe once per batch, reconcile each
 key, and settle its outcome. Events and timers only put keys into the queue; every pass
 re-reads the engine with one label-filtered list call, so a missed event or a restart
-costs nothing but time. The path of one heal through the files is in the README's
-"Code map".
+costs nothing but time. The path of one heal through the files is in
+docs/architecture.md, "The heal path".
 """
 
 from __future__ import annotations

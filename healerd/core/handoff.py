@@ -3,8 +3,8 @@
 A reboot of an edge host stops healerd before dockerd (the unit is After=docker.service)
 and starts it after. A container without a restart policy comes back only when healerd
 is there again and starts it through the API; one with a policy is started inside
-dockerd's own start, before its API answers at all (BENCHMARKS.md "Engine restart": no
-API client comes within 15 % of `--restart always`). So at a clean stop healerd hands
+dockerd's own start, before its API answers at all (bench/history/, the engine restart
+runs: no API client comes within 15 % of `--restart always`). So at a clean stop healerd hands
 its running replicas to the engine's `unless-stopped` policy, and at its next start,
 before its first look, it takes those back ("no"; all it manages after a new host key,
 as the marker went with the old state directory). healerd stays

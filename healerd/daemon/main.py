@@ -457,7 +457,8 @@ class Daemon:
         )
         self._prefer_what_runs()
         # The watcher first, so that a file written from now on is held at the first read
-        # too; a writer already busy before healerd started cannot be known (README).
+        # too; a writer already busy before healerd started cannot be known
+        # (docs/user-guide.md, Hot reload).
         self.confwatch.start()
         self.reload()
         log.info(

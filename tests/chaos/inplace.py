@@ -1,7 +1,7 @@
 """Heal in place (issue 28), as the soak checks it.
 
-healerd starts a failed container of the current spec again as itself (README, "Heal in
-place"): after `docker kill`, `docker stop`, a crash of its process and a `docker pause`
+healerd starts a failed container of the current spec again as itself (docs/user-guide.md,
+"Heal in place"): after `docker kill`, `docker stop`, a crash of its process and a `docker pause`
 (stopped, then started) the victim runs again with the same id and a newer
 `State.StartedAt`, and nothing is created for it. Only what a start cannot serve is
 replaced: a container removed (`docker rm -f`), or one still unhealthy after a restart

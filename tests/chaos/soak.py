@@ -75,7 +75,7 @@ CONTAINER_KINDS = (
     "process-kill",
     "unhealthy",
 )
-# Disrupting these counts as a crash for healerd (README: crash loops), so they are
+# Disrupting these counts as a crash for healerd (docs/user-guide.md: crash loops), so they are
 # only aimed at replica lines whose crash streak is still 0 or 1. (An unhealthy victim
 # crashes twice: restarted in place, still sick, then replaced.)
 CRASH_KINDS = frozenset({"docker-pause", "process-kill", "unhealthy"})
@@ -523,7 +523,7 @@ class Soak:
 
     def restarted_in_place(self, cs: list[dict[str, Any]]) -> set[str]:
         """Victims healed in place: running (and healthy, with a healthcheck) with a
-        State.StartedAt newer than before their disruption (README, "Heal in place").
+        State.StartedAt newer than before their disruption (docs/user-guide.md, "Heal in place").
         Whatever the kind: an unhealthy victim may be too, a removed one is not there,
         and after an engine or healerd restart what was found stopped is started in
         place. They count as dealt with."""
@@ -1126,8 +1126,8 @@ class Soak:
             )
 
     def check_streaks(self, burst: Burst, before: dict[str, int]) -> None:
-        """README: a container stopped on purpose (docker kill, stop, rm) or by an engine
-        restart is no crash, so its replica's crash streak must not grow. Only a crash
+        """docs/user-guide.md: a container stopped on purpose (docker kill, stop, rm) or by
+        an engine restart is no crash, so its replica's crash streak must not grow. Only a crash
         (a process killed from the host, a pause, unhealthy) may make it grow; and after
         a healerd restart, a kill healerd did not see is indistinguishable from a crash."""
         assert self.events is not None

@@ -12,9 +12,9 @@ sysctls, ulimits, log config, network mode of the host-network service...) and C
 (command, env, user, hostname, stop signal, exposed ports, tty...), and the networks
 each container joins with its aliases (both on `cdiff_default`: healerd names the
 project after its file, cdiff.yaml, and uses the network Compose made). Left out, as the
-README explains: labels (each tool adds its own), the restart policy (healerd is the one
+docs/user-guide.md explains: labels (each tool adds its own), the restart policy (healerd is the one
 healer: Docker's stays "no") and the container name. One difference is by design and
-translated before comparing (README, Compose section): a long-syntax bind that may
+translated before comparing (docs/reference/compose.md): a long-syntax bind that may
 create its host path (Compose's `create_host_path`, true unless said; docker-compose
 1.29.2 predates it and sends a Mount, which the engine refuses for a missing path) is a
 bind string under healerd.
@@ -159,7 +159,7 @@ CONFIG_KEYS = (
 
 def as_bind(mount: dict[str, Any]) -> str:
     """The bind string healerd sends for the long-syntax bind docker-compose 1.29.2 sends
-    as this Mount (the difference the README explains)."""
+    as this Mount (the difference docs/reference/compose.md explains)."""
     words = ["ro" if mount.get("ReadOnly") else "rw"]
     words += [
         (mount.get("BindOptions") or {}).get("Propagation", ""),

@@ -15,7 +15,7 @@ Three ways healerd watches the file:
 - polling, forced with HEALERD_CONFWATCH=polling (for tests): a file is applied once its
   size and mtime stayed the same for one poll interval (1 s), so there the chunks come
   less than an interval apart. A writer that pauses longer than that cannot be told from
-  one that is done (best effort, documented in the README).
+  one that is done (best effort, documented in docs/user-guide.md).
 """
 
 from __future__ import annotations

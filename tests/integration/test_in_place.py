@@ -61,7 +61,7 @@ def test_a_crash_is_healed_in_place_keeping_id_hostname_files_and_address(
     after = api.inspect_container(c["Id"])
     assert after["Config"]["Hostname"] == before["Config"]["Hostname"]
     assert _exec(api, c["Id"], "cat", "/tmp/written-by-the-app") == (0, "kept\n")
-    # The engine handed the address back (README: usual, not guaranteed).
+    # The engine handed the address back (docs/user-guide.md: usual, not guaranteed).
     assert _addresses(after) == _addresses(before)
     assert cluster.count_events("keep", "create", t0) == 0
     assert [x["Id"] for x in cluster.containers("keep")] == [c["Id"]]  # no history

@@ -260,7 +260,7 @@ def test_an_update_check_never_sends_the_sdks_own_docker_config(
 ) -> None:
     """Issue 29, L4: with nothing in auth.json for a registry, the update check gave the
     docker SDK no credentials (None), and the SDK sent those of $DOCKER_CONFIG (or
-    ~/.docker/config.json) instead, which README says are never read: here the check
+    ~/.docker/config.json) instead, which docs/user-guide.md says are never read: here the check
     got the digest with root's own login. Now it is anonymous, as a pull is."""
     ref = locked.push(api, image, "l4/app", "1")
     sdk_config = tmp_path / "docker-config"

@@ -1,6 +1,6 @@
 """The corpus of public Compose files (tests/corpus/compose/, sources in SOURCES.md): how
 many validate unchanged, and that every refusal is a deliberate one (issue 16), named by
-file, line and field. The acceptance figure may only go up (README: "Compose files")."""
+file, line and field. The acceptance figure may only go up (docs/user-guide.md: "Compose files")."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ FRAGMENTS = {
     "iotstack--telegraf.yaml": "an IOTstack service template, not a Compose file",
     "iotstack--zigbee2mqtt.yaml": "an IOTstack service template, not a Compose file",
 }
-# Fields healerd refuses on purpose, each documented in the README's Compose section.
+# Fields healerd refuses on purpose, each documented in docs/reference/compose.md.
 REFUSED_FIELDS = {
     "pid": "ipc/pid service:NAME (sharing another service's namespace) is not supported",
 }

@@ -136,7 +136,8 @@ def test_the_engine_request_carries_every_setting() -> None:
 def test_a_service_without_them_sends_what_it_sent_before() -> None:
     s = load("services:\n  a:\n    image: busybox:1.36\n")
     assert host_options(s) == {} and container_options(s) == {}
-    # Only the project's default network is new (README: an upgrade rolls once onto it).
+    # Only the project's default network is new (docs/reference/compose.md: an upgrade
+    # rolls once onto it).
     bare = ServiceSpec(name="a", image="busybox:1.36", networks=("stack_default",))
     assert s.spec_hash == bare.spec_hash
 

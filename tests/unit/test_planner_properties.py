@@ -741,7 +741,7 @@ def test_undeclared_with_held_orphans_stays_untouched_through_time(
 
 
 def test_an_unhealthy_container_waits_its_backoff_not_its_window() -> None:
-    """README: a container that fails before it ran for `window` waits `delay`, then
+    """docs/user-guide.md: a container that fails before it ran for `window` waits `delay`, then
     twice that, up to `max_delay`. The real controller, on an in-memory engine."""
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)

@@ -1,4 +1,5 @@
-"""The JSON Schema and CONFIG.md are generated from the checker's tables and kept current.
+"""The JSON Schema and docs/reference/config.md are generated from the checker's tables
+and kept current.
 
 The schema must accept every example in config/ and reject each file of the invalid
 corpus at the place the corpus index names (files whose error is beyond JSON Schema are
