@@ -40,6 +40,15 @@ def status(healerd: Healerd) -> dict[str, object]:
     return next(r for r in rows if r["name"] == "app")
 
 
+def pulled_ids(healerd: Healerd) -> list[str]:
+    """The IDs of the images image GC knows healerd pulled (state_dir/image-gc.json)."""
+    try:
+        data = json.loads((healerd.state_dir / "image-gc.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return list(data.get("pulled_image_ids", []))
+
+
 class Floor:
     """Samples the running count every 50 ms while a rollout happens."""
 
@@ -89,6 +98,10 @@ def test_follows_the_tag_rolls_back_a_crashing_digest_and_takes_a_later_good_one
     )
     healerd.start()
     wait_for("app on v1", lambda: digests(cluster) == [v1] * REPLICAS, timeout=60)
+    # Seen: its ID is in image-gc.json (a look within a second of healerd's start, but
+    # the containers may run sooner, and the push of v2 moves the local tag at once).
+    v1_id = api.inspect_image(f"{registry.ref('app', 'stable').rsplit(':', 1)[0]}@{v1}")["Id"]
+    wait_for("v1 known as pulled by healerd", lambda: v1_id in pulled_ids(healerd), timeout=10)
 
     # v2 under the same tag: within one interval (plus the rollout), never below 2.
     v2 = push(api, registry, variant(api, image, "v2"))

@@ -40,7 +40,9 @@ def test_a_missing_host_path_is_made_unless_create_host_path_is_false(
     assert made.is_dir()
 
     def refused() -> bool:
-        _, out, _ = healerd.ctl("status", "strict")
+        # -o wide: the whole reason (the table cuts a long one in its middle, where the
+        # engine's words sit before the path here).
+        _, out, _ = healerd.ctl("status", "strict", "-o", "wide")
         return "bind source path does not exist" in out
 
     wait_for("strict shows the engine's refusal", refused, timeout=30)

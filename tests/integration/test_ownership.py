@@ -34,6 +34,12 @@ def running_ids(cluster: Cluster, service: str) -> set[str]:
     return {c["Id"] for c in cluster.running(service)}
 
 
+def started_again(api: docker.APIClient, cid: str, started_before: str) -> bool:
+    """The same container runs again, started since `started_before` (healed in place)."""
+    state = api.inspect_container(cid)["State"]
+    return bool(state["Running"]) and state["StartedAt"] != started_before
+
+
 def signed(cluster: Cluster, service: str) -> list[dict[str, Any]]:
     return [c for c in cluster.running(service) if LABEL_SIGNATURE in c["Labels"]]
 
@@ -68,8 +74,19 @@ def test_copied_and_made_up_healerd_labels_are_left_alone_and_reported(
         for cid in forged.values():
             api.start(cid)
         assert LABEL_SIGNATURE in api.inspect_container(forged["own-committed"])["Config"]["Labels"]
-        # A heal is still needed when the real one dies: the copies are no replicas.
+        # A heal is still needed when the real one dies: the copies are no replicas. A
+        # kill is healed in place (the same container started again, nothing made) ...
+        started = api.inspect_container(real["Id"])["State"]["StartedAt"]
+        t0 = time.time()
         api.kill(real["Id"])
+        wait_for(
+            "the real one started again in place",
+            lambda: started_again(api, real["Id"], started),
+            timeout=10,
+        )
+        assert cluster.count_events("own", "create", t0) == 0
+        # ... and one removed is replaced by a new container.
+        api.remove_container(real["Id"], force=True)
 
         def mine() -> set[str]:
             return running_ids(cluster, "own") - set(forged.values()) - {real["Id"]}
@@ -134,8 +151,20 @@ def test_an_upgrade_adopts_unsigned_containers_without_churn(
         4.0,
     )
     assert cluster.count_events("up", "create", t0) == 0
-    # A replacement is signed, and its name shows the hash only salted with the key.
+    # An adopted container is healed as healerd's own: a kill starts it again in place.
+    started = api.inspect_container(old[0])["State"]["StartedAt"]
+    t1 = time.time()
     api.kill(old[0])
+    wait_for(
+        "the adopted container started again in place",
+        lambda: started_again(api, old[0], started),
+        timeout=10,
+    )
+    assert cluster.count_events("up", "create", t1) == 0
+    assert not signed(cluster, "up")
+    # A replacement (of one removed) is signed, and its name shows the hash only salted
+    # with the key.
+    api.remove_container(old[0], force=True)
     wait_for("a signed replacement", lambda: signed(cluster, "up"), timeout=10)
     (new,) = signed(cluster, "up")
     assert new["Names"][0].split("-")[1] != spec_hash[:5]

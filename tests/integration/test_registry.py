@@ -111,21 +111,43 @@ def test_a_registry_without_auth_needs_no_auth_json(
     assert "manifest unknown" in row["reason"] or "not found" in row["reason"], row
     (config.conf_d / "absent.yaml").unlink()
 
-    # A registry that is away never stops a heal from the local image (issue 17, point
-    # 5): not with pull_policy missing, nor with always after a restart of healerd (which
-    # pulls again for the spec, fails, and uses the image on disk).
+    # A registry that is away never stops a new container from the local image (issue
+    # 17, point 5): not with pull_policy missing, nor with always after a restart of
+    # healerd (which pulls again for the spec, fails, and uses the image on disk). The
+    # containers are removed while healerd is down, so that it makes them anew (one
+    # removed under it may be replaced in the action that finds it gone, which pulls
+    # nothing: a start in place needs no image, and its replacement takes the same one).
     open_registry.stop()
     healerd.stop()
-    healerd.start()
-    for service in ("pulled", "always"):
-        victim = cluster.running(service)[0]["Id"]
+    victims = {s: cluster.running(s)[0]["Id"] for s in ("pulled", "always")}
+    for victim in victims.values():
         api.remove_container(victim, force=True)
+    healerd.start()
+    for service, victim in victims.items():
         wait_for(
-            f"a heal of {service} with the registry away",
+            f"{service} made again with the registry away",
             lambda s=service, v=victim: cluster.converged(s, 1) and v not in ids(cluster, s),
             timeout=30,
         )
     assert "using the local image" in healerd.log()
+    # And heals go on: in place (docker kill) and by a new container (docker rm -f).
+    for service in victims:
+        (c,) = cluster.running(service)
+        started = api.inspect_container(c["Id"])["State"]["StartedAt"]
+        api.kill(c["Id"])
+        wait_for(
+            f"{service} started again in place",
+            lambda v=c["Id"], t=started: (
+                (st := api.inspect_container(v)["State"])["Running"] and st["StartedAt"] != t
+            ),
+            timeout=10,
+        )
+        api.remove_container(c["Id"], force=True)
+        wait_for(
+            f"{service} replaced with the registry away",
+            lambda s=service, v=c["Id"]: cluster.converged(s, 1) and v not in ids(cluster, s),
+            timeout=30,
+        )
 
 
 def test_credentials_from_auth_json_wrong_missing_and_fixed_at_reload(

@@ -10,7 +10,7 @@ import time
 import docker
 import pytest
 
-from healerd.model import LABEL_RESTARTS, LABEL_SPEC_HASH
+from healerd.model import LABEL_SPEC_HASH
 from tests.integration.conftest import IMAGE
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -173,18 +173,27 @@ def test_pull_policy_never_with_a_missing_image_blocks_only_that_service(
     wait_for("the reason", lambda: "never: ErrImageNeverPull" in healerd.log(), timeout=10)
     assert "image healerd-test/absent:1 is not present and pull_policy is never" in healerd.log()
     (victim,) = cluster.running("fine")
+    started = health_of(api, victim["Id"])[0]
     t0 = time.monotonic()
     api.kill(victim["Id"])
     wait_for(
-        "fine healed",
-        lambda: cluster.converged("fine", 1) and cluster.running("fine")[0]["Id"] != victim["Id"],
+        "fine healed in place",
+        lambda: cluster.converged("fine", 1) and health_of(api, victim["Id"])[0] != started,
         timeout=5,
+        interval=0.01,
     )
     assert time.monotonic() - t0 < 2.0
+    assert [c["Id"] for c in cluster.running("fine")] == [victim["Id"]]
     assert cluster.containers("never") == []
 
 
-def test_unhealthy_is_replaced_after_the_grace_and_starting_is_left_alone(
+def health_of(api: docker.APIClient, cid: str) -> tuple[str, str]:
+    """(when the container last started, its health status)."""
+    state = api.inspect_container(cid)["State"]
+    return state["StartedAt"], (state.get("Health") or {}).get("Status", "")
+
+
+def test_unhealthy_is_restarted_in_place_after_the_grace_then_replaced_and_starting_is_left_alone(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
 ) -> None:
     config.service(
@@ -210,28 +219,55 @@ def test_unhealthy_is_replaced_after_the_grace_and_starting_is_left_alone(
     )
     wait_for("slow starting", lambda: cluster.running("slow"), timeout=30)
     (victim,) = cluster.running("sick")
-    exec_id = api.exec_create(victim["Id"], ["touch", "/tmp/sick"])
+    vid = victim["Id"]
+    first_start = health_of(api, vid)[0]
+    # The file that makes it sick is in its writable layer: a start in place keeps it.
+    exec_id = api.exec_create(vid, ["touch", "/tmp/sick"])
     api.exec_start(exec_id)
     wait_for(
         "docker to call it unhealthy",
-        lambda: (
-            "(unhealthy)"
-            in next(
-                (c["Status"] for c in cluster.containers("sick") if c["Id"] == victim["Id"]), ""
-            )
-        ),
+        lambda: health_of(api, vid) == (first_start, "unhealthy"),
         timeout=15,
         interval=0.1,
     )
     unhealthy_at = time.monotonic()
-    wait_for(
-        "a replacement",
-        lambda: [c for c in cluster.running("sick") if c["Id"] != victim["Id"]],
+    second_start = wait_for(
+        "a restart in place (the same container started again)",
+        lambda: (t := health_of(api, vid)[0]) != first_start and t,
         timeout=20,
+        interval=0.05,
     )
-    waited = time.monotonic() - unhealthy_at
-    print(f"unhealthy -> replaced after {waited:.1f}s (grace 2s)")
-    assert waited >= 1.5
+    in_place_after = time.monotonic() - unhealthy_at
+    assert [c["Id"] for c in cluster.containers("sick", history=True)] == [vid], "nothing made"
+    # Still sick, with no healthy check in between: past the grace again (and past its
+    # crash-loop backoff: a second failure within `window` waits `delay`, 10 s), replaced
+    # by a new container (a fresh writable layer, without the file), which is healthy.
+    wait_for(
+        "docker to call it unhealthy again",
+        lambda: health_of(api, vid) == (second_start, "unhealthy"),
+        timeout=15,
+        interval=0.1,
+    )
+    unhealthy_again_at = time.monotonic()
+    (new,) = wait_for(
+        "a replacement",
+        lambda: [c for c in cluster.running("sick") if c["Id"] != vid],
+        timeout=40,
+    )
+    replaced_after = time.monotonic() - unhealthy_again_at
+    print(
+        f"unhealthy -> restarted in place after {in_place_after:.1f}s, unhealthy again -> "
+        f"replaced after {replaced_after:.1f}s (grace 2s)"
+    )
+    assert in_place_after >= 1.5
+    assert replaced_after >= 1.5
+    assert [c["Id"] for c in cluster.history("sick")] == [vid]  # kept, stopped, as history
+    wait_for(
+        "the replacement healthy",
+        lambda: health_of(api, new["Id"])[1] == "healthy",
+        timeout=15,
+        interval=0.1,
+    )
     (slow,) = cluster.running("slow")
     assert "health: starting" in slow["Status"]
     holds_for(
@@ -261,27 +297,45 @@ def test_a_crash_loop_backs_off_and_a_neighbour_still_heals_in_two_seconds(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         victim = cluster.running("steady")[0]["Id"]
+        started = health_of(api, victim)[0]
         k0 = time.monotonic()
         api.kill(victim)
         wait_for(
-            "steady healed",
-            lambda v=victim: (
-                cluster.converged("steady", 2)
-                and v not in {c["Id"] for c in cluster.containers("steady")}
+            "steady healed in place",
+            lambda v=victim, t=started: (
+                cluster.converged("steady", 2) and health_of(api, v)[0] != t
             ),
             timeout=10,
             interval=0.01,
         )
         latencies.append(time.monotonic() - k0)
         time.sleep(5)  # pacing between disruptions, not a wait for an outcome
+
+    # The crash loop is restarted in place: one create, then starts of that container,
+    # each counted in its restart count (state_dir/runs.json, not a label), as `healerctl
+    # get` shows it (read until the two agree: a start may fall between the two reads).
+    def restarts_and_starts() -> tuple[int, int] | None:
+        (row,) = healerd.api("/v1/containers", service="crash")["containers"]
+        n = int(row["restarts"]), cluster.count_events("crash", "start", t0)
+        return n if n[0] == n[1] - 1 else None
+
+    counted = wait_for("the restart count to match the starts", restarts_and_starts)
+    assert counted is not None
+    restarts, starts = counted
     creates = cluster.count_events("crash", "create", t0)
-    restarts = max(int(c["Labels"].get(LABEL_RESTARTS, "0")) for c in cluster.containers("crash"))
     print(
-        f"crash loop over 60 s: {creates} creates, restarts label {restarts}; "
+        f"crash loop over 60 s: {creates} create, {starts} starts, {restarts} restarts; "
         f"neighbour heal latencies: {', '.join(f'{s * 1000:.0f}ms' for s in latencies)}"
     )
-    # 0, 0, 10, 20 s: four or five creates in a minute, not dozens.
-    assert 3 <= creates <= 6
+    assert creates == 1
+    assert [c["Id"] for c in cluster.containers("crash", history=True)] == [
+        c["Id"] for c in cluster.containers("crash")
+    ], "no history: the same container each time"
+    # Started at 0, then again at once, 10 s and 30 s later (70 s is past the minute):
+    # four or five starts in a minute, not dozens.
+    assert 3 <= starts <= 6
+    # The steady ones are healed in place too: never a create after the first two.
+    assert cluster.count_events("steady", "create", t0) == 2
     assert max(latencies) < 2.0
     log = healerd.log()
     assert re.search(
