@@ -12,6 +12,7 @@ from healerd.config import DesiredState
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.outcome import Tally
+from healerd.core.planner import history
 from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus, is_converged
@@ -137,7 +138,9 @@ def tally(
     return Tally(
         desired=spec.replicas if spec is not None else 0,
         running=sum(1 for c in mine if c.running),
-        restarts=sum(c.restarts for c in mine if c.running),
+        # Every replica's, a stopped one's too (in its crash-loop backoff, its count is
+        # the point); not history's, whose count its replacement carries on.
+        restarts=sum(c.restarts for c in mine if c.id not in _ids(history(mine))),
         source_file=spec.source_file if spec is not None else "",
         available=available,
         up_to_date=up_to_date,
@@ -182,6 +185,10 @@ def summary(sts: Sequence[ServiceStatus], desired: DesiredState, engine_ok: bool
         f"{converged}/{len(declared)} services converged, "
         f"{containers} containers running; engine {engine}{cfg}"
     )
+
+
+def _ids(containers: Sequence[ObservedContainer]) -> set[str]:
+    return {c.id for c in containers}
 
 
 __all__ = ["StatusBook", "complete", "container_statuses", "is_converged", "summary", "tally"]

@@ -3,8 +3,10 @@ credentials of a pull: the adapter's (healerd.engine.docker_engine) ways in."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import docker
 import docker.auth
@@ -60,4 +62,20 @@ def _client(base_url: str, tls: DockerTLS | None, **options: Any) -> Any:
     return api
 
 
-__all__ = ["API_VERSION", "_auth_config", "_client"]
+def listening(base_url: str, timeout: float = 1.0) -> bool:
+    """Whether the engine at `base_url` accepts a new connection (unix, tcp, http(s))."""
+    parsed = urlsplit(base_url)
+    try:
+        if parsed.scheme in ("unix", "http+unix"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(timeout)
+                sock.connect(parsed.path or parsed.netloc)
+            return True
+        port = parsed.port or (2376 if parsed.scheme == "https" else 2375)
+        with socket.create_connection((parsed.hostname or "localhost", port), timeout):
+            return True
+    except OSError:
+        return False
+
+
+__all__ = ["API_VERSION", "_auth_config", "_client", "listening"]

@@ -39,7 +39,7 @@ from healerd.engine import (
     logstream,
     request,
 )
-from healerd.engine.docker_client import _auth_config, _client
+from healerd.engine.docker_client import _auth_config, _client, listening
 from healerd.engine.docker_errors import needs_new, removed, translated
 from healerd.engine.listing import WATCHED_EVENTS, RowCache, event_of, int_or_none, rows_of
 from healerd.model import (
@@ -88,6 +88,18 @@ class DockerEngine:
         except EngineUnavailable:
             self._api.close()
             raise
+
+    def _listening(self, what: str) -> None:
+        """Before a start or a create: the engine still takes new connections. A dockerd
+        that shuts down closes its listener first and answers on open connections only
+        while it stops its containers: one started then is stopped again by that very
+        shutdown, which waits for it (up to its 15 s), and healerd would see a crash.
+        A connect, no request (a tenth of a millisecond on a unix socket)."""
+        with self._call(what):
+            if not listening(self._base_url):
+                raise requests.exceptions.ConnectionError(
+                    "the engine takes no new connection (shutting down?)"
+                )
 
     def version(self) -> str:
         with self._call("version"):
@@ -210,6 +222,7 @@ class DockerEngine:
         labels: Mapping[str, str],
         inherit: Sequence[tuple[str, str]] = (),
     ) -> str:
+        self._listening(f"create {name}")
         labels = request.container_labels(spec, labels)
         binds, mounts, anonymous = self._mounts(spec, inherit)
         port_bindings = request.port_bindings(spec)
@@ -357,6 +370,7 @@ class DockerEngine:
         return [(v, t) for v, t in inherit if t in declared and t not in bound]
 
     def start(self, container: ObservedContainer) -> None:
+        self._listening(f"start {container.name}")
         try:
             with self._call(f"start {container.name}"):
                 self._api.start(container.id)

@@ -485,3 +485,49 @@ def test_a_death_while_a_start_is_on_its_way_is_started_without_waiting_for_it()
         stop.set()
         loop.join(5)
         ctrl.shutdown()
+
+
+def test_no_start_through_an_open_connection_of_an_engine_that_shuts_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dockerd that shuts down closes its listener but answers on open connections
+    while it stops its containers: a start through one would be stopped again by that
+    shutdown, which then waits for it (integration runs: 15 s), and counted as a crash.
+    A start (and a create) first checks that the engine takes a new connection."""
+    import socket
+
+    from healerd.engine import EngineUnavailable
+    from healerd.engine.docker_client import listening
+    from healerd.engine.docker_engine import DockerEngine
+    from tests.unit.builders import container
+
+    path = tmp_path / "d.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    assert listening(f"unix://{path}")
+    server.close()  # the listener is gone, the socket file stays (as in a shutdown)
+    assert not listening(f"unix://{path}")
+    engine = DockerEngine(f"unix://{path}", timeout=2)
+    monkeypatch.setattr(engine._api, "start", lambda *a: pytest.fail("started anyway"))
+    closed: list[bool] = []
+    monkeypatch.setattr(engine._api, "close", lambda: closed.append(True))
+    with pytest.raises(EngineUnavailable, match="engine unreachable"):
+        engine.start(container(spec("web", 1), ContainerState.EXITED))
+    assert closed == [True]
+
+
+def test_a_service_in_its_crash_loop_backoff_shows_its_restarts() -> None:
+    """The service's RESTARTS counts its stopped replicas too: during a backoff the one
+    container is stopped, and its count is the point (it showed 0)."""
+    ctrl, engine, clock = make()
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=40.0, window=600.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.crash_images.add("img:1")
+    die(ctrl, engine, cid, 1)
+    ctrl.process_once()  # started again, crashed at once: now waiting 10 s
+    ctrl.process_once()
+    st = {x.name: x for x in ctrl.statuses()}["web"]
+    assert st.state == "CrashLoopBackOff" and st.restarts == 1, st
