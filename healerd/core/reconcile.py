@@ -318,14 +318,7 @@ class Reconciler:
         results = self._executor.apply(p.actions)
         self._report.results(key, results)
         for res in results:
-            a = res.action
-            healing = a.kind in (ActionKind.CREATE, ActionKind.START)
-            if res.ok and healing and a.container is not None:
-                with self._lock:
-                    died = self._mem.dead_since.get(a.container.id)
-                if died is not None:
-                    how = "in-place" if a.kind is ActionKind.START else "replaced"
-                    self._report.healed(key, max(0.0, self._clock.monotonic() - died), how)
+            self._healed(key, res)
         self._note_starts(results)
         if p.rollout_step:
             with self._lock:
@@ -352,12 +345,21 @@ class Reconciler:
         assert c is not None
         with self._lock:
             self._mem.starting.pop(c.id, None)
-            died = self._mem.dead_since.get(c.id)
-        if res.ok and died is not None:
-            self._report.healed(key, max(0.0, self._clock.monotonic() - died), "in-place")
+        self._healed(key, res)
         self._note_starts([res])
         assert self._after_start is not None
         self._after_start(key, res.error)
+
+    def _healed(self, key: str, res: ActionResult) -> None:
+        """The heal latency of a failed container a start or a create brought back."""
+        a = res.action
+        if not res.ok or a.container is None or a.kind not in (ActionKind.CREATE, ActionKind.START):
+            return
+        with self._lock:
+            died = self._mem.dead_since.get(a.container.id)
+        if died is not None:
+            how = "in-place" if a.kind is ActionKind.START else "replaced"
+            self._report.healed(key, max(0.0, self._clock.monotonic() - died), how)
 
     def _note_starts(self, results: Sequence[ActionResult]) -> None:
         """The containers started in place carry their counts on (healerd.core.runs):
