@@ -21,6 +21,7 @@ from healerd.core.clock import Clock
 from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
+from healerd.core.hints import LookHints
 from healerd.core.images import ImagePolicy
 from healerd.core.observe import Memory, note_event, observe
 from healerd.core.outcome import Outcome, Requeue, Tally
@@ -132,6 +133,7 @@ class Controller(ReadSide):
         self._on_engine_back = on_engine_back
         self._last_look = LastLook(clock, self._readers.base.list_managed)  # readers are shown
         self._first_look = True  # until the first list (see _observe)
+        self._hints = LookHints()
         self._recent: tuple[float, Sequence[ObservedContainer], str | None] | None = None
         self.last_progress = clock.monotonic()
         if admission is not None:
@@ -239,13 +241,14 @@ class Controller(ReadSide):
             # A new run has a new network namespace: what joined the old one looks again.
             for joiner in self._desired.joiners.get(event.service, ()):
                 self.queue.add(joiner)
-        if event.action == "kill" or self._own.consume(event):
-            # The pass that did it looks again anyway (healerd.core.own); a kill that
-            # ends the container is followed by its `die`, which is when it can start.
-            return
+        hint = self._hints.event(event.service, event.action)  # healerd.core.hints
+        if self._own.consume(event):
+            return  # the pass that did it looks again anyway (healerd.core.own)
         if event.action == "destroy":
             self._report.gone(event.service, event.container_id, event.name, known=known)
         self.queue.add(event.service)
+        if hint:
+            self._hints.hinted(event.service, self.queue.queued_at(event.service))
 
     def stream_state(self, connected: bool) -> None:
         """The event watcher's stream is up or down: while it is up and quiet, the last
@@ -359,6 +362,7 @@ class Controller(ReadSide):
         began = self._clock.monotonic()
         desired = self._desired  # one snapshot: the scope and the pass agree on the specs
         scope = self._scope(keys, desired)
+        self._hints.looking(scope)
         listed = self._health.list_managed(keys, scope)
         if listed is not None and scope is not None and self._first_look:
             # This list found the engine back (EngineHealth's on_back): the first look
@@ -412,8 +416,9 @@ class Controller(ReadSide):
 
     def _reused(self, keys: list[str]) -> Observation | None:
         """The last look (`_recent`: when it began, what it saw, the one service it
-        listed or None), when it began after every key of the batch was last queued and
-        is at most LOOK_REUSE old: it already shows what they were queued for."""
+        listed or None), when it is at most LOOK_REUSE old and still shows every key of
+        the batch (healerd.core.hints): it began after the key was last queued, or only a
+        kill or a death came since, which the memory folds in."""
         with self._lock:
             recent = self._recent
         if recent is None or self._clock.monotonic() - recent[0] > LOOK_REUSE:
@@ -421,7 +426,7 @@ class Controller(ReadSide):
         desired = self._desired
         if recent[2] is not None and self._scope(keys, desired) != recent[2]:
             return None  # a look at one service shows nothing of the others
-        if not self.queue.queued_before(keys, recent[0]):
+        if not all(self._hints.still_shown(k, self.queue.queued_at(k), recent[0]) for k in keys):
             return None
         self._report.count("reused_looks")
         return Observation(recent[1], desired)

@@ -153,6 +153,11 @@ class WorkQueue:
                 self._queue.append(key)
                 self._cond.notify_all()
 
+    def queued_at(self, key: str) -> float | None:
+        """When `key` was last queued (monotonic), None if never."""
+        with self._cond:
+            return self._stamps.get(key)
+
     def queued_before(self, keys: list[str], moment: float) -> bool:
         """Whether every key was last queued strictly before `moment` (monotonic): then a
         list of the engine begun at `moment` is as good for them as a new one."""

@@ -1,0 +1,93 @@
+"""When a look still shows a service (healerd.core.hints): the kill's own pass listed a
+moment before the death, which the memory folds in; any other event is news."""
+
+from __future__ import annotations
+
+import threading
+
+from healerd.core.hints import LookHints
+from healerd.model import EngineEvent
+from tests.support.polling import wait_for
+from tests.unit.builders import spec
+from tests.unit.test_controller import desired, drive
+from tests.unit.test_in_place import make
+
+
+def test_queued_before_the_look_is_shown() -> None:
+    h = LookHints()
+    assert h.still_shown("web", 1.0, began=2.0)
+    assert h.still_shown("web", None, began=2.0)
+
+
+def test_queued_after_by_a_kill_or_death_only_is_shown() -> None:
+    h = LookHints()
+    h.looking(None)
+    assert h.event("web", "die")
+    h.hinted("web", 3.0)
+    assert h.still_shown("web", 3.0, began=2.0)
+    # Queued again later by something else (a timer, a reload): not by the death.
+    assert not h.still_shown("web", 4.0, began=2.0)
+
+
+def test_any_other_event_since_the_look_is_news() -> None:
+    h = LookHints()
+    h.looking(None)
+    assert not h.event("web", "create")
+    assert h.event("web", "die")
+    h.hinted("web", 3.0)
+    assert not h.still_shown("web", 3.0, began=2.0)
+    h.looking("web")  # a new look lists it: the news is in it
+    assert h.still_shown("web", 3.0, began=2.0)
+    h.looking("db")  # a look of another service says nothing of web
+    h.event("web", "destroy")
+    assert not h.still_shown("web", 3.0, began=2.0)
+
+
+def test_a_docker_kill_is_started_in_place_on_the_kills_own_look() -> None:
+    """docker kill: `kill` (its pass lists), then `die` ~60 ms later: the death's pass
+    starts the container without listing again (the start is on the engine's critical
+    path of the heal; the list is not)."""
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    c = engine.containers[cid]
+    stop = threading.Event()
+    loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name=c.name))
+        wait_for("the kill's pass", lambda: engine.calls.count("list") >= 2, 5, 0.01)
+        lists = engine.calls.count("list")
+        engine.kill(cid, exit_code=137)
+        ctrl.on_event(EngineEvent("web", cid, "die", exit_code=137, name=c.name))
+        wait_for("started in place", lambda: engine.containers[cid].running, 5, 0.01)
+        assert engine.calls.count("list") == lists  # no list between the death and the start
+    finally:
+        stop.set()
+        loop.join(5)
+        ctrl.shutdown()
+
+
+def test_news_between_the_kill_and_the_death_makes_the_death_list_again() -> None:
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    c = engine.containers[cid]
+    stop = threading.Event()
+    loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name=c.name))
+        wait_for("the kill's pass", lambda: engine.calls.count("list") >= 2, 5, 0.01)
+        lists = engine.calls.count("list")
+        ctrl.on_event(EngineEvent("web", "other", "health_status: healthy", name="x"))
+        engine.kill(cid, exit_code=137)
+        ctrl.on_event(EngineEvent("web", cid, "die", exit_code=137, name=c.name))
+        wait_for("started in place", lambda: engine.containers[cid].running, 5, 0.01)
+        assert engine.calls.count("list") > lists
+    finally:
+        stop.set()
+        loop.join(5)
+        ctrl.shutdown()
