@@ -59,14 +59,15 @@ def deaths(
 
 
 def earlier_run(engine: Engine, c: ObservedContainer, restarted: bool) -> float | None:
-    """When `c`'s latest run began (engine time), if its log holds an earlier run's
-    output before that: it was started again in place (`restarted`: healerd's runs), or
-    it runs and a run of it ended before (one inspect). None: no earlier run."""
+    """Where in `c`'s log its earlier runs' output ends (engine time), None when it has
+    none (one inspect). While it runs again: the end of the run before (the engine logs
+    all of a run's output before it records the exit; a new run's first lines may be
+    stamped a moment before its StartedAt). Stopped after starts in place (`restarted`:
+    healerd's runs): where its last run began."""
     d = engine.death(c.id)
-    began = rfc3339(d.started_at)
-    if began is None or not (restarted or d.ran_before):
-        return None
-    return began
+    if d.ran_before:
+        return rfc3339(d.finished_at)
+    return rfc3339(d.started_at) if restarted else None
 
 
 def rfc3339(text: str) -> float | None:

@@ -48,10 +48,12 @@ class Death:
 
     exit_code: int | None
     oom_killed: bool
-    finished_at: str  # the engine's RFC 3339 time ("" while it runs)
+    # When its last run ended (RFC 3339; "" if none did): while it runs again, the end
+    # of the run before, which its output up to then is all of.
+    finished_at: str
     error: str = ""
-    # When its latest run began (RFC 3339; "" if never), and whether a run of it has
-    # ended before (its output before `started_at` is then an earlier run's).
+    # When its latest run began (RFC 3339; "" if never), and whether it runs after a run
+    # of it ended (started again: `finished_at` is the earlier run's end).
     started_at: str = ""
     ran_before: bool = False
 

@@ -501,7 +501,7 @@ class DockerEngine:
         return Death(
             exit_code=None if running else int_or_none(state.get("ExitCode")),
             oom_killed=bool(state.get("OOMKilled")),
-            finished_at="" if running else finished,
+            finished_at=finished if ended else "",
             error=str(state.get("Error") or ""),
             started_at=str(state.get("StartedAt") or ""),
             ran_before=running and ended,

@@ -131,8 +131,10 @@ class FakeEngine:
         self.policies: dict[str, str] = {}  # container id -> its engine restart policy
         # Containers a start cannot bring back (their network gone, say), with why.
         self.unstartable: dict[str, str] = {}
-        # Containers started again (`start`), with when, as the engine's inspect says it.
+        # Containers started again (`start`), and whose run ended (`kill`), with when, as
+        # the engine's inspect says it.
         self.started_at: dict[str, str] = {}
+        self.finished_at: dict[str, str] = {}
         self.clock = clock
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -241,8 +243,7 @@ class FakeEngine:
         health = Health.STARTING if checked else None
         self.set(container.id, state=ContainerState.RUNNING, exit_code=None, health=health)
         if self.clock is not None:  # as the engine's StartedAt (RFC 3339, UTC)
-            at = datetime.fromtimestamp(self.clock.time(), UTC)
-            self.started_at[container.id] = at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            self.started_at[container.id] = _rfc3339(self.clock.time())
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
         self._allowed("prune_volumes")
@@ -333,6 +334,8 @@ class FakeEngine:
 
     def kill(self, cid: str, exit_code: int = 137) -> None:
         self.set(cid, state=ContainerState.EXITED, exit_code=exit_code)
+        if self.clock is not None:
+            self.finished_at[cid] = _rfc3339(self.clock.time())
 
     def set(self, cid: str, **changes: object) -> None:
         with self._lock:
@@ -369,7 +372,8 @@ class FakeEngine:
         c = self.containers[container_id]
         began = self.started_at.get(container_id, "")
         if c.running:
-            return Death(None, False, "", started_at=began, ran_before=bool(began))
+            ended = self.finished_at.get(container_id, "")
+            return Death(None, False, ended, started_at=began, ran_before=bool(ended))
         return Death(
             c.exit_code,
             c.exit_code == 137 and container_id in self.oom,
@@ -429,3 +433,7 @@ class FakeEngine:
             del self.local_images[image_id]
             self.removed_images.append(image_id)
             return True
+
+
+def _rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
