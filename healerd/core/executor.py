@@ -268,6 +268,10 @@ class Executor:
         """Remove the project networks healerd made that no declared service names."""
         return self._engine.prune_networks(keep)
 
+    def creating(self) -> frozenset[str]:
+        """The names of the containers this executor is creating (not started yet)."""
+        return self._own.creating_names() if self._own is not None else frozenset()
+
     def start_later(self, actions: Sequence[Action], done: Callable[[ActionResult], None]) -> None:
         """Starts in place, each on the pool at once; `done` gets each one's result when
         it ends. The pass does not wait for them: a start is most of a heal, and the

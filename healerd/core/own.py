@@ -35,6 +35,11 @@ class OwnActions:
             self._names[name] = self._clock.monotonic()
             self._expire()
 
+    def creating_names(self) -> frozenset[str]:
+        """Containers announced by `creating` whose start event has not come yet."""
+        with self._lock:
+            return frozenset(self._names)
+
     def starting(self, container_id: str) -> None:
         with self._lock:
             self._starts[container_id] = self._clock.monotonic()

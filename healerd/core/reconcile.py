@@ -105,8 +105,12 @@ class Reconciler:
         # One snapshot for the whole pass: the declaration may be swapped meanwhile.
         desired = obs.desired
         spec = desired.services.get(key)
+        creating = self._executor.creating()
         with self._lock:
-            mine = [in_flight(self._mem, as_dead(self._mem, c, mono), mono) for c in obs.of(key)]
+            mine = [
+                in_flight(self._mem, as_dead(self._mem, c, mono), mono, creating)
+                for c in obs.of(key)
+            ]
         self._report.count("passes")
         if self._is_paused(key):
             self._done_with_room(key)

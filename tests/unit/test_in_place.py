@@ -15,7 +15,14 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.runs import Run, Termination, from_json, to_json
 from healerd.daemon.runbook import FileRunBook
-from healerd.model import ContainerState, EngineEvent, Health, ObservedContainer, RestartPolicy
+from healerd.model import (
+    ContainerState,
+    EngineEvent,
+    Health,
+    ObservedContainer,
+    RestartPolicy,
+    ServiceSpec,
+)
 from tests.unit.builders import spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, state
@@ -531,3 +538,52 @@ def test_a_service_in_its_crash_loop_backoff_shows_its_restarts() -> None:
     ctrl.process_once()
     st = {x.name: x for x in ctrl.statuses()}["web"]
     assert st.state == "CrashLoopBackOff" and st.restarts == 1, st
+
+
+def test_a_replacement_on_its_way_to_start_is_not_started_by_another_pass() -> None:
+    """docker rm -f: the start in place is refused, the same action creates the
+    replacement; a pass for the service's news (the destroy event) that lists between
+    that create and its start sees it `created`: it is healerd's own, on its way, not a
+    container to start in place (chaos soak seed 748017: started twice, a crash counted)."""
+    import threading
+
+    from tests.support.polling import wait_for
+
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.containers
+    c = engine.containers[old]
+    real_create = engine.create_and_start
+    made, go = threading.Event(), threading.Event()
+
+    def slow_create(s: ServiceSpec, name: str, *args: object, **kw: object) -> str:
+        cid = real_create(s, name, *args, **kw)  # type: ignore[arg-type]
+        engine.set(cid, state=ContainerState.CREATED)  # made, not started yet
+        made.set()
+        go.wait(10)
+        engine.set(cid, state=ContainerState.RUNNING)
+        return cid
+
+    engine.create_and_start = slow_create  # type: ignore[method-assign,assignment]
+    engine.unstartable[old] = "container is marked for removal and cannot be started"
+    stop = threading.Event()
+    loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        engine.calls.clear()
+        ctrl.on_event(EngineEvent("web", old, "kill", signal="9", name=c.name))  # rm -f's
+        die(ctrl, engine, old, 137)
+        wait_for("the replacement made", made.is_set, 5, 0.01)
+        del engine.containers[old]
+        lists = engine.calls.count("list")
+        ctrl.on_event(EngineEvent("web", old, "destroy", name=c.name))
+        wait_for("the destroy's pass", lambda: engine.calls.count("list") > lists, 5, 0.01)
+        go.set()
+        wait_for("one running", lambda: len(engine.running("web")) == 1, 5, 0.01)
+        assert engine.calls.count("start") == 1, engine.calls  # the refused one only
+    finally:
+        go.set()
+        stop.set()
+        loop.join(5)
+        ctrl.shutdown()
