@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from healerd import model
 from healerd.config import DesiredState
 from healerd.core.admission import Admission
 from healerd.core.backoff import Backoff
@@ -131,7 +132,7 @@ class Controller:
             guard=engine_guard, on_back=self._engine_back,
         )  # fmt: skip
         self._on_engine_back = on_engine_back
-        self._last_look = LastLook(clock, self._readers.base.list_managed)  # readers are shown
+        self._last_look = LastLook(clock, self._readers.listed)  # readers are shown
         self._first_look = True  # until the first list (see _observe)
         self._recent: tuple[float, Sequence[ObservedContainer], str | None] | None = None
         self.last_progress = clock.monotonic()
@@ -208,19 +209,19 @@ class Controller:
         ran before (started again in place), else the last failed one kept as history.
         A list of its own (on the reader's budget): right after a heal the loop's last
         list may not show the failed container as history yet."""
-        engine = self._readers.engine(reader)
-        listed = engine.list_managed()
-        c = pick(listed, service, previous=False)
-        if previous and c is not None:
-            with self._lock:
-                restarted = c.id in self._mem.runs
-            began = earlier_run(engine, c, restarted)
-            if began is not None:
-                # The engine applies `tail` before `until`: the end is kept here.
-                until = began if until is None else min(until, began)
-                return c, last_lines(engine.logs(c.id, None, since, until), tail)
-            c = pick(listed, service, previous=True)
-        return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
+        with self._readers.reading(reader) as engine:
+            listed = engine.list_managed()
+            c = pick(listed, service, previous=False)
+            if previous and c is not None:
+                with self._lock:
+                    restarted = c.id in self._mem.runs
+                began = earlier_run(engine, c, restarted)
+                if began is not None:
+                    # The engine applies `tail` before `until`: the end is kept here.
+                    until = began if until is None else min(until, began)
+                    return c, last_lines(engine.logs(c.id, None, since, until), tail)
+                c = pick(listed, service, previous=True)
+            return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
 
     def termination(self, container_id: str) -> Termination | None:
         """How the run before a container's latest start in place ended (None: it was
@@ -234,8 +235,8 @@ class Controller:
     ) -> list[Dead]:
         """The service's failed containers kept as history, newest first (the `limit`
         newest: one inspect each, on the reader's budget)."""
-        engine = self._readers.engine(reader)
-        return deaths(engine, engine.list_managed(), service, limit)
+        with self._readers.reading(reader) as engine:
+            return deaths(engine, engine.list_managed(), service, limit)
 
     def preview(self, service: str | None = None, reader: Reader = PRIVILEGED) -> list[Action]:
         """What a pass would do right now, without doing it (on the same list as
@@ -311,15 +312,15 @@ class Controller:
         with self._lock:
             note_event(self._mem, event, self._clock.monotonic())
             known = event.container_id in self._mem.first_seen
-        if event.action == "start":
+        if event.action is model.EngineAction.STARTED:
             # A new run has a new network namespace: what joined the old one looks again.
             for joiner in self._desired.joiners.get(event.service, ()):
                 self.queue.add(joiner)
-        if event.action == "kill" or self._own.consume(event):
+        if event.action is model.EngineAction.KILLED or self._own.consume(event):
             # The pass that did it looks again anyway (healerd.core.own); a kill that
             # ends the container is followed by its `die`, which is when it can start.
             return
-        if event.action == "destroy":
+        if event.action is model.EngineAction.DESTROYED:
             self._report.gone(event.service, event.container_id, event.name, known=known)
         self.queue.add(event.service)
 

@@ -16,7 +16,7 @@ import builtins
 import dataclasses
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 
@@ -29,10 +29,14 @@ from healerd.engine import (
     EngineUnavailable,
     ImageMissing,
     ImagePullFailed,
+    Inherited,
+    Labelled,
     LocalImage,
     LogStream,
     NameConflict,
+    Owner,
 )
+from healerd.engine.pacing import Meter
 from healerd.model import (
     ContainerState,
     EngineEvent,
@@ -134,12 +138,18 @@ class FakeEngine:
         # Containers started again (`start`), with when, as the engine's inspect says it.
         self.started_at: dict[str, str] = {}
         self.clock = clock
+        # As an adapter's: every call takes from the meter (one request a call), and the
+        # owner decides what a list shows and labels what a create makes.
+        self.meter = Meter()
+        self.owner: Owner = Labelled()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
     def _allowed(self, call: str, *args: object) -> None:
-        """Refuse a call this test did not allow: record it, and raise."""
+        """Refuse a call this test did not allow: record it, and raise. An allowed one
+        takes from the meter, as each request of a real adapter does."""
         if call in self.allow:
+            self.meter.take()
             return
         what = f"{call}({', '.join(repr(a) for a in args)})"
         self.refused.append(what)
@@ -174,18 +184,16 @@ class FakeEngine:
         self.list_scopes.append(service)
         self._check()
         with self._lock:
-            return [c for c in self.containers.values() if service in (None, c.service)]
+            listed = [c for c in self.containers.values() if service in (None, c.service)]
+        return self.owner.mine(listed, service)
 
     def create_and_start(
-        self,
-        spec: ServiceSpec,
-        name: str,
-        labels: Mapping[str, str],
-        inherit: Sequence[tuple[str, str]] = (),
+        self, spec: ServiceSpec, name: str, labels: Mapping[str, str], inherit: Inherited = ()
     ) -> str:
         self._allowed("create", spec.name, name)
         self.calls.append("create")
         self._check()
+        labels = self.owner.labels(spec, name, labels)
         with self._lock:
             if any(c.name == name for c in self.containers.values()):
                 raise NameConflict(f"name {name} is taken")
@@ -227,7 +235,7 @@ class FakeEngine:
             gone = container.id not in self.containers
             why = self.unstartable.get(container.id)
         if gone or why:
-            # As the adapter says what only a new container gets past (docker_engine.start).
+            # As the adapter says what only a new container gets past (healerd.engine.docker.containers, start).
             raise CannotRestart(
                 f"start {container.name}: {why or 'No such container'}",
                 gone=gone or "removal" in (why or ""),

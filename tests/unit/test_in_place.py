@@ -15,7 +15,7 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.runs import Run, Termination, from_json, to_json
 from healerd.daemon.runbook import FileRunBook
-from healerd.model import ContainerState, EngineEvent, Health, RestartPolicy
+from healerd.model import ContainerState, EngineAction, EngineEvent, Health, RestartPolicy
 from tests.unit.builders import spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, state
@@ -51,7 +51,7 @@ def die(ctrl: Controller, engine: FakeEngine, cid: str, code: int) -> None:
     """The container's process ends: the engine's state, then its `die` event."""
     c = engine.containers[cid]
     engine.kill(cid, exit_code=code)
-    ctrl.on_event(EngineEvent(c.service, cid, "die", exit_code=code, name=c.name))
+    ctrl.on_event(EngineEvent(c.service, cid, EngineAction.DIED, exit_code=code, name=c.name))
 
 
 def test_a_crashed_container_is_started_again_as_itself() -> None:
@@ -165,7 +165,7 @@ def test_a_removed_container_is_replaced() -> None:
     drive(ctrl, clock)
     (old,) = engine.containers
     c = engine.containers.pop(old)  # docker rm -f
-    ctrl.on_event(EngineEvent("web", old, "destroy", name=c.name))
+    ctrl.on_event(EngineEvent("web", old, EngineAction.DESTROYED, name=c.name))
     drive(ctrl, clock)
     (new,) = engine.running("web")
     assert new.id != old and "start" not in engine.calls[-3:]
@@ -194,7 +194,7 @@ def test_a_sigkill_event_alone_starts_nothing_before_the_death() -> None:
     drive(ctrl, clock)
     (cid,) = engine.containers
     engine.calls.clear()
-    ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name="x"))
+    ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=9, name="x"))
     drive(ctrl, clock)
     assert "start" not in engine.calls and "create" not in engine.calls
     die(ctrl, engine, cid, 137)
@@ -322,7 +322,7 @@ def test_a_kill_forgives_one_death_not_the_crashes_after_its_restart() -> None:
     (cid,) = engine.containers
     c = engine.containers[cid]
     for _ in range(3):  # docker kill, three times: no crash, started again at once
-        ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name=c.name))
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=9, name=c.name))
         die(ctrl, engine, cid, 137)
         ctrl.process_once()
         assert engine.containers[cid].running
@@ -342,19 +342,20 @@ def test_a_signal_that_asks_for_a_reload_forgives_nothing() -> None:
     (cid,) = engine.containers
     die(ctrl, engine, cid, 1)  # crash 1: at once
     ctrl.process_once()
-    ctrl.on_event(EngineEvent("web", cid, "kill", signal="1", name="x"))  # SIGHUP: reload
+    # SIGHUP: reload
+    ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=1, name="x"))
     die(ctrl, engine, cid, 1)  # crash 2 of the run: waits, SIGHUP or not
     ctrl.process_once()
     assert not engine.containers[cid].running
 
 
 def test_the_engines_answers_that_only_a_new_container_gets_past() -> None:
-    """What makes a start in place fall back to a replacement (docker_engine.start),
+    """What makes a start in place fall back to a replacement (healerd.engine.docker.containers, start),
     in the engine's own words as measured on dockerd 20.10."""
     import docker.errors
     import requests
 
-    from healerd.engine.docker_errors import needs_new
+    from healerd.engine.docker.errors import needs_new
 
     def err(status: int, text: str) -> docker.errors.APIError:
         r = requests.Response()
@@ -435,11 +436,11 @@ def test_an_engine_that_cannot_be_reached_drops_the_pooled_connections(
     timeout) and taken for a crash (chaos soak, known issue 5). The first call that
     cannot reach the engine closes the pool: the next ones find the engine away."""
     from healerd.engine import EngineUnavailable
-    from healerd.engine.docker_engine import DockerEngine
+    from healerd.engine.docker import DockerEngine
 
     engine = DockerEngine(f"unix://{tmp_path}/no.sock", timeout=2)
     closed: list[bool] = []
-    monkeypatch.setattr(engine._api, "close", lambda: closed.append(True))
+    monkeypatch.setattr(engine._client.api, "close", lambda: closed.append(True))
     with pytest.raises(EngineUnavailable):
         engine.version()
     assert closed == [True]
