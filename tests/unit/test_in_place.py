@@ -350,8 +350,8 @@ def test_a_signal_that_asks_for_a_reload_forgives_nothing() -> None:
 
 
 def test_the_engines_answers_that_only_a_new_container_gets_past() -> None:
-    """What makes a start in place fall back to a replacement (healerd.engine.docker.containers, start),
-    in the engine's own words as measured on dockerd 20.10."""
+    """What makes a start in place fall back to a replacement (the Docker adapter's
+    start), in the engine's own words as measured on dockerd 20.10."""
     import docker.errors
     import requests
 

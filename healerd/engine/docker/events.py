@@ -103,11 +103,20 @@ class DockerEvents:
                     event = event_of(line) if line else None
                     if event is not None:
                         on_event(event)
-        except (AttributeError, ValueError, OSError, requests.exceptions.RequestException) as exc:
-            # close() from another thread surfaces as one of these inside requests.
+        except (
+            AttributeError,
+            ValueError,
+            OSError,
+            requests.exceptions.RequestException,
+            EngineUnavailable,
+        ) as exc:
+            # stop_watch() from another thread surfaces as one of these (a stream that
+            # "ended prematurely", translated): then the watch just returns.
             with self._watch_lock:
                 if self._watch_stopped:
                     return
+            if isinstance(exc, EngineUnavailable):
+                raise
             raise EngineUnavailable(f"events: stream broken ({exc})") from exc
         finally:
             with self._watch_lock:
