@@ -8,6 +8,10 @@ test in which a FakeEngine refused a call, whoever caught the error.
 
 Call names are those of `engine.calls`: "list" (list_managed), "create"
 (create_and_start), and the Engine protocol's other method names.
+
+Where it models the engine, it behaves as dockerd does: tests/contract/suite.py holds it
+and the Docker adapter to the same tests (tests/unit/test_engine_contract.py). Like an
+adapter it has a `meter` (each call takes from it, as each request does) and an `owner`.
 """
 
 from __future__ import annotations
