@@ -292,4 +292,3 @@ class Engine(
 
     meter: Meter
     owner: Owner
-
