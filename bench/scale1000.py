@@ -79,7 +79,7 @@ from bench.lib import (
 from healerd.config import DesiredStore, load_conf_dir
 from healerd.core.clock import SystemClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine
 from healerd.model import LABEL_REPLACES
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster

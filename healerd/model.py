@@ -65,13 +65,6 @@ class Health(StrEnum):
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"
 
-    @classmethod
-    def parse(cls, value: str | None) -> Health | None:
-        try:
-            return cls(value) if value else None
-        except ValueError:
-            return None
-
 
 @dataclass(frozen=True)
 class PortSpec:
@@ -481,7 +474,7 @@ class RegistryAuth:
 
 
 class ContainerState(StrEnum):
-    """Docker's container states; only RUNNING counts towards the desired replicas."""
+    """A container's states; only RUNNING counts towards the desired replicas."""
 
     CREATED = "created"
     RUNNING = "running"
@@ -490,13 +483,6 @@ class ContainerState(StrEnum):
     REMOVING = "removing"
     EXITED = "exited"
     DEAD = "dead"
-
-    @classmethod
-    def parse(cls, value: str) -> ContainerState:
-        try:
-            return cls(value.lower())
-        except ValueError:
-            return cls.DEAD
 
 
 @dataclass(frozen=True)
@@ -541,15 +527,32 @@ class ObservedContainer:
         return self.started or self.created
 
 
+class EngineAction(StrEnum):
+    """What an engine event says happened to a container, in healerd's words: the
+    adapter maps the engine's own (Docker's `die`, Podman's `died`: DIED)."""
+
+    CREATED = "created"
+    STARTED = "started"
+    DIED = "died"  # its process ended (exit_code)
+    KILLED = "killed"  # a signal was sent to it (signal)
+    STOPPED = "stopped"
+    DESTROYED = "destroyed"
+    PAUSED = "paused"
+    UNPAUSED = "unpaused"
+    OOM = "oom"  # the kernel's OOM killer hit it
+    HEALTH = "health"  # its health status changed
+    RENAMED = "renamed"
+
+
 @dataclass(frozen=True)
 class EngineEvent:
     """One engine event about a healerd-labelled container: only ever a hint."""
 
     service: str
     container_id: str
-    action: str
-    signal: str = ""  # for "kill": the signal sent
-    exit_code: int | None = None  # for "die"
+    action: EngineAction
+    signal: int | None = None  # KILLED: the signal's number
+    exit_code: int | None = None  # DIED
     name: str = ""  # the container's name as the event gives it
 
 

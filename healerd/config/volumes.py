@@ -5,7 +5,7 @@ A relative SOURCE (`./data`, `../shared`, `~/x`) is a host path from the service
 directory, as Compose takes it from the project directory. MODE is the comma list the
 engine takes: ro|rw, z|Z (SELinux), a propagation (binds), nocopy (volumes) and a
 consistency (accepted, no effect on Linux), each at most once. How each becomes the
-engine request: healerd/engine/request.py, `mounts`.
+engine request: healerd/engine/docker/request.py, `mounts`.
 
 Under strict modes a host path must be reached through trusted directories only, as an
 env file or the project directory must (issue 29); the source itself may be anyone's.

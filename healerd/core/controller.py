@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from healerd import model
 from healerd.config import DesiredState
 from healerd.core.admission import Admission
 from healerd.core.backoff import Backoff
@@ -131,7 +132,7 @@ class Controller(ReadSide):
             guard=engine_guard, on_back=self._engine_back,
         )  # fmt: skip
         self._on_engine_back = on_engine_back
-        self._last_look = LastLook(clock, self._readers.base.list_managed)  # readers are shown
+        self._last_look = LastLook(clock, self._readers.listed)  # readers are shown
         self._first_look = True  # until the first list (see _observe)
         self._hints = LookHints()
         self._recent: tuple[float, Sequence[ObservedContainer], str | None] | None = None
@@ -237,14 +238,14 @@ class Controller(ReadSide):
         with self._lock:
             note_event(self._mem, event, self._clock.monotonic())
             known = event.container_id in self._mem.first_seen
-        if event.action == "start":
+        if event.action is model.EngineAction.STARTED:
             # A new run has a new network namespace: what joined the old one looks again.
             for joiner in self._desired.joiners.get(event.service, ()):
                 self.queue.add(joiner)
         hint = self._hints.event(event.service, event.action)  # healerd.core.hints
         if self._own.consume(event):
             return  # the pass that did it looks again anyway (healerd.core.own)
-        if event.action == "destroy":
+        if event.action is model.EngineAction.DESTROYED:
             self._report.gone(event.service, event.container_id, event.name, known=known)
         self.queue.add(event.service)
         if hint:

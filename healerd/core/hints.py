@@ -2,7 +2,7 @@
 
 A list of the engine begun at some moment shows every service queued before that moment
 (the controller reuses it for a resync's later batches). It also shows a service queued
-after it, last by a `kill` or a `die` of one of its containers, if nothing else happened
+after it, last by a kill or a death of one of its containers, if nothing else happened
 to that service since the look began: such an event changes nothing in a list but what
 the event itself says, and the loop's memory folds that in (healerd.core.observe.as_dead).
 So a `docker kill`'s start in place need not wait for another list: the kill's own pass
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import threading
 
+from healerd.model import EngineAction
+
 # Events that change nothing of a list but what they say (folded into the memory).
-HINTS = frozenset({"kill", "die"})
+HINTS = frozenset({EngineAction.KILLED, EngineAction.DIED})
 
 
 class LookHints:
@@ -24,7 +26,7 @@ class LookHints:
         self._news: set[str] = set()  # services with news since the last look began
         self._hinted: dict[str, float | None] = {}  # when a hint last queued each service
 
-    def event(self, service: str, action: str) -> bool:
+    def event(self, service: str, action: EngineAction) -> bool:
         """Note an event; True when it is a hint (its queueing is to be `hinted`)."""
         if action in HINTS:
             return True

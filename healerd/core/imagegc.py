@@ -42,13 +42,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from healerd.config.imagegc import ImageGcSettings, describe_image_gc
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.persist import MemoryStore, StateStore
-from healerd.engine import EngineError, LocalImage
+from healerd.engine import EngineError, ImageStore, LocalImage
 
 log = logging.getLogger("healerd.imagegc")
 
@@ -242,12 +241,6 @@ def for_trim(
 # -- the collector ------------------------------------------------------------------------
 
 
-class ImageEngine(Protocol):
-    def list_images(self) -> list[LocalImage]: ...
-    def images_in_use(self) -> set[str]: ...
-    def remove_image(self, image_id: str) -> bool: ...
-
-
 def _nothing_removed(_size: int) -> None:
     pass
 
@@ -266,7 +259,7 @@ class ImageCollector:
 
     def __init__(
         self,
-        engine: ImageEngine,
+        engine: ImageStore,
         clock: Clock,
         events: EventLog,
         settings: Callable[[], ImageGcSettings],

@@ -12,7 +12,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from healerd.core.admission import Admission
 from healerd.core.backoff import Backoff
@@ -21,7 +20,7 @@ from healerd.core.events import EventLog
 from healerd.core.executor import Executor
 from healerd.core.outcome import Tally
 from healerd.core.state import ServiceState
-from healerd.engine import ImagePullFailed
+from healerd.engine import ImagePullFailed, ImageStore
 from healerd.model import RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.controller")
@@ -37,11 +36,6 @@ def _anonymous(_image: str) -> RegistryAuth | None:
     return None
 
 
-class ImageReader(Protocol):
-    def image_present(self, image: str) -> bool: ...
-    def image_size_hint(self, image: str) -> int | None: ...
-
-
 @dataclass(frozen=True)
 class ImageProblem:
     """Why the image cannot be had now, and when to look again."""
@@ -54,7 +48,7 @@ class ImageProblem:
 class ImagePolicy:
     def __init__(
         self,
-        engine: ImageReader,
+        engine: ImageStore,
         executor: Executor,
         clock: Clock,
         events: EventLog,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from healerd.core.planner import history
-from healerd.engine import Death, Engine, LogStream
+from healerd.engine import ContainerRuntime, Death, LogStream
 from healerd.model import ObservedContainer
 
 # The most of an earlier run's output kept to show its last lines (the engine gives a
@@ -43,7 +43,7 @@ def pick(
 
 
 def deaths(
-    engine: Engine,
+    engine: ContainerRuntime,
     observed: Sequence[ObservedContainer],
     service: str,
     limit: int | None = None,
@@ -58,7 +58,7 @@ def deaths(
     return [Dead(c, engine.death(c.id)) for c in old[:limit]]
 
 
-def earlier_run(engine: Engine, c: ObservedContainer, restarted: bool) -> float | None:
+def earlier_run(engine: ContainerRuntime, c: ObservedContainer, restarted: bool) -> float | None:
     """Where in `c`'s log its earlier runs' output ends (engine time), None when it has
     none (one inspect). While it runs again: the end of the run before (the engine logs
     all of a run's output before it records the exit; a new run's first lines may be

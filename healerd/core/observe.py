@@ -10,23 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
+from signal import Signals
 from typing import TypeVar
 
 from healerd.core.context import Recall
 from healerd.core.planner import IN_PLACE, history
 from healerd.core.runs import Run, after_start
-from healerd.model import Action, ContainerState, EngineEvent, Health, ObservedContainer
+from healerd.model import (
+    Action,
+    ContainerState,
+    EngineAction,
+    EngineEvent,
+    Health,
+    ObservedContainer,
+)
 
 # Events after which the container should no longer be listed as running.
-SUSPECT_ACTIONS = frozenset({"die", "pause", "oom"})
-# A `kill` event says someone stopped the container on purpose (docker kill, docker
+SUSPECT_ACTIONS = frozenset({EngineAction.DIED, EngineAction.PAUSED, EngineAction.OOM})
+# A KILLED event says someone stopped the container on purpose (docker kill, docker
 # stop, docker rm -f): its death is no crash, no backoff. Not these signals, which by
 # convention ask a program to do something else (reload, rotate, resize), not to end.
-# (The `stop` event is not needed: it comes after the death, its `kill` before.)
+# (The STOPPED event is not needed: it comes after the death, its KILLED before.)
 NOT_STOPPING = frozenset(
-    {"1", "SIGHUP", "HUP", "10", "SIGUSR1", "USR1", "12", "SIGUSR2", "USR2", "28",
-     "SIGWINCH", "WINCH", "18", "SIGCONT", "CONT"}
-)  # fmt: skip
+    {Signals.SIGHUP, Signals.SIGUSR1, Signals.SIGUSR2, Signals.SIGWINCH, Signals.SIGCONT}
+)
 # How long to believe an event that the list does not confirm yet.
 SUSPECT_WINDOW = 2.0
 
@@ -209,13 +216,13 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
     """Remember what an event says about its container (the list will say it later)."""
     if not event.container_id:
         return
-    if event.action == "die":
+    if event.action is EngineAction.DIED:
         # Dead for sure, even while the list (which lags the event by tens of
         # milliseconds) still says running: acting on it at once saves that. Not at a
-        # SIGKILL's `kill` event: the process may not be gone yet, and a start in place
+        # SIGKILL's KILLED event: the process may not be gone yet, and a start in place
         # must come after the death (the engine holds it until the exit is handled).
         mem.died[event.container_id] = (mono, event.exit_code)
-    elif event.action == "start":
+    elif event.action is EngineAction.STARTED:
         mem.died.pop(event.container_id, None)
         mem.oom.discard(event.container_id)
         # Started again: a later death is its own (chaos soak seed 845508: a `docker
@@ -225,11 +232,11 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
         mem.forgiven.discard(event.container_id)
         if event.container_id in mem.first_seen:  # a restart, not its first start
             mem.started[event.container_id] = mono
-    elif event.action == "oom":
+    elif event.action is EngineAction.OOM:
         mem.oom.add(event.container_id)
     if event.action in SUSPECT_ACTIONS:
         mem.suspects.setdefault(event.service, {})[event.container_id] = mono
-    if event.action == "kill" and event.signal not in NOT_STOPPING:
+    if event.action is EngineAction.KILLED and event.signal not in NOT_STOPPING:
         mem.forgiven.add(event.container_id)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from healerd.core.clock import Clock
-from healerd.model import EngineEvent
+from healerd.model import EngineAction, EngineEvent
 
 # An expected event not seen within this long is forgotten (the engine lost it, or the
 # call failed before the engine acted).
@@ -53,13 +53,13 @@ class OwnActions:
     def consume(self, event: EngineEvent) -> bool:
         """True for the event of an action healerd announced: drop it as a hint."""
         with self._lock:
-            if event.action == "create":
+            if event.action is EngineAction.CREATED:
                 return event.name in self._names
-            if event.action == "start":
+            if event.action is EngineAction.STARTED:
                 if self._starts.pop(event.container_id, None) is not None:
                     return True
                 return self._names.pop(event.name, None) is not None
-            if event.action == "destroy":
+            if event.action is EngineAction.DESTROYED:
                 return self._removals.pop(event.container_id, None) is not None
             return False
 

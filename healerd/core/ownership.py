@@ -38,11 +38,10 @@ import hmac
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from healerd.core.imagegc import parse_ref
-from healerd.engine import Death, Engine, LocalImage, LogStream
+from healerd.engine import Engine
 from healerd.model import (
     LABEL_IMAGE,
     LABEL_SERVICE,
@@ -50,9 +49,7 @@ from healerd.model import (
     LABEL_SPEC_HASH,
     NAME_HASH_LEN,
     SIGNED_LABELS,
-    EngineEvent,
     ObservedContainer,
-    RegistryAuth,
     ServiceSpec,
 )
 
@@ -156,18 +153,17 @@ class Unverified:
     why: str
 
 
-class SignedEngine:
-    """Engine wrapper: lists only the containers healerd can prove are its own and signs
-    each container it creates. The other calls pass through."""
+class Signer:
+    """The engine's owner (healerd.engine.api.Owner): a list shows only the containers
+    healerd can prove are its own, and each container it creates is signed. Nothing
+    else of the engine is touched."""
 
     def __init__(
         self,
-        engine: Engine,
         key: HostKey,
         clock: Callable[[], float],
         on_unverified: Callable[[Unverified], None] = lambda u: None,
     ) -> None:
-        self._engine = engine
         self.key = key
         self._clock = clock
         self._on_unverified = on_unverified
@@ -179,10 +175,9 @@ class SignedEngine:
         with self._lock:
             return sorted(self._unverified.values(), key=lambda u: (u.service, u.name))
 
-    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
+    def mine(self, listed: list[ObservedContainer], service: str | None) -> list[ObservedContainer]:
         """`service`: a list of that service's containers only, so only its unverified
         ones are looked at again."""
-        listed = self._engine.list_managed(service)
         mine = [c for c in listed if self.key.trusts(c)]
         others = [c for c in listed if not self.key.trusts(c)]
         new: list[Unverified] = []
@@ -204,91 +199,24 @@ class SignedEngine:
             self._on_unverified(u)
         return mine
 
-    def create_and_start(
-        self,
-        spec: ServiceSpec,
-        name: str,
-        labels: Mapping[str, str],
-        inherit: Sequence[tuple[str, str]] = (),
-    ) -> str:
+    def labels(self, spec: ServiceSpec, name: str, given: Mapping[str, str]) -> dict[str, str]:
         # The adapter adds service and spec hash unless given; the caller's labels win.
         # Every signed label is set, so that an image's labels cannot stand in for one.
+        # (The signature covers the name: a container renamed no longer verifies; the
+        # executor renames only a container it removes next, or renames back.)
         owned = {k: "" for k in SIGNED_LABELS}
         owned |= {LABEL_SERVICE: spec.name, LABEL_SPEC_HASH: spec.spec_hash}
-        owned |= {LABEL_IMAGE: spec.image, **labels}
-        signed = {**owned, LABEL_SIGNATURE: self.key.sign(name, owned)}
-        return self._engine.create_and_start(spec, name, signed, inherit)
+        owned |= {LABEL_IMAGE: spec.image, **given}
+        return {**owned, LABEL_SIGNATURE: self.key.sign(name, owned)}
 
-    # -- the rest passes through ------------------------------------------------------------
 
-    def version(self) -> str:
-        return self._engine.version()
-
-    def identity(self) -> str:
-        return self._engine.identity()
-
-    def data_root(self) -> str | None:
-        return self._engine.data_root()
-
-    def start(self, container: ObservedContainer) -> None:
-        self._engine.start(container)
-
-    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
-        self._engine.stop(container, stop_timeout)
-
-    def rename(self, container: ObservedContainer, name: str) -> None:
-        # The signature covers the name: renamed, it no longer verifies (the executor
-        # renames only a container it removes next, or renames back).
-        self._engine.rename(container, name)
-
-    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
-        return self._engine.prune_volumes(keep, dry_run)
-
-    def prune_networks(self, keep: AbstractSet[str]) -> bool:
-        return self._engine.prune_networks(keep)
-
-    def image_present(self, image: str) -> bool:
-        return self._engine.image_present(image)
-
-    def image_size_hint(self, image: str) -> int | None:
-        return self._engine.image_size_hint(image)
-
-    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
-        self._engine.pull(image, auth)
-
-    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
-        return self._engine.registry_digest(image, auth)
-
-    def local_digests(self, image: str) -> tuple[str, ...]:
-        return self._engine.local_digests(image)
-
-    def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
-        self._engine.remove(container, stop_timeout)
-
-    def logs(
-        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
-    ) -> LogStream:
-        return self._engine.logs(container_id, tail, since, until)
-
-    def death(self, container_id: str) -> Death:
-        return self._engine.death(container_id)
-
-    def watch(
-        self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
-    ) -> None:
-        self._engine.watch(on_event, on_connected)
-
-    def stop_watch(self) -> None:
-        self._engine.stop_watch()
-
-    def list_images(self) -> list[LocalImage]:
-        return self._engine.list_images()
-
-    def images_in_use(self) -> set[str]:
-        return self._engine.images_in_use()
-
-    def remove_image(self, image_id: str) -> bool:
-        return self._engine.remove_image(image_id)
-
-    def set_restart_policy(self, container_id: str, policy: str) -> None:
-        self._engine.set_restart_policy(container_id, policy)
+def sign(
+    engine: Engine,
+    key: HostKey,
+    clock: Callable[[], float],
+    on_unverified: Callable[[Unverified], None] = lambda u: None,
+) -> Signer:
+    """Make `engine` list and create as healerd's signed containers only."""
+    signer = Signer(key, clock, on_unverified)
+    engine.owner = signer
+    return signer

@@ -1,7 +1,8 @@
-"""A cap on healerd's own engine calls: a token bucket in front of the engine adapter.
+"""A cap on healerd's own engine requests: the token bucket the engine adapter's meter
+takes from at every request (healerd.engine.pacing).
 
-Like client-go's QPS/burst: bursts up to `burst` calls pass at once, beyond that calls
-wait for tokens at `rate` per second. An event storm then costs the host a bounded
+Like client-go's QPS/burst: bursts up to `burst` requests pass at once, beyond that
+they wait for tokens at `rate` per second. An event storm then costs the host a bounded
 number of engine requests, and the work queue's merging of keys keeps the backlog small.
 
 Readers (the API's container list and diff) do not spend that budget: `LastLook` serves
@@ -17,14 +18,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable
 
 from healerd.core.clock import Clock
-from healerd.engine import Death, Engine, LocalImage, LogStream
-from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.model import ObservedContainer
 
 # A list younger than this is what readers are shown, rather than a list of their own.
 READ_MAX_AGE = 1.0
@@ -87,146 +84,6 @@ class TokenBucket:
         if delay > 0:
             self._sleep(delay)
         return delay
-
-
-@dataclass
-class CallStats:
-    calls: int = 0
-    throttled: int = 0  # calls that had to wait for a token
-    throttled_seconds: float = 0.0
-
-
-class Pacer(Protocol):
-    def wait(self) -> float:
-        """Block until a call may go (raise to refuse it); returns the seconds waited."""
-        ...
-
-
-class ThrottledEngine:
-    """Engine wrapper: every call takes a token first (a watch takes one per connect)."""
-
-    def __init__(self, engine: Engine, bucket: Pacer) -> None:
-        self._engine = engine
-        self.bucket = bucket
-        self.stats = CallStats()
-        self._lock = threading.Lock()
-
-    def _take(self) -> None:
-        waited = self.bucket.wait()
-        with self._lock:
-            self.stats.calls += 1
-            if waited > 0:
-                self.stats.throttled += 1
-                self.stats.throttled_seconds += waited
-
-    def version(self) -> str:
-        self._take()
-        return self._engine.version()
-
-    def identity(self) -> str:
-        self._take()
-        return self._engine.identity()
-
-    def data_root(self) -> str | None:
-        self._take()
-        return self._engine.data_root()
-
-    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
-        self._take()
-        return self._engine.list_managed(service)
-
-    def create_and_start(
-        self,
-        spec: ServiceSpec,
-        name: str,
-        labels: Mapping[str, str],
-        inherit: Sequence[tuple[str, str]] = (),
-    ) -> str:
-        self._take()  # create and start are two requests: take a token for each
-        self._take()
-        if inherit:
-            self._take()  # the image's VOLUMEs
-        return self._engine.create_and_start(spec, name, labels, inherit)
-
-    def start(self, container: ObservedContainer) -> None:
-        self._take()
-        self._engine.start(container)
-
-    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
-        self._take()
-        self._engine.stop(container, stop_timeout)
-
-    def rename(self, container: ObservedContainer, name: str) -> None:
-        self._take()
-        self._engine.rename(container, name)
-
-    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
-        self._take()
-        return self._engine.prune_volumes(keep, dry_run)
-
-    def prune_networks(self, keep: AbstractSet[str]) -> bool:
-        self._take()
-        return self._engine.prune_networks(keep)
-
-    def image_present(self, image: str) -> bool:
-        self._take()
-        return self._engine.image_present(image)
-
-    def image_size_hint(self, image: str) -> int | None:
-        self._take()
-        return self._engine.image_size_hint(image)
-
-    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
-        self._take()
-        self._engine.pull(image, auth)
-
-    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
-        self._take()
-        return self._engine.registry_digest(image, auth)
-
-    def local_digests(self, image: str) -> tuple[str, ...]:
-        self._take()
-        return self._engine.local_digests(image)
-
-    def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
-        self._take()
-        self._engine.remove(container, stop_timeout)
-
-    def watch(
-        self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
-    ) -> None:
-        self._take()
-        self._engine.watch(on_event, on_connected)
-
-    def stop_watch(self) -> None:
-        self._engine.stop_watch()
-
-    def logs(
-        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
-    ) -> LogStream:
-        self._take()  # whether it has a TTY (an inspect), then its log: two requests
-        self._take()
-        return self._engine.logs(container_id, tail, since, until)
-
-    def death(self, container_id: str) -> Death:
-        self._take()
-        return self._engine.death(container_id)
-
-    def list_images(self) -> list[LocalImage]:
-        self._take()
-        return self._engine.list_images()
-
-    def images_in_use(self) -> set[str]:
-        self._take()
-        return self._engine.images_in_use()
-
-    def remove_image(self, image_id: str) -> bool:
-        self._take()
-        return self._engine.remove_image(image_id)
-
-    def set_restart_policy(self, container_id: str, policy: str) -> None:
-        self._take()
-        self._engine.set_restart_policy(container_id, policy)
 
 
 class LastLook:
@@ -307,9 +164,6 @@ __all__ = [
     "QUIET_MAX_AGE",
     "QUIET_SETTLE",
     "READ_MAX_AGE",
-    "CallStats",
     "LastLook",
-    "Pacer",
-    "ThrottledEngine",
     "TokenBucket",
 ]

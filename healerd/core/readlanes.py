@@ -1,5 +1,6 @@
-"""The read budgets of the local API's callers: who pays for the engine calls a read
-makes (a list when the loop's last one is stale, a log, a describe's inspects).
+"""The read budgets of the local API's callers: who pays for the engine requests a read
+makes (a list when the loop's last one is stale, a log, a describe's inspects), taken
+at the engine adapter's request chokepoint (healerd.engine.pacing.lane).
 
 One budget for every reader let any member of the socket's group spend it, and root's
 `healerctl get` or `logs` waited behind (issue 29). Now root and the admin group read
@@ -15,12 +16,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from healerd.core.clock import Clock
-from healerd.core.ratelimit import ThrottledEngine, TokenBucket
-from healerd.engine import Engine
+from healerd.core.ratelimit import TokenBucket
+from healerd.engine import ContainerRuntime, pacing
+from healerd.engine.pacing import UNPACED, Pacer
+from healerd.model import ObservedContainer
 
 
 class ReadThrottled(Exception):
@@ -84,12 +88,13 @@ class Lane:
 
 
 class ReadLanes:
-    """The engine as each reader reaches it: through its lane's buckets. Without a
-    budget (tests), every reader reaches `engine` directly."""
+    """The engine as each reader reaches it: `reading(reader)` puts the requests made
+    in the block on the reader's budget. Without a budget (tests), readers' requests
+    are not paced at all; never do they take from the heal budget."""
 
     def __init__(
         self,
-        engine: Engine,
+        engine: ContainerRuntime,
         clock: Clock,
         budget: ReadBudget | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -99,26 +104,30 @@ class ReadLanes:
         self.budget = budget
         self._sleep = sleep
         self._lock = threading.Lock()
-        self._privileged: ThrottledEngine | None = None
+        self._privileged: Pacer = UNPACED
         self._readers: TokenBucket | None = None
-        self._by_uid: OrderedDict[int | None, ThrottledEngine] = OrderedDict()
+        self._by_uid: OrderedDict[int | None, Lane] = OrderedDict()
         if budget is not None:
             bucket = TokenBucket(budget.privileged_rate, budget.privileged_burst, clock)
-            lane = Lane([bucket], budget.max_wait, sleep)
-            self._privileged = ThrottledEngine(engine, lane)
+            self._privileged = Lane([bucket], budget.max_wait, sleep)
             self._readers = TokenBucket(budget.readers_rate, budget.readers_burst, clock)
 
-    def engine(self, reader: Reader) -> Engine:
-        """What `reader`'s calls go through."""
-        return self._throttled(reader) or self.base
+    @contextmanager
+    def reading(self, reader: Reader) -> Iterator[ContainerRuntime]:
+        """The engine, its requests in the block on `reader`'s budget."""
+        with pacing.lane(self._pacer(reader)):
+            yield self.base
+
+    def listed(self) -> list[ObservedContainer]:
+        """A list paid for already: by the reader who needed it (`pay`, LastLook.get)."""
+        with pacing.lane(UNPACED):
+            return self.base.list_managed()
 
     def pay(self, reader: Reader) -> None:
-        """Take one call of `reader`'s budget (for a list made outside its engine)."""
-        throttled = self._throttled(reader)
-        if throttled is not None:
-            throttled.bucket.wait()
+        """Take one request of `reader`'s budget now (for a list made on none)."""
+        self._pacer(reader).wait()
 
-    def _throttled(self, reader: Reader) -> ThrottledEngine | None:
+    def _pacer(self, reader: Reader) -> Pacer:
         budget = self.budget
         if budget is None or self._readers is None or reader.privileged:
             return self._privileged
@@ -126,8 +135,9 @@ class ReadLanes:
             got = self._by_uid.get(reader.uid)
             if got is None:
                 own = TokenBucket(budget.uid_rate, budget.uid_burst, self._clock)
-                lane = Lane([own, self._readers], budget.max_wait, self._sleep)
-                got = self._by_uid[reader.uid] = ThrottledEngine(self.base, lane)
+                got = self._by_uid[reader.uid] = Lane(
+                    [own, self._readers], budget.max_wait, self._sleep
+                )
                 while len(self._by_uid) > budget.max_uids:
                     self._by_uid.popitem(last=False)
             self._by_uid.move_to_end(reader.uid)

@@ -80,19 +80,19 @@ class ReadSide:
         ran before (started again in place), else the last failed one kept as history.
         A list of its own (on the reader's budget): right after a heal the loop's last
         list may not show the failed container as history yet."""
-        engine = self._readers.engine(reader)
-        listed = engine.list_managed()
-        c = pick(listed, service, previous=False)
-        if previous and c is not None:
-            with self._lock:
-                restarted = c.id in self._mem.runs
-            began = earlier_run(engine, c, restarted)
-            if began is not None:
-                # The engine applies `tail` before `until`: the end is kept here.
-                until = began if until is None else min(until, began)
-                return c, last_lines(engine.logs(c.id, None, since, until), tail)
-            c = pick(listed, service, previous=True)
-        return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
+        with self._readers.reading(reader) as engine:
+            listed = engine.list_managed()
+            c = pick(listed, service, previous=False)
+            if previous and c is not None:
+                with self._lock:
+                    restarted = c.id in self._mem.runs
+                began = earlier_run(engine, c, restarted)
+                if began is not None:
+                    # The engine applies `tail` before `until`: the end is kept here.
+                    until = began if until is None else min(until, began)
+                    return c, last_lines(engine.logs(c.id, None, since, until), tail)
+                c = pick(listed, service, previous=True)
+            return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
 
     def termination(self, container_id: str) -> Termination | None:
         """How the run before a container's latest start in place ended (None: it was
@@ -106,8 +106,8 @@ class ReadSide:
     ) -> list[Dead]:
         """The service's failed containers kept as history, newest first (the `limit`
         newest: one inspect each, on the reader's budget)."""
-        engine = self._readers.engine(reader)
-        return deaths(engine, engine.list_managed(), service, limit)
+        with self._readers.reading(reader) as engine:
+            return deaths(engine, engine.list_managed(), service, limit)
 
     def preview(self, service: str | None = None, reader: Reader = PRIVILEGED) -> list[Action]:
         """What a pass would do right now, without doing it (on the same list as

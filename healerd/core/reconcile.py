@@ -105,12 +105,7 @@ class Reconciler:
         # One snapshot for the whole pass: the declaration may be swapped meanwhile.
         desired = obs.desired
         spec = desired.services.get(key)
-        creating = self._executor.creating()
-        with self._lock:
-            mine = [
-                in_flight(self._mem, as_dead(self._mem, c, mono), mono, creating)
-                for c in obs.of(key)
-            ]
+        mine = self._mine(key, obs, mono)
         self._report.count("passes")
         if self._is_paused(key):
             self._done_with_room(key)
@@ -162,6 +157,17 @@ class Reconciler:
         )
         outcome = _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
         return self._with_update_note(key, outcome)
+
+    def _mine(self, key: str, obs: Observation, mono: float) -> list[ObservedContainer]:
+        """The service's containers as the pass plans with them: a death an event told
+        of before the list shows it (as_dead), a start or a create of healerd's own on
+        its way (in_flight)."""
+        creating = self._executor.creating()
+        with self._lock:
+            return [
+                in_flight(self._mem, as_dead(self._mem, c, mono), mono, creating)
+                for c in obs.of(key)
+            ]
 
     def preview(self, key: str, obs: Observation) -> list[Action]:
         """What a pass would do right now, without doing it."""

@@ -31,8 +31,8 @@ from healerd.core.events import EventLog
 from healerd.core.persist import StateStore
 from healerd.core.planner import history, is_available
 from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory
-from healerd.engine import EngineError, ImagePullFailed
-from healerd.engine.request import split_reference
+from healerd.engine import EngineError, ImagePullFailed, ImageStore, Registry
+from healerd.engine.reference import split_reference
 from healerd.model import ContainerState, ObservedContainer, RegistryAuth, ServiceSpec
 
 log = logging.getLogger("healerd.updates")
@@ -40,10 +40,8 @@ log = logging.getLogger("healerd.updates")
 REGISTRY = "registry"
 
 
-class DigestEngine(Protocol):
-    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str: ...
-    def local_digests(self, image: str) -> tuple[str, ...]: ...
-    def pull(self, image: str, auth: RegistryAuth | None = None) -> None: ...
+class DigestEngine(Registry, ImageStore, Protocol):
+    """What following a tag needs: the registry's digest, and the local store's."""
 
 
 @dataclass(frozen=True)

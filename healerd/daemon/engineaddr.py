@@ -16,7 +16,7 @@ from healerd.config import Settings
 from healerd.config.dockertls import plain_tcp_problem
 from healerd.config.trust import FileRefused, read_trusted
 from healerd.engine import EngineError
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine
 from healerd.model import DockerTLS
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"

@@ -1,7 +1,8 @@
 """The hand-off's engine calls and its marker (healerd.core.handoff says what and why).
 
 The calls go to the engine without the engine-call budget (50 a second would make a
-stop at 1,000 containers take 20 s, beyond systemd's stop timeout), 8 at a time. An
+stop at 1,000 containers take 20 s, beyond systemd's stop timeout: pacing.lane with
+UNPACED), 8 at a time. An
 update of a running container's restart policy goes through containerd (a runc update):
 at 1,000 containers on 2 cores a stop's STOP_DEADLINE ends before every one is handed
 off (bench/scale1000.py: 10.1 s); those left come back at healerd's next start, as
@@ -19,11 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from healerd.core.handoff import HANDOFF_POLICY, TAKEN_BACK, to_hand_off
 from healerd.daemon.atomicfile import write_atomic
-from healerd.engine import Engine, EngineError
+from healerd.engine import ContainerRuntime, EngineError, RestartHandOff
+from healerd.engine.pacing import UNPACED, lane
 from healerd.model import ContainerState, ObservedContainer, ServiceSpec
 
 log = logging.getLogger("healerd.handoff")
@@ -41,8 +43,12 @@ TAKE_BACK_TRIES = 5
 _GONE = frozenset({ContainerState.DEAD, ContainerState.REMOVING})
 
 
+class HandOffEngine(ContainerRuntime, RestartHandOff, Protocol):
+    """What the hand-off needs: the list, and the restart policy."""
+
+
 class HandOff:
-    def __init__(self, engine: Engine, state_dir: Path) -> None:
+    def __init__(self, engine: HandOffEngine, state_dir: Path) -> None:
         self._engine = engine
         self.marker = state_dir / MARKER
         self._taken: set[str] = set()
@@ -59,7 +65,9 @@ class HandOff:
         """At a clean stop: how many containers now carry the engine's policy (at most
         `deadline` seconds for the updates). `known`: the list with what the loop
         remembers of each run (a crash streak of a container restarted in place)."""
-        chosen = to_hand_off(known(self._engine.list_managed()), desired, keep, now)
+        with lane(UNPACED):
+            listed = self._engine.list_managed()
+        chosen = to_hand_off(known(listed), desired, keep, now)
         if not chosen:
             return 0
         # First the marker: a stop killed half-way is taken back all the same.
@@ -125,7 +133,8 @@ class HandOff:
             named = self._read_marker()
         except FileNotFoundError:
             return None
-        listed = self._engine.list_managed()
+        with lane(UNPACED):
+            listed = self._engine.list_managed()
         targets = [
             c.id
             for c in listed
@@ -148,7 +157,8 @@ class HandOff:
     def _apply(self, ids: Sequence[str], policy: str, deadline: float | None) -> set[str]:
         def one(cid: str) -> str | None:
             try:
-                self._engine.set_restart_policy(cid, policy)
+                with lane(UNPACED):
+                    self._engine.set_restart_policy(cid, policy)
             except EngineError as exc:
                 log.warning("restart policy %s for %s: %s", policy, cid[:12], exc)
                 return None

@@ -17,7 +17,7 @@ from healerd.core.updates import follows
 from healerd.daemon.metrics import ImageGcMetrics
 from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
-from healerd.engine import Engine
+from healerd.engine import ImageStore
 from healerd.host import HostProbe
 
 UPDATES_FILE = "auto-update.json"  # bad digests and digests run, per service
@@ -28,7 +28,7 @@ class ImageWork:
     def __init__(
         self,
         controller: Controller,
-        engine: Engine,
+        engine: ImageStore,
         clock: Clock,
         probe: HostProbe,
         metrics: ImageGcMetrics,

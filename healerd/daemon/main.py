@@ -37,8 +37,8 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.executor import plain_tag
-from healerd.core.ownership import HostKey, SignedEngine, Unverified
-from healerd.core.ratelimit import ThrottledEngine, TokenBucket
+from healerd.core.ownership import HostKey, Signer, Unverified, sign
+from healerd.core.ratelimit import TokenBucket
 from healerd.core.readlanes import ReadBudget, ReadLanes
 from healerd.core.state import ServiceState
 from healerd.core.status import NodeReport
@@ -176,22 +176,23 @@ class Daemon:
         self.clock = clock or SystemClock()
         self.signed = self._signed(engine, host_key)
         self.name_tag = name_tag = host_key.name_tag if host_key is not None else plain_tag
-        engine = self.signed or engine
         limits = settings.node_limits
-        # Every engine call of healerd's goes through one token bucket.
+        # Every engine request of healerd's takes from one token bucket (but the API's
+        # readers' and the hand-off's: core/readlanes.py, daemon/handoff.py).
         self.bucket = TokenBucket(
             limits.engine_calls_per_second, limits.engine_call_burst, self.clock
         )
-        self.engine = ThrottledEngine(engine, self.bucket)
+        engine.meter.pacer = self.bucket
+        self.engine = engine
         self.probe = probe or PsutilProbe()
         self.admission = Admission(self.probe, self.clock, limits, self._data_root)
         self.store = DesiredStore()
         loop_metrics = LoopMetrics()
         self.credentials = CredentialsFile()
-        # Unthrottled and signed: only what healerd owns, at the pace a stop allows.
+        # Signed, and off the budget: only what healerd owns, at the pace a stop allows.
         self.handoff = HandOff(engine, settings.state_dir)
         self.runbook = FileRunBook(settings.state_dir)
-        self.controller = self._controller(engine, name_tag, loop_metrics)
+        self.controller = self._controller(name_tag, loop_metrics)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.images = ImageWork(
             self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc,
@@ -213,10 +214,8 @@ class Daemon:
         self._id_lock: int | None = None
         self.exit_code = 0
 
-    def _controller(
-        self, engine: Engine, name_tag: Callable[[str], str], metrics: LoopMetrics
-    ) -> Controller:
-        """The loop, on the throttled engine; readers get a bucket of their own."""
+    def _controller(self, name_tag: Callable[[str], str], metrics: LoopMetrics) -> Controller:
+        """The loop, on the heal budget; readers get budgets of their own."""
         return Controller(
             self.engine,
             self.clock,
@@ -227,7 +226,7 @@ class Daemon:
             # When a list call finds the engine back, do not wait out the stream's backoff.
             on_engine_back=lambda: self.watcher.kick(),
             # The API's reads: budgets of their own per caller, never the heal budget.
-            readers=ReadLanes(engine, self.clock, ReadBudget()),
+            readers=ReadLanes(self.engine, self.clock, ReadBudget()),
             name_tag=name_tag,
             credentials=self.credentials.for_image,
             runbook=self.runbook,
@@ -238,8 +237,8 @@ class Daemon:
         """The config watcher; run() starts it, until then no file counts as being written."""
         return ConfigWatcher(self.settings.config_dir, self.request_reload)
 
-    def _signed(self, engine: Engine, key: HostKey | None) -> SignedEngine | None:
-        return SignedEngine(engine, key, self.clock.time, self._unverified) if key else None
+    def _signed(self, engine: Engine, key: HostKey | None) -> Signer | None:
+        return sign(engine, key, self.clock.time, self._unverified) if key else None
 
     def _unverified(self, u: Unverified) -> None:
         """A container with healerd's labels it cannot prove it made: told once."""
@@ -295,7 +294,7 @@ class Daemon:
         return self.controller.engine_data_root or ""
 
     def node_report(self) -> NodeReport:
-        a, calls = self.admission, self.engine.stats
+        a, calls = self.admission, self.engine.meter.stats
         return NodeReport(
             sample=a.sample(),
             pressure=a.pressure(),

@@ -9,7 +9,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.controller import DISCOVER, Controller
 from healerd.core.ratelog import LOOP_WINDOW, RateLimitedLog
-from healerd.engine import Engine, EngineError
+from healerd.engine import EngineError, EventSource
 
 log = logging.getLogger("healerd.watcher")
 
@@ -22,7 +22,7 @@ class EventWatcher:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EventSource,
         controller: Controller,
         clock: Clock,
         *,

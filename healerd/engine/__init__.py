@@ -1,237 +1,51 @@
-"""What the core needs from a container engine, without naming docker.
-
-`healerd.engine.docker_engine` is the one module that imports the docker SDK.
-"""
+"""The container engine as the core sees it: its roles, values and errors
+(healerd.engine.api), the request budget (healerd.engine.pacing), and the Docker
+adapter (healerd.engine.docker, the one package that imports the docker SDK)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
-from typing import Protocol
+from healerd.engine.api import (
+    CannotRestart,
+    ContainerRuntime,
+    Death,
+    Engine,
+    EngineError,
+    EngineInfo,
+    EngineUnavailable,
+    EventSource,
+    ImageMissing,
+    ImagePullFailed,
+    ImageStore,
+    Inherited,
+    Labelled,
+    LocalImage,
+    LogStream,
+    NameConflict,
+    Owner,
+    ProjectResources,
+    Registry,
+    RestartHandOff,
+)
 
-from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
-
-
-class EngineError(Exception):
-    """The engine answered with an error; the pass backs off and retries."""
-
-
-class EngineUnavailable(EngineError):
-    """The engine could not be reached at all (socket missing, refused, timed out)."""
-
-
-class NameConflict(EngineError):
-    """The container name is taken; the caller picks another name."""
-
-
-class CannotRestart(EngineError):
-    """The container can never run again as it is: it is gone or being removed (`gone`),
-    or a network or mount source it names is gone. A new container is what heals it."""
-
-    def __init__(self, message: str, *, gone: bool = False) -> None:
-        super().__init__(message)
-        self.gone = gone
-
-
-class ImageMissing(EngineError):
-    """The image is not present locally."""
-
-
-class ImagePullFailed(EngineError):
-    """The registry could not deliver the image."""
-
-
-@dataclass(frozen=True)
-class Death:
-    """How a container's run ended, as the engine recorded it."""
-
-    exit_code: int | None
-    oom_killed: bool
-    # When its last run ended (RFC 3339; "" if none did): while it runs again, the end
-    # of the run before, which its output up to then is all of.
-    finished_at: str
-    error: str = ""
-    # When its latest run began (RFC 3339; "" if never), and whether it runs after a run
-    # of it ended (started again: `finished_at` is the earlier run's end).
-    started_at: str = ""
-    ran_before: bool = False
-
-
-@dataclass(frozen=True)
-class LocalImage:
-    """One image of the engine's local store, as its image list shows it."""
-
-    id: str
-    tags: tuple[str, ...]  # repo:tag references ("<none>:<none>" dropped)
-    digests: tuple[str, ...]  # repo@sha256:... references
-    created: float  # when the image was built (epoch seconds), not when it was pulled
-    size: int  # bytes, shared layers included
-
-
-class LogStream:
-    """A container's output (stdout and stderr as the engine interleaves them), in
-    chunks of bounded size read from the engine as they are consumed: nothing holds the
-    whole log. A reader that stops early (at a byte cap, or its client gone) closes it,
-    which ends the engine's response; iterating raises EngineError subclasses only."""
-
-    def __init__(self, chunks: Iterable[bytes], close: Callable[[], None] | None = None) -> None:
-        self._chunks = chunks
-        self._close = close
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self._chunks)
-
-    def close(self) -> None:
-        close, self._close = self._close, None
-        if close is not None:
-            close()
-
-    def __enter__(self) -> LogStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def read(self, limit: int | None = None) -> bytes:
-        """All of it (at most `limit` bytes), then closed: for tests and small outputs."""
-        out = bytearray()
-        with self:
-            for chunk in self:
-                out += chunk
-                if limit is not None and len(out) >= limit:
-                    del out[limit:]
-                    break
-        return bytes(out)
-
-
-class Engine(Protocol):
-    def version(self) -> str:
-        """The engine's version string; raises EngineUnavailable when unreachable."""
-        ...
-
-    def identity(self) -> str:
-        """Who the engine is, the same at any address: `docker info`'s ID and data root
-        ("" if unknown)."""
-        ...
-
-    def data_root(self) -> str | None:
-        """Where the engine keeps images and containers (for disk figures)."""
-        ...
-
-    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
-        """Every healerd-labelled container (or only `service`'s), running or not, in one
-        list call."""
-        ...
-
-    def create_and_start(
-        self,
-        spec: ServiceSpec,
-        name: str,
-        labels: Mapping[str, str],
-        inherit: Sequence[tuple[str, str]] = (),
-    ) -> str:
-        """Create and start one container of `spec` named `name`, with healerd's `labels`
-        added to the spec's own; returns its id. `inherit`: anonymous volumes (name,
-        mount point) of the container it replaces, mounted again where the spec or its
-        image still declares them."""
-        ...
-
-    def start(self, container: ObservedContainer) -> None:
-        """Start a stopped container again (already running is success); raises
-        CannotRestart when only a new container can heal it."""
-        ...
-
-    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
-        """Stop (unpausing first) and keep the container; already gone is success."""
-        ...
-
-    def rename(self, container: ObservedContainer, name: str) -> None:
-        """Give the container another name (NameConflict when it is taken)."""
-        ...
-
-    def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
-        """Remove the named volumes healerd made for a project that are not in `keep` and
-        that no container uses (the engine's `dangling`); returns their names."""
-        ...
-
-    def prune_networks(self, keep: AbstractSet[str]) -> bool:
-        """Remove the networks healerd made for a project (labelled) that are not in
-        `keep`; one still in use stays. True when none is left to remove."""
-        ...
-
-    def image_present(self, image: str) -> bool:
-        """Whether the image is in the engine's local store."""
-        ...
-
-    def image_size_hint(self, image: str) -> int | None:
-        """The size of the largest local image of the same repository (any tag), as a
-        guess of what a pull of `image` takes on disk; None if there is none."""
-        ...
-
-    def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
-        """Pull the image with the credentials of its registry (None: anonymously);
-        raises ImagePullFailed with the registry's reason (or EngineUnavailable)."""
-        ...
-
-    def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
-        """The digest the registry gives for `image`'s tag now (one manifest request
-        through the engine, no pull); raises ImagePullFailed with the registry's reason."""
-        ...
-
-    def local_digests(self, image: str) -> tuple[str, ...]:
-        """The local image's repository digests (`repo@sha256:...`); () when it came from
-        no registry; raises ImageMissing when it is not there."""
-        ...
-
-    def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
-        """Stop (gracefully, if running) and remove; a container already gone is success.
-        `stop_timeout` None keeps the container's own stop timeout. Its anonymous volumes
-        go too, unless another container still uses them."""
-        ...
-
-    def logs(
-        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
-    ) -> LogStream:
-        """The container's output (stdout and stderr), streamed: the caller closes it. The
-        last `tail` lines (None: all), written from `since` until `until` (wall clock;
-        None: no bound). An `until` before the container's last start shows the runs
-        before it. The engine takes `tail` from the whole log first and filters by time
-        after (json-file): with `until`, a `tail` may leave nothing."""
-        ...
-
-    def death(self, container_id: str) -> Death:
-        """How the container's last run ended (one inspect)."""
-        ...
-
-    def watch(
-        self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
-    ) -> None:
-        """Block reading the event stream, calling `on_connected` once the stream is
-        subscribed and `on_event` for each event of a healerd-labelled container;
-        returns or raises when the stream ends."""
-        ...
-
-    def stop_watch(self) -> None:
-        """Make a running `watch` return soon (called from another thread)."""
-        ...
-
-    def list_images(self) -> list[LocalImage]:
-        """Every top-level image of the local store (dangling ones too), in one call."""
-        ...
-
-    def images_in_use(self) -> set[str]:
-        """The image IDs of every container on the engine, running or not, healerd's or
-        not, in one list call."""
-        ...
-
-    def remove_image(self, image_id: str) -> bool:
-        """Remove an image by ID, never forced (its untagged parent layers go too). False
-        when the engine refuses because a container uses it or it is gone: no error."""
-        ...
-
-    def set_restart_policy(self, container_id: str, policy: str) -> None:
-        """The engine's own restart policy of a container ("no", "unless-stopped"), in
-        place: what keeps healerd's containers while healerd is stopped (handoff.py). A
-        container that is gone is no error."""
-        ...
+__all__ = [
+    "CannotRestart",
+    "ContainerRuntime",
+    "Death",
+    "Engine",
+    "EngineError",
+    "EngineInfo",
+    "EngineUnavailable",
+    "EventSource",
+    "ImageMissing",
+    "ImagePullFailed",
+    "ImageStore",
+    "Inherited",
+    "Labelled",
+    "LocalImage",
+    "LogStream",
+    "NameConflict",
+    "Owner",
+    "ProjectResources",
+    "Registry",
+    "RestartHandOff",
+]

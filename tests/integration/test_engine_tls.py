@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from healerd.engine import EngineError
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine
 from healerd.model import DockerTLS
 from tests.support.dockerd import DISK_POOL, PrivateDockerd
 from tests.support.polling import wait_for

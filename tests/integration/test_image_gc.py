@@ -29,7 +29,7 @@ from healerd.config.imagegc import ImageGcSettings
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
 from healerd.core.imagegc import ImageCollector
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine
 from tests.support.busybox_image import COMMAND, rootfs_tar
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

@@ -20,7 +20,7 @@ import docker
 import pytest
 
 from healerd.engine import ImagePullFailed
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine
 from healerd.model import RegistryAuth
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir, service_file

@@ -8,6 +8,10 @@ test in which a FakeEngine refused a call, whoever caught the error.
 
 Call names are those of `engine.calls`: "list" (list_managed), "create"
 (create_and_start), and the Engine protocol's other method names.
+
+Where it models the engine, it behaves as dockerd does: tests/contract/suite.py holds it
+and the Docker adapter to the same tests (tests/unit/test_engine_contract.py). Like an
+adapter it has a `meter` (each call takes from it, as each request does) and an `owner`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import builtins
 import dataclasses
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 
@@ -29,12 +33,20 @@ from healerd.engine import (
     EngineUnavailable,
     ImageMissing,
     ImagePullFailed,
+    Inherited,
+    Labelled,
     LocalImage,
     LogStream,
     NameConflict,
+    Owner,
 )
+from healerd.engine.pacing import Meter
 from healerd.model import (
+    LABEL_SERVICE,
+    LABEL_SPEC_HASH,
+    OWNER_LABEL_PREFIX,
     ContainerState,
+    EngineAction,
     EngineEvent,
     Health,
     ObservedContainer,
@@ -131,17 +143,31 @@ class FakeEngine:
         self.policies: dict[str, str] = {}  # container id -> its engine restart policy
         # Containers a start cannot bring back (their network gone, say), with why.
         self.unstartable: dict[str, str] = {}
-        # Containers started again (`start`), and whose run ended (`kill`), with when, as
-        # the engine's inspect says it.
+        # When each container's latest run began and its last one ended, as the engine's
+        # inspect says it (RFC 3339).
         self.started_at: dict[str, str] = {}
         self.finished_at: dict[str, str] = {}
+        # Containers with a healthcheck: its test (run by `run_health_checks`).
+        self.checks: dict[str, tuple[str, ...]] = {}
+        self.broken_images: set[str] = set()  # a start of these fails (no such command)
+        self.volumes: set[str] = set()  # anonymous volumes on the engine
+        # The event stream: every event so far, in order (`watch` delivers them).
+        self.emitted: list[EngineEvent] = []
+        self._stream = threading.Condition()
+        self._watch_stopped = False
         self.clock = clock
+        # As an adapter's: every call takes from the meter (one request a call), and the
+        # owner decides what a list shows and labels what a create makes.
+        self.meter = Meter()
+        self.owner: Owner = Labelled()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
     def _allowed(self, call: str, *args: object) -> None:
-        """Refuse a call this test did not allow: record it, and raise."""
+        """Refuse a call this test did not allow: record it, and raise. An allowed one
+        takes from the meter, as each request of a real adapter does."""
         if call in self.allow:
+            self.meter.take()
             return
         what = f"{call}({', '.join(repr(a) for a in args)})"
         self.refused.append(what)
@@ -170,24 +196,35 @@ class FakeEngine:
     def now(self) -> float:
         return self.clock.time() if self.clock else float(len(self.containers))
 
+    def _stamp(self) -> str:
+        """Now as the engine's inspect writes times (RFC 3339, UTC)."""
+        return datetime.fromtimestamp(self.now(), UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def _emit(self, c: ObservedContainer, *actions: EngineAction, **details: object) -> None:
+        """The event stream's events about `c` (`details`: signal, exit_code)."""
+        with self._stream:
+            for action in actions:
+                event = EngineEvent(c.service, c.id, action, name=c.name, **details)  # type: ignore[arg-type]
+                self.emitted.append(event)
+            self._stream.notify_all()
+
     def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
         self._allowed("list")
         self.calls.append("list")
         self.list_scopes.append(service)
         self._check()
-        with self._lock:
-            return [c for c in self.containers.values() if service in (None, c.service)]
+        with self._lock:  # only those with healerd's labels (a service)
+            cs = self.containers.values()
+            listed = [c for c in cs if c.service and service in (None, c.service)]
+        return self.owner.mine(listed, service)
 
     def create_and_start(
-        self,
-        spec: ServiceSpec,
-        name: str,
-        labels: Mapping[str, str],
-        inherit: Sequence[tuple[str, str]] = (),
+        self, spec: ServiceSpec, name: str, labels: Mapping[str, str], inherit: Inherited = ()
     ) -> str:
         self._allowed("create", spec.name, name)
         self.calls.append("create")
         self._check()
+        labels = self.owner.labels(spec, name, labels)
         with self._lock:
             if any(c.name == name for c in self.containers.values()):
                 raise NameConflict(f"name {name} is taken")
@@ -199,27 +236,55 @@ class FakeEngine:
             n = next(self._ids)
             cid = f"id{n:04d}"
             crash = spec.image in self.crash_images
-            self.containers[cid] = ObservedContainer(
+            hc = spec.healthcheck
+            checked = hc is not None and bool(hc.test) and not hc.disable
+            c = ObservedContainer(
                 id=cid,
                 name=name,
-                service=spec.name,
+                service=labels.get(LABEL_SERVICE, spec.name),
                 spec_hash=spec.spec_hash,
                 image=spec.image,
                 state=ContainerState.EXITED if crash else ContainerState.RUNNING,
                 created=self.now(),
+                health=Health.STARTING if checked and not crash else None,
                 exit_code=1 if crash else None,
                 restarts=int(labels.get("io.healerd.restarts", "0")),
                 crash_streak=int(labels.get("io.healerd.crash-streak", "0")),
                 source_file=labels.get("io.healerd.source-file", ""),
                 replaces=labels.get("io.healerd.replaces", ""),
-                anon_volumes=tuple(inherit) or self.new_volumes(cid),
-                owner_labels=tuple(sorted(labels.items())),
+                anon_volumes=tuple(inherit) or self.new_volumes(cid, spec),
+                owner_labels=self._owner_labels(spec, labels),
             )
+            if spec.image in self.broken_images:
+                # The engine made it, its start failed, and the adapter removed it with
+                # the anonymous volumes made for it: nothing is left.
+                self._emit(c, EngineAction.CREATED, EngineAction.DESTROYED)
+                raise EngineError(f"start {name}: exec: no such file or directory")
+            self.containers[cid] = c
+            self.volumes |= {v for v, _ in c.anon_volumes}
+            self.started_at[cid] = self._stamp()
+            if checked and hc is not None:
+                self.checks[cid] = hc.test
+            self._emit(c, EngineAction.CREATED, EngineAction.STARTED)
+            if crash:
+                self.finished_at[cid] = self._stamp()
+                self._emit(c, EngineAction.DIED, exit_code=1)
             return cid
 
-    def new_volumes(self, cid: str) -> tuple[tuple[str, str], ...]:
-        """Each container of an image with a VOLUME gets a fresh anonymous volume."""
-        return ((f"vol-{cid}", "/data"),) if self.image_volumes else ()
+    def _owner_labels(
+        self, spec: ServiceSpec, labels: Mapping[str, str]
+    ) -> tuple[tuple[str, str], ...]:
+        """As the engine lists them: every io.healerd.* label, the service and spec hash
+        added unless given (as the adapter's create does)."""
+        own = {LABEL_SERVICE: spec.name, LABEL_SPEC_HASH: spec.spec_hash, **labels}
+        return tuple(sorted((k, v) for k, v in own.items() if k.startswith(OWNER_LABEL_PREFIX)))
+
+    def new_volumes(self, cid: str, spec: ServiceSpec) -> tuple[tuple[str, str], ...]:
+        """A fresh anonymous volume for each of the spec's volumes without a source, and
+        for the image's VOLUME (`image_volumes`)."""
+        targets = [v.target for v in spec.volumes if not v.source and v.kind in ("", "volume")]
+        targets += ["/data"] if self.image_volumes and "/data" not in targets else []
+        return tuple((f"vol-{cid}" + (f"-{i}" if i else ""), t) for i, t in enumerate(targets))
 
     def start(self, container: ObservedContainer) -> None:
         self._allowed("start", container.name)
@@ -229,21 +294,25 @@ class FakeEngine:
             gone = container.id not in self.containers
             why = self.unstartable.get(container.id)
         if gone or why:
-            # As the adapter says what only a new container gets past (docker_engine.start).
+            # As the adapter says what only a new container gets past
+            # (healerd.engine.docker.containers, start).
             raise CannotRestart(
                 f"start {container.name}: {why or 'No such container'}",
                 gone=gone or "removal" in (why or ""),
             )
-        if container.image in self.crash_images:  # it crashes again at once
-            self.set(container.id, state=ContainerState.EXITED, exit_code=1)
-            return
         with self._lock:
-            checked = self.containers[container.id].health is not None
+            c = self.containers[container.id]
+        if c.running:
+            return  # already running: success, nothing changes (not even its health)
+        self.started_at[c.id] = self._stamp()
+        self._emit(c, EngineAction.STARTED)
+        if container.image in self.crash_images:  # it crashes again at once
+            self.set(c.id, state=ContainerState.EXITED, exit_code=1)
+            self._emit(c, EngineAction.DIED, exit_code=1)
+            return
         # A new run: its health checks start again.
-        health = Health.STARTING if checked else None
-        self.set(container.id, state=ContainerState.RUNNING, exit_code=None, health=health)
-        if self.clock is not None:  # as the engine's StartedAt (RFC 3339, UTC)
-            self.started_at[container.id] = _rfc3339(self.clock.time())
+        health = Health.STARTING if c.id in self.checks or c.health is not None else None
+        self.set(c.id, state=ContainerState.RUNNING, exit_code=None, health=health)
 
     def prune_volumes(self, keep: AbstractSet[str], dry_run: bool) -> list[str]:
         self._allowed("prune_volumes")
@@ -273,8 +342,13 @@ class FakeEngine:
         self._allowed("stop", container.name)
         self.calls.append("stop")
         self._check()
-        if container.id in self.containers:
-            self.set(container.id, state=ContainerState.EXITED, exit_code=0)
+        c = self.containers.get(container.id)
+        if c is not None and c.state in (ContainerState.RUNNING, ContainerState.PAUSED):
+            # Unpaused first, as the adapter does: a stop ends it.
+            self._emit(c, EngineAction.KILLED, signal=15)
+            self.set(c.id, state=ContainerState.EXITED, exit_code=0)
+            self._emit(c, EngineAction.DIED, exit_code=0)
+            self._emit(c, EngineAction.STOPPED)
 
     def image_present(self, image: str) -> bool:
         self._allowed("image_present", image)
@@ -319,28 +393,75 @@ class FakeEngine:
         self.calls.append("remove")
         self._check()
         with self._lock:
-            self.containers.pop(container.id, None)
+            c = self.containers.pop(container.id, None)
+            if c is None:
+                return  # gone already: success
+            used = {v for o in self.containers.values() for v, _ in o.anon_volumes}
+            self.volumes -= {v for v, _ in c.anon_volumes} - used
+        if c.running:
+            self._emit(c, EngineAction.KILLED, signal=9)
+            self._emit(c, EngineAction.DIED, exit_code=137)
+        self._emit(c, EngineAction.DESTROYED)
 
     def watch(
         self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
     ) -> None:
+        """The events from now on, until stop_watch (or the engine goes down)."""
         self._allowed("watch")
-        raise EngineUnavailable("no events in the fake")
+        self._check()
+        with self._stream:
+            seen = len(self.emitted)
+        on_connected()
+        while True:
+            with self._stream:
+                while seen == len(self.emitted) and not (self._watch_stopped or self.down):
+                    self._stream.wait(0.05)
+                if self._watch_stopped:
+                    return
+                if self.down:
+                    raise EngineUnavailable("fake engine down: the event stream ended")
+                new, seen = self.emitted[seen:], len(self.emitted)
+            for event in new:
+                on_event(event)
 
     def stop_watch(self) -> None:
         self._allowed("stop_watch")
+        with self._stream:
+            self._watch_stopped = True
+            self._stream.notify_all()
 
     # -- disruptions -------------------------------------------------------------
 
-    def kill(self, cid: str, exit_code: int = 137) -> None:
+    def kill(self, cid: str, exit_code: int = 137, *, signal: int | None = None) -> None:
+        """The container's process ends with `exit_code` (a crash); with `signal`, it was
+        sent that signal (`docker kill`)."""
+        c = self.containers[cid]
+        if signal is not None:
+            self._emit(c, EngineAction.KILLED, signal=signal)
         self.set(cid, state=ContainerState.EXITED, exit_code=exit_code)
-        if self.clock is not None:
-            self.finished_at[cid] = _rfc3339(self.clock.time())
+        self._emit(c, EngineAction.DIED, exit_code=exit_code)
+
+    def pause(self, cid: str) -> None:
+        """`docker pause`."""
+        self.set(cid, state=ContainerState.PAUSED)
+        self._emit(self.containers[cid], EngineAction.PAUSED)
+
+    def run_health_checks(self) -> None:
+        """Each running container's healthcheck runs once: a test of `true` (or `exit 0`)
+        passes, any other fails (the fake runs no command)."""
+        for cid, test in list(self.checks.items()):
+            c = self.containers.get(cid)
+            if c is not None and c.running:
+                ok = test[-1] in ("true", "exit 0")
+                self.set(cid, health=Health.HEALTHY if ok else Health.UNHEALTHY)
+                self._emit(c, EngineAction.HEALTH)
 
     def set(self, cid: str, **changes: object) -> None:
         with self._lock:
             c = self.containers[cid]
-            self.containers[cid] = dataclasses.replace(c, **changes)  # type: ignore[arg-type]
+            self.containers[cid] = new = dataclasses.replace(c, **changes)  # type: ignore[arg-type]
+        if c.running and not new.running:  # a run ended: when, as the inspect says it
+            self.finished_at[cid] = self._stamp()
 
     def say(self, container_id: str, *lines: str) -> None:
         """The container writes `lines` now (the clock's wall time, 0 without a clock)."""
@@ -371,13 +492,14 @@ class FakeEngine:
         self._check()
         c = self.containers[container_id]
         began = self.started_at.get(container_id, "")
+        ended = self.finished_at.get(container_id, "")
         if c.running:
             ended = self.finished_at.get(container_id, "")
             return Death(None, False, ended, started_at=began, ran_before=bool(ended))
         return Death(
             c.exit_code,
             c.exit_code == 137 and container_id in self.oom,
-            "2026-01-01T00:00:00Z",
+            ended or "2026-01-01T00:00:00Z",
             started_at=began,
         )
 
@@ -433,7 +555,3 @@ class FakeEngine:
             del self.local_images[image_id]
             self.removed_images.append(image_id)
             return True
-
-
-def _rfc3339(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -36,7 +36,7 @@ from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer
 from healerd.daemon.api_limits import ConnectionLimits, Refusal, Ticket
 from healerd.daemon.main import Daemon
 from healerd.daemon.ratelog import RateLimitedLog
-from healerd.model import ContainerState, EngineEvent, ObservedContainer
+from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_api import FakeDaemon, call, raw
 
@@ -488,7 +488,7 @@ def test_the_loop_dates_its_list_by_when_it_began() -> None:
     def slow_list(service: str | None = None) -> list[ObservedContainer]:
         got = real(service)
         clock.advance(3)  # the list takes 6 s; an event comes halfway
-        ctrl.on_event(EngineEvent("web", "c1", "die"))
+        ctrl.on_event(EngineEvent("web", "c1", EngineAction.DIED))
         clock.advance(3)
         return got
 
@@ -512,7 +512,7 @@ def test_controller_readers_reuse_the_look_while_the_stream_is_quiet() -> None:
     clock.advance(20)
     ctrl.container_statuses()
     assert engine.calls.count("list") == lists  # quiet: the pass's list still holds
-    ctrl.on_event(EngineEvent("web", "c1", "die"))
+    ctrl.on_event(EngineEvent("web", "c1", EngineAction.DIED))
     clock.advance(0.5)
     ctrl.container_statuses()
     ctrl.container_statuses()
@@ -525,13 +525,13 @@ def test_api_reads_take_no_token_from_the_heal_budget(tmp_path: Path) -> None:
     settings = Settings(config_dir=tmp_path, state_dir=tmp_path / "state")
     engine = FakeEngine(allow=LOOP_CALLS | {"identity"})
     d = Daemon(settings, engine)
-    heal_calls = d.engine.stats.calls
+    heal_calls = d.engine.meter.stats.calls
     t0 = time.monotonic()
     for _ in range(30):
         d.controller.container_statuses()
         d.controller.preview(None)
     elapsed = time.monotonic() - t0
-    assert d.engine.stats.calls == heal_calls, "a read took a token of the heal budget"
+    assert d.engine.meter.stats.calls == heal_calls, "a read took a token of the heal budget"
     # One list a second for all readers together, at most (the first comes at once).
     assert engine.calls.count("list") <= 1 + int(elapsed) + 1, (engine.calls, elapsed)
     d.controller.shutdown()

@@ -268,24 +268,30 @@ def test_each_reader_has_a_bucket_of_its_own_and_root_a_lane_of_its_own() -> Non
         readers_rate=2.0, readers_burst=4, max_wait=3.0,
     )  # fmt: skip
     lanes = ReadLanes(engine, clock, budget, sleep=slept.append)
+
+    def read(reader: Reader) -> None:
+        with lanes.reading(reader) as on_budget:
+            on_budget.list_managed()
+
     alice, bob = Reader(1000, False), Reader(1001, False)
-    lanes.engine(alice).list_managed()
-    lanes.engine(alice).list_managed()
+    read(alice)
+    read(alice)
     assert slept == []
-    lanes.engine(alice).list_managed()  # over her own burst: she waits, alone
+    read(alice)  # over her own burst: she waits, alone
     assert slept == [1.0]
-    lanes.engine(bob).list_managed()  # bob's own bucket is full, and all readers' not spent
-    lanes.engine(PRIVILEGED).list_managed()
-    lanes.engine(Reader(5, True)).list_managed()  # an admin: root's lane
+    read(bob)  # bob's own bucket is full, and all readers' not spent
+    read(PRIVILEGED)
+    read(Reader(5, True))  # an admin: root's lane
     assert slept == [1.0]
-    lanes.engine(bob).list_managed()  # all readers' bucket is spent now: bob waits too
+    read(bob)  # all readers' bucket is spent now: bob waits too
     assert slept == [1.0, 0.5]
     with pytest.raises(ReadThrottled, match="read budget spent"):
         for _ in range(5):  # alice's debt grows past max_wait: refused, not queued
-            lanes.engine(alice).list_managed()
+            read(alice)
     assert slept == [1.0, 0.5, 2.0, 1.0, 3.0, 1.5]
-    lanes.engine(PRIVILEGED).list_managed()  # root's lane never waited on any of it
+    read(PRIVILEGED)  # root's lane never waited on any of it
     assert len(slept) == 6
+    assert engine.meter.stats.calls == 0  # and none of it was on the heal budget
 
 
 def test_a_reader_over_its_budget_gets_429(server: ApiServer) -> None:
@@ -339,7 +345,7 @@ def test_engine_log_frames_are_read_in_bounded_pieces() -> None:
     from contextlib import contextmanager
 
     from healerd.engine import EngineError
-    from healerd.engine.logstream import CHUNK, chunks, params
+    from healerd.engine.docker.logs import CHUNK, chunks, params
 
     @contextmanager
     def translate() -> Iterator[None]:

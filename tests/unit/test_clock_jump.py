@@ -16,7 +16,7 @@ import pytest
 
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
-from healerd.model import EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
+from healerd.model import EngineAction, EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
 from tests.unit.builders import spec
 from tests.unit.fake_engine import FakeEngine
 from tests.unit.test_controller import desired, drive, make, state
@@ -88,8 +88,8 @@ def test_a_kill_after_a_wall_clock_jump_is_healed_at_once(jump: float) -> None:
     clock.wall_offset += jump
     (victim, _) = engine.running("web")
     engine.kill(victim.id)
-    ctrl.on_event(EngineEvent("web", victim.id, "kill", signal="9"))
-    ctrl.on_event(EngineEvent("web", victim.id, "die"))
+    ctrl.on_event(EngineEvent("web", victim.id, EngineAction.KILLED, signal=9))
+    ctrl.on_event(EngineEvent("web", victim.id, EngineAction.DIED))
     ctrl.process_once()
     # Started again in place (a jump must not make its backoff wait, or its age count).
     assert len(engine.running("web")) == 2 and engine.containers[victim.id].running

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from healerd.config import parse_service_text
-from healerd.engine.request import host_options
+from healerd.engine.docker.request import host_options
 from healerd.model import DeviceRequest, RestartPolicy, ServiceSpec, UpdateConfig, UpdateOrder
 
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from healerd.config import parse_service_text
-from healerd.engine.request import container_options, exposed, host_options, network_mode
+from healerd.engine.docker.request import container_options, exposed, host_options, network_mode
 from healerd.model import LoggingSpec, ServiceSpec, Ulimit
 
 EVERYTHING = """\

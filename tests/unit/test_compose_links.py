@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from healerd.config import parse_service_text
-from healerd.engine import request
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine, request
 from healerd.model import Dependency, IpamPool, NetworkEndpoint, ServiceSpec
 
 STACK = """\
@@ -142,9 +141,9 @@ class _Api:
 
 
 def _engine(running: list[dict[str, Any]]) -> tuple[DockerEngine, _Api]:
-    engine = DockerEngine.__new__(DockerEngine)
+    engine = DockerEngine("unix:///nonexistent.sock")
     api = _Api(running)
-    engine._api = api
+    engine._client.api = api
     return engine, api
 
 
@@ -172,7 +171,7 @@ def test_the_sdk_takes_the_endpoints() -> None:
 
 
 def test_the_list_call_shows_whose_network_a_container_joined() -> None:
-    from healerd.engine.listing import observed as _observed
+    from healerd.engine.docker.listing import observed as _observed
 
     raw = {"Id": "c" * 64, "Names": ["/x"], "Labels": {}, "State": "running", "Status": "Up"}
     assert (

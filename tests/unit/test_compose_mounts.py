@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from healerd.config import parse_service_text
-from healerd.engine.request import mounts
+from healerd.engine.docker.request import mounts
 from healerd.model import PortSpec, ServiceSpec, VolumeSpec
 
 FILE = "/etc/healerd/conf.d/stack.yaml"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from healerd.config import parse_service_text
-from healerd.engine.request import secret_mounts
+from healerd.engine.docker.request import secret_mounts
 from healerd.model import SecretMount, ServiceSpec
 
 STACK = """\

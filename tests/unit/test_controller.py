@@ -10,7 +10,14 @@ from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.model import ContainerState, EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
+from healerd.model import (
+    ContainerState,
+    EngineAction,
+    EngineEvent,
+    RestartPolicy,
+    ServiceSpec,
+    UpdateConfig,
+)
 from tests.unit.builders import spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
@@ -125,7 +132,7 @@ def test_pull_policy_always_pulls_once_per_spec() -> None:
     drive(ctrl, clock)
     (c, _) = engine.running("a")
     engine.kill(c.id)
-    ctrl.on_event(EngineEvent("a", c.id, "die"))
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.DIED))
     drive(ctrl, clock)
     assert engine.calls.count("pull") == 1 and len(engine.running("a")) == 2
 
@@ -221,8 +228,8 @@ def test_a_crash_loop_never_delays_another_service() -> None:
     drive(ctrl, clock, max_seconds=20)
     (c, _) = engine.running("web")
     engine.kill(c.id)
-    ctrl.on_event(EngineEvent("web", c.id, "kill"))
-    ctrl.on_event(EngineEvent("web", c.id, "die"))
+    ctrl.on_event(EngineEvent("web", c.id, EngineAction.KILLED))
+    ctrl.on_event(EngineEvent("web", c.id, EngineAction.DIED))
     ctrl.process_once()
     assert len(engine.running("web")) == 2
 
@@ -234,9 +241,9 @@ def test_an_operator_kill_is_no_crash() -> None:
     drive(ctrl, clock)
     for _ in range(5):
         (c,) = engine.running("web")
-        ctrl.on_event(EngineEvent("web", c.id, "kill"))
+        ctrl.on_event(EngineEvent("web", c.id, EngineAction.KILLED))
         engine.kill(c.id)
-        ctrl.on_event(EngineEvent("web", c.id, "die"))
+        ctrl.on_event(EngineEvent("web", c.id, EngineAction.DIED))
         ctrl.process_once()
         assert len(engine.running("web")) == 1, "a killed replica is started again at once"
         drive(ctrl, clock, max_seconds=0.5)
@@ -323,7 +330,7 @@ def test_a_paused_service_is_left_alone_until_resumed() -> None:
     ctrl.pause("a")
     (c,) = engine.running("a")
     engine.kill(c.id)
-    ctrl.on_event(EngineEvent("a", c.id, "die"))
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.DIED))
     drive(ctrl, clock)
     assert engine.running("a") == [] and state(ctrl, "a") == "Paused"
     assert ctrl.preview() == [] or all(a.service != "a" for a in ctrl.preview())
@@ -345,7 +352,7 @@ def test_a_die_event_ahead_of_the_list_is_acted_on_at_once() -> None:
     drive(ctrl, clock)
     (c,) = engine.running("a")
     engine.calls.clear()
-    ctrl.on_event(EngineEvent("a", c.id, "die"))  # the list still says running
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.DIED))  # the list still says running
     ctrl.process_once()
     # Started in place at once: the engine holds the start until it has handled the
     # exit (its list lags its event by tens of milliseconds).
@@ -358,12 +365,12 @@ def test_a_kill_event_is_no_death_until_its_die() -> None:
     drive(ctrl, clock)
     (c,) = engine.running("a")
     engine.calls.clear()
-    for signal in ("1", "9"):  # not even SIGKILL: the process may not be gone yet
-        ctrl.on_event(EngineEvent("a", c.id, "kill", signal=signal))
+    for signal in (1, 9):  # not even SIGKILL: the process may not be gone yet
+        ctrl.on_event(EngineEvent("a", c.id, EngineAction.KILLED, signal=signal))
         drive(ctrl, clock, max_seconds=1)
         assert engine.running("a") == [c] and set(engine.calls) <= {"list"}
     engine.kill(c.id)
-    ctrl.on_event(EngineEvent("a", c.id, "die"))
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.DIED))
     ctrl.process_once()
     assert engine.running("a")[0].id == c.id and engine.calls.count("start") == 1
 
@@ -373,8 +380,8 @@ def test_a_start_after_a_die_means_it_runs_again() -> None:
     ctrl.set_desired(desired(spec("a", 1)))
     drive(ctrl, clock)
     (c,) = engine.running("a")
-    ctrl.on_event(EngineEvent("a", c.id, "die"))
-    ctrl.on_event(EngineEvent("a", c.id, "start"))
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.DIED))
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.STARTED))
     drive(ctrl, clock, max_seconds=3)
     assert engine.running("a") == [c]
 
@@ -384,7 +391,7 @@ def test_a_pause_event_ahead_of_the_list_is_checked_again_until_the_list_agrees(
     ctrl.set_desired(desired(spec("a", 1)))
     drive(ctrl, clock)
     (c,) = engine.running("a")
-    ctrl.on_event(EngineEvent("a", c.id, "pause"))  # the list still says running
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.PAUSED))  # the list still says running
     ctrl.process_once()
     assert engine.running("a") == [c]
     assert ctrl.queue.next_delay() == pytest.approx(0.02)
@@ -402,7 +409,7 @@ def test_an_event_that_the_list_never_confirms_stops_being_rechecked() -> None:
     ctrl.set_desired(desired(spec("a", 1)))
     drive(ctrl, clock)
     (c,) = engine.running("a")
-    ctrl.on_event(EngineEvent("a", c.id, "pause"))
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.PAUSED))
     engine.calls.clear()
     drive(ctrl, clock, max_seconds=5.0)
     # About one look every 20 ms for the 2 s window, then quiet.
@@ -452,7 +459,7 @@ def test_an_oom_event_does_not_kill_a_container_that_still_runs() -> None:
     ctrl.set_desired(desired(spec("a", 1)))
     drive(ctrl, clock)
     (c,) = engine.running("a")
-    ctrl.on_event(EngineEvent("a", c.id, "oom"))
+    ctrl.on_event(EngineEvent("a", c.id, EngineAction.OOM))
     drive(ctrl, clock, max_seconds=3)
     assert engine.running("a") == [c]
 
@@ -472,7 +479,7 @@ def test_a_failed_pull_is_not_retried_on_every_hint() -> None:
     ctrl.process_once()
     assert engine.calls.count("pull") == 1
     for _ in range(5):
-        ctrl.on_event(EngineEvent("a", "x", "destroy"))
+        ctrl.on_event(EngineEvent("a", "x", EngineAction.DESTROYED))
         ctrl.enqueue_all()
         ctrl.process_once()
     assert engine.calls.count("pull") == 1

@@ -18,7 +18,7 @@ import pytest
 
 from healerd.config import Settings, SettingsError, check_settings, load_settings
 from healerd.daemon.engineaddr import connect, engine_tls
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine
 from healerd.model import DockerTLS
 from tests.unit.test_security_config import NOBODY, as_root, trusted_tmp_dir
 
@@ -89,10 +89,10 @@ def test_docker_tls_keys_are_checked(tmp_path: Path) -> None:
 def test_tls_settings_reach_the_sdk_client(tmp_path: Path) -> None:
     tls = pem_files(tmp_path / "certs")
     engine = DockerEngine("tcp://10.0.0.5:2376", tls=tls)
-    api = engine._api
+    api = engine._client.api
     assert api.base_url == "https://10.0.0.5:2376"
     assert api.verify == tls.ca and api.cert == (tls.cert, tls.key)
-    plain = DockerEngine("tcp://127.0.0.1:2375")._api
+    plain = DockerEngine("tcp://127.0.0.1:2375")._client.api
     assert plain.base_url == "http://127.0.0.1:2375"
 
 
@@ -109,7 +109,8 @@ def test_an_address_from_the_environment_is_checked_and_its_tls_honoured(tmp_pat
     }
     assert engine_tls(Settings(), env) == tls
     engine = connect(Settings(), env)
-    assert engine._api.base_url == "https://10.0.0.5:2376" and engine._api.verify == tls.ca
+    api = engine._client.api
+    assert api.base_url == "https://10.0.0.5:2376" and api.verify == tls.ca
     # DOCKER_CERT_PATH alone is TLS without verification: refused to another machine.
     unverified = {k: v for k, v in env.items() if k != "DOCKER_TLS_VERIFY"}
     with pytest.raises(ValueError, match="TLS without verification"):

@@ -7,7 +7,7 @@ import pytest
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.engine import EngineError
-from healerd.model import ContainerState, EngineEvent, ObservedContainer
+from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
 from tests.unit.builders import spec
 from tests.unit.fake_engine import FakeEngine
 from tests.unit.test_controller import desired, drive, make
@@ -20,7 +20,7 @@ def test_a_failed_replacement_keeps_the_dead_container_and_its_restart_count() -
     (c,) = engine.running("web")
     engine.kill(c.id, exit_code=1)
     engine.unstartable[c.id] = "network 9cb4 not found"  # only a new container heals it
-    ctrl.on_event(EngineEvent("web", c.id, "die"))
+    ctrl.on_event(EngineEvent("web", c.id, EngineAction.DIED))
     engine.fail_creates = 1
     ctrl.process_once()  # the replacement's create fails
     drive(ctrl, clock, max_seconds=30)
@@ -96,7 +96,7 @@ def test_a_successful_pass_ends_the_error_backoff_so_hints_are_not_held_back() -
         clock.advance(ctrl.queue.next_delay() or 0.0)
     ctrl.process_once()  # the look after the create: not ready yet, a timer is pending
     assert "web" in ctrl.queue.pending()
-    ctrl.on_event(EngineEvent("web", engine.running("web")[0].id, "health_status: healthy"))
+    ctrl.on_event(EngineEvent("web", engine.running("web")[0].id, EngineAction.HEALTH))
     assert ctrl.process_once() == ["web"]
 
 
@@ -110,7 +110,7 @@ def _killed_and_replaced() -> tuple[
     (old,) = engine.running("web")
     engine.kill(old.id)
     engine.unstartable[old.id] = "network 9cb4 not found"  # replaced, not started in place
-    ctrl.on_event(EngineEvent("web", old.id, "die"))
+    ctrl.on_event(EngineEvent("web", old.id, EngineAction.DIED))
     drive(ctrl, clock, max_seconds=1)
     (new,) = engine.running("web")
     assert new.replaces == old.id
@@ -194,9 +194,10 @@ def test_a_container_started_in_place_and_then_killed_is_a_death_of_its_own() ->
     mem = Memory()
     observe(mem, [c], 10.0, 1010.0, engine_back=True)
     assert c.id in mem.engine_stopped
-    note_event(mem, EngineEvent("solo", c.id, "start"), 10.5)  # healerd's start in place
-    note_event(mem, EngineEvent("solo", c.id, "kill", signal="9"), 11.0)
-    note_event(mem, EngineEvent("solo", c.id, "die", exit_code=137), 11.0)
+    # healerd's start in place
+    note_event(mem, EngineEvent("solo", c.id, EngineAction.STARTED), 10.5)
+    note_event(mem, EngineEvent("solo", c.id, EngineAction.KILLED, signal=9), 11.0)
+    note_event(mem, EngineEvent("solo", c.id, EngineAction.DIED, exit_code=137), 11.0)
     observe(mem, [c], 11.2, 1011.2)
     assert c.id not in mem.engine_stopped
 

@@ -83,8 +83,10 @@ def test_a_stop_hands_off_and_the_next_start_takes_back_before_it_acts(tmp_path:
     converge(first)
     ids = sorted(c.id for c in engine.running("web"))
     first.controller.shutdown()
+    budget = engine.meter.stats.calls
     first._hand_off()
     assert engine.policies == {cid: "unless-stopped" for cid in ids}
+    assert engine.meter.stats.calls == budget, "the hand-off took from the heal budget"
     assert (tmp_path / "state" / MARKER).exists()
 
     # While healerd is away one of them stops (the engine would restart it; the fake does

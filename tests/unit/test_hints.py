@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from healerd.core.hints import LookHints
-from healerd.model import EngineEvent
+from healerd.model import EngineAction, EngineEvent
 from tests.support.polling import wait_for
 from tests.unit.builders import spec
 from tests.unit.test_controller import desired, drive
@@ -22,7 +22,7 @@ def test_queued_before_the_look_is_shown() -> None:
 def test_queued_after_by_a_kill_or_death_only_is_shown() -> None:
     h = LookHints()
     h.looking(None)
-    assert h.event("web", "die")
+    assert h.event("web", EngineAction.DIED)
     h.hinted("web", 3.0)
     assert h.still_shown("web", 3.0, began=2.0)
     # Queued again later by something else (a timer, a reload): not by the death.
@@ -32,14 +32,14 @@ def test_queued_after_by_a_kill_or_death_only_is_shown() -> None:
 def test_any_other_event_since_the_look_is_news() -> None:
     h = LookHints()
     h.looking(None)
-    assert not h.event("web", "create")
-    assert h.event("web", "die")
+    assert not h.event("web", EngineAction.CREATED)
+    assert h.event("web", EngineAction.DIED)
     h.hinted("web", 3.0)
     assert not h.still_shown("web", 3.0, began=2.0)
     h.looking("web")  # a new look lists it: the news is in it
     assert h.still_shown("web", 3.0, began=2.0)
     h.looking("db")  # a look of another service says nothing of web
-    h.event("web", "destroy")
+    h.event("web", EngineAction.DESTROYED)
     assert not h.still_shown("web", 3.0, began=2.0)
 
 
@@ -56,11 +56,11 @@ def test_a_docker_kill_is_started_in_place_on_the_kills_own_look() -> None:
     loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
     loop.start()
     try:
-        ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name=c.name))
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=9, name=c.name))
         wait_for("the kill's pass", lambda: engine.calls.count("list") >= 2, 5, 0.01)
         lists = engine.calls.count("list")
         engine.kill(cid, exit_code=137)
-        ctrl.on_event(EngineEvent("web", cid, "die", exit_code=137, name=c.name))
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.DIED, exit_code=137, name=c.name))
         wait_for("started in place", lambda: engine.containers[cid].running, 5, 0.01)
         assert engine.calls.count("list") == lists  # no list between the death and the start
     finally:
@@ -79,12 +79,12 @@ def test_news_between_the_kill_and_the_death_makes_the_death_list_again() -> Non
     loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
     loop.start()
     try:
-        ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name=c.name))
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=9, name=c.name))
         wait_for("the kill's pass", lambda: engine.calls.count("list") >= 2, 5, 0.01)
         lists = engine.calls.count("list")
-        ctrl.on_event(EngineEvent("web", "other", "health_status: healthy", name="x"))
+        ctrl.on_event(EngineEvent("web", "other", EngineAction.HEALTH, name="x"))
         engine.kill(cid, exit_code=137)
-        ctrl.on_event(EngineEvent("web", cid, "die", exit_code=137, name=c.name))
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.DIED, exit_code=137, name=c.name))
         wait_for("started in place", lambda: engine.containers[cid].running, 5, 0.01)
         assert engine.calls.count("list") > lists
     finally:

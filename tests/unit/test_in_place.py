@@ -17,6 +17,7 @@ from healerd.core.runs import Run, Termination, from_json, to_json
 from healerd.daemon.runbook import FileRunBook
 from healerd.model import (
     ContainerState,
+    EngineAction,
     EngineEvent,
     Health,
     ObservedContainer,
@@ -58,7 +59,7 @@ def die(ctrl: Controller, engine: FakeEngine, cid: str, code: int) -> None:
     """The container's process ends: the engine's state, then its `die` event."""
     c = engine.containers[cid]
     engine.kill(cid, exit_code=code)
-    ctrl.on_event(EngineEvent(c.service, cid, "die", exit_code=code, name=c.name))
+    ctrl.on_event(EngineEvent(c.service, cid, EngineAction.DIED, exit_code=code, name=c.name))
 
 
 def test_a_crashed_container_is_started_again_as_itself() -> None:
@@ -172,7 +173,7 @@ def test_a_removed_container_is_replaced() -> None:
     drive(ctrl, clock)
     (old,) = engine.containers
     c = engine.containers.pop(old)  # docker rm -f
-    ctrl.on_event(EngineEvent("web", old, "destroy", name=c.name))
+    ctrl.on_event(EngineEvent("web", old, EngineAction.DESTROYED, name=c.name))
     drive(ctrl, clock)
     (new,) = engine.running("web")
     assert new.id != old and "start" not in engine.calls[-3:]
@@ -201,7 +202,7 @@ def test_a_sigkill_event_alone_starts_nothing_before_the_death() -> None:
     drive(ctrl, clock)
     (cid,) = engine.containers
     engine.calls.clear()
-    ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name="x"))
+    ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=9, name="x"))
     drive(ctrl, clock)
     assert "start" not in engine.calls and "create" not in engine.calls
     die(ctrl, engine, cid, 137)
@@ -329,7 +330,7 @@ def test_a_kill_forgives_one_death_not_the_crashes_after_its_restart() -> None:
     (cid,) = engine.containers
     c = engine.containers[cid]
     for _ in range(3):  # docker kill, three times: no crash, started again at once
-        ctrl.on_event(EngineEvent("web", cid, "kill", signal="9", name=c.name))
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=9, name=c.name))
         die(ctrl, engine, cid, 137)
         ctrl.process_once()
         assert engine.containers[cid].running
@@ -349,19 +350,20 @@ def test_a_signal_that_asks_for_a_reload_forgives_nothing() -> None:
     (cid,) = engine.containers
     die(ctrl, engine, cid, 1)  # crash 1: at once
     ctrl.process_once()
-    ctrl.on_event(EngineEvent("web", cid, "kill", signal="1", name="x"))  # SIGHUP: reload
+    # SIGHUP: reload
+    ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=1, name="x"))
     die(ctrl, engine, cid, 1)  # crash 2 of the run: waits, SIGHUP or not
     ctrl.process_once()
     assert not engine.containers[cid].running
 
 
 def test_the_engines_answers_that_only_a_new_container_gets_past() -> None:
-    """What makes a start in place fall back to a replacement (docker_engine.start),
-    in the engine's own words as measured on dockerd 20.10."""
+    """What makes a start in place fall back to a replacement (the Docker adapter's
+    start), in the engine's own words as measured on dockerd 20.10."""
     import docker.errors
     import requests
 
-    from healerd.engine.docker_errors import needs_new
+    from healerd.engine.docker.errors import needs_new
 
     def err(status: int, text: str) -> docker.errors.APIError:
         r = requests.Response()
@@ -442,11 +444,11 @@ def test_an_engine_that_cannot_be_reached_drops_the_pooled_connections(
     timeout) and taken for a crash (chaos soak, known issue 5). The first call that
     cannot reach the engine closes the pool: the next ones find the engine away."""
     from healerd.engine import EngineUnavailable
-    from healerd.engine.docker_engine import DockerEngine
+    from healerd.engine.docker import DockerEngine
 
     engine = DockerEngine(f"unix://{tmp_path}/no.sock", timeout=2)
     closed: list[bool] = []
-    monkeypatch.setattr(engine._api, "close", lambda: closed.append(True))
+    monkeypatch.setattr(engine._client.api, "close", lambda: closed.append(True))
     with pytest.raises(EngineUnavailable):
         engine.version()
     assert closed == [True]
@@ -504,8 +506,8 @@ def test_no_start_through_an_open_connection_of_an_engine_that_shuts_down(
     import socket
 
     from healerd.engine import EngineUnavailable
-    from healerd.engine.docker_client import listening
-    from healerd.engine.docker_engine import DockerEngine
+    from healerd.engine.docker import DockerEngine
+    from healerd.engine.docker.client import listening
     from tests.unit.builders import container
 
     path = tmp_path / "d.sock"
@@ -516,9 +518,10 @@ def test_no_start_through_an_open_connection_of_an_engine_that_shuts_down(
     server.close()  # the listener is gone, the socket file stays (as in a shutdown)
     assert not listening(f"unix://{path}")
     engine = DockerEngine(f"unix://{path}", timeout=2)
-    monkeypatch.setattr(engine._api, "start", lambda *a: pytest.fail("started anyway"))
+    api = engine._client.api
+    monkeypatch.setattr(api, "start", lambda *a: pytest.fail("started anyway"))
     closed: list[bool] = []
-    monkeypatch.setattr(engine._api, "close", lambda: closed.append(True))
+    monkeypatch.setattr(api, "close", lambda: closed.append(True))
     with pytest.raises(EngineUnavailable, match="engine unreachable"):
         engine.start(container(spec("web", 1), ContainerState.EXITED))
     assert closed == [True]
@@ -572,12 +575,14 @@ def test_a_replacement_on_its_way_to_start_is_not_started_by_another_pass() -> N
     loop.start()
     try:
         engine.calls.clear()
-        ctrl.on_event(EngineEvent("web", old, "kill", signal="9", name=c.name))  # rm -f's
+        ctrl.on_event(
+            EngineEvent("web", old, EngineAction.KILLED, signal=9, name=c.name)
+        )  # rm -f's
         die(ctrl, engine, old, 137)
         wait_for("the replacement made", made.is_set, 5, 0.01)
         del engine.containers[old]
         lists = engine.calls.count("list")
-        ctrl.on_event(EngineEvent("web", old, "destroy", name=c.name))
+        ctrl.on_event(EngineEvent("web", old, EngineAction.DESTROYED, name=c.name))
         wait_for("the destroy's pass", lambda: engine.calls.count("list") > lists, 5, 0.01)
         go.set()
         wait_for("one running", lambda: len(engine.running("web")) == 1, 5, 0.01)

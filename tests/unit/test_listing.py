@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from healerd.engine import EngineUnavailable
-from healerd.engine.docker_engine import DockerEngine
-from healerd.engine.listing import RowCache, rows_of
+from healerd.engine.docker import DockerEngine
+from healerd.engine.docker.listing import RowCache, rows_of
 from healerd.model import LABEL_SERVICE, ContainerState, Health
 
 
@@ -87,25 +87,14 @@ def test_a_garbled_list_is_an_error_not_fewer_rows(body: str) -> None:
         list(rows_of(body))
 
 
-def test_the_engine_list_is_translated_when_garbled() -> None:
+def test_the_engine_list_is_translated_when_garbled(monkeypatch: pytest.MonkeyPatch) -> None:
     """A body cut short by an engine that restarts mid-answer is the engine unavailable
     (retried), even though it is found only while the rows are being parsed."""
 
-    class Api:
-        def _url(self, path: str) -> str:
-            return path
+    class Garbled:
+        text = '[{"Id": "' + "a" * 64 + '", "State": "running"}, {"Id": "b'
 
-        def _get(self, url: str, params: dict[str, object]) -> str:
-            return '[{"Id": "' + "a" * 64 + '", "State": "running"}, {"Id": "b'
-
-        def _result(self, response: str) -> str:
-            return response
-
-        def close(self) -> None:  # an engine away drops the pooled connections
-            pass
-
-    engine = DockerEngine.__new__(DockerEngine)
-    engine._api = Api()
-    engine._rows = RowCache()
+    engine = DockerEngine("unix:///nonexistent.sock")
+    monkeypatch.setattr(engine._client, "get", lambda *args, **kw: Garbled())
     with pytest.raises(EngineUnavailable):
         engine.list_managed()

@@ -13,7 +13,7 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import DEFAULT_BACKOFF, Controller, LoopSettings
 from healerd.core.ratelog import RateLimitedLog
 from healerd.engine import EngineUnavailable
-from healerd.model import EngineEvent, ObservedContainer, ServiceSpec
+from healerd.model import EngineAction, EngineEvent, ObservedContainer, ServiceSpec
 from tests.unit.builders import spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
@@ -61,14 +61,14 @@ def test_a_container_removed_by_someone_else_is_said_to_be_removed_not_exited(
     (victim,) = engine.running("web")
     engine.kill(victim.id)
     engine.unstartable[victim.id] = "container is marked for removal and cannot be started"
-    ctrl.on_event(EngineEvent("web", victim.id, "kill", signal="9", name=victim.name))
-    ctrl.on_event(EngineEvent("web", victim.id, "die", exit_code=137, name=victim.name))
+    ctrl.on_event(EngineEvent("web", victim.id, EngineAction.KILLED, signal=9, name=victim.name))
+    ctrl.on_event(EngineEvent("web", victim.id, EngineAction.DIED, exit_code=137, name=victim.name))
     create = engine.create_and_start
 
     def create_while_the_removal_ends(*args: object, **kwargs: object) -> str:
         # The destroy event arrives while the replacement is being created.
         if engine.containers.pop(victim.id, None) is not None:
-            ctrl.on_event(EngineEvent("web", victim.id, "destroy", name=victim.name))
+            ctrl.on_event(EngineEvent("web", victim.id, EngineAction.DESTROYED, name=victim.name))
         return create(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(engine, "create_and_start", create_while_the_removal_ends)
@@ -90,7 +90,7 @@ def test_a_removal_seen_before_the_pass_is_said_once(monkeypatch: pytest.MonkeyP
     settle(ctrl, clock)
     (victim,) = engine.running("web")
     del engine.containers[victim.id]
-    ctrl.on_event(EngineEvent("web", victim.id, "destroy", name=victim.name))
+    ctrl.on_event(EngineEvent("web", victim.id, EngineAction.DESTROYED, name=victim.name))
     settle(ctrl, clock)
     said = messages(ctrl)
     assert [k for k, _ in said].count("gone") == 1 and len(engine.running("web")) == 1
@@ -105,8 +105,9 @@ def test_healerd_own_removals_and_unknown_containers_are_no_news() -> None:
     ctrl.set_desired(desired(spec("web", 1)))
     settle(ctrl, clock)
     (removed,) = before - set(engine.containers)
-    ctrl.on_event(EngineEvent("web", removed, "destroy", name="web-x"))  # healerd's own
-    ctrl.on_event(EngineEvent("web", "f" * 64, "destroy", name="web-lookalike"))  # never listed
+    gone = EngineAction.DESTROYED
+    ctrl.on_event(EngineEvent("web", removed, gone, name="web-x"))  # healerd's own
+    ctrl.on_event(EngineEvent("web", "f" * 64, gone, name="web-lookalike"))  # never listed
     assert "gone" not in [k for k, _ in messages(ctrl)]
 
 

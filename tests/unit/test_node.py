@@ -15,7 +15,8 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.planner import PlanContext, plan
 from healerd.core.pressure import assess, pull_refusal
-from healerd.core.ratelimit import ThrottledEngine, TokenBucket
+from healerd.core.ratelimit import TokenBucket
+from healerd.engine.pacing import UNPACED, lane
 from healerd.host import HostSample, SelfSample
 from healerd.model import (
     ActionKind,
@@ -260,21 +261,27 @@ def test_token_bucket_lets_a_burst_through_then_paces() -> None:
     assert [b.reserve() for _ in range(6)][-1] == pytest.approx(0.1)
 
 
-def test_throttled_engine_counts_and_paces_every_call() -> None:
+def test_the_engine_meter_counts_and_paces_every_request() -> None:
     clock = FakeClock()
     engine = FakeEngine(clock, allow={"list"})
 
     def sleep(s: float) -> None:
         clock.advance(s)
 
-    t = ThrottledEngine(engine, TokenBucket(2.0, 2, clock, sleep))
+    engine.meter.pacer = TokenBucket(2.0, 2, clock, sleep)
     start = clock.monotonic()
     for _ in range(6):
-        t.list_managed()
-    assert t.stats.calls == 6 and t.stats.throttled == 4
+        engine.list_managed()
+    stats = engine.meter.stats
+    assert stats.calls == 6 and stats.throttled == 4
     assert clock.monotonic() - start == pytest.approx(2.0)
     # One call after the other: each waits for the next token.
-    assert t.stats.throttled_seconds == pytest.approx(4 * 0.5)
+    assert stats.throttled_seconds == pytest.approx(4 * 0.5)
+    # A lane of its own (a reader's, the hand-off's): neither paced nor counted here.
+    with lane(UNPACED):
+        for _ in range(10):
+            engine.list_managed()
+    assert stats.calls == 6 and clock.monotonic() - start == pytest.approx(2.0)
 
 
 # -- the loop under a fake host ----------------------------------------------------------

@@ -1,5 +1,5 @@
 """Ownership that cannot be borrowed (issue 15, findings 7 and 8): the signature, the
-trust on first use of older containers, and the loop over a SignedEngine."""
+trust on first use of older containers, and the loop over a signed engine."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.core.ownership import HostKey, SignedEngine, Unverified
+from healerd.core.ownership import HostKey, Signer, Unverified, sign
 from healerd.daemon.hostkey import KEY_FILE, HostKeyError, load_or_create
 from healerd.model import (
     LABEL_IMAGE,
@@ -26,6 +26,7 @@ from healerd.model import (
     LABEL_SPEC_HASH,
     SIGNED_LABELS,
     ContainerState,
+    EngineAction,
     EngineEvent,
     ObservedContainer,
 )
@@ -78,14 +79,14 @@ def test_the_name_shows_the_spec_hash_only_salted_with_the_key() -> None:
     assert "k" * 8 not in repr(KEY)
 
 
-def make(clock: FakeClock) -> tuple[Controller, FakeEngine, SignedEngine, list[Unverified]]:
+def make(clock: FakeClock) -> tuple[Controller, FakeEngine, Signer, list[Unverified]]:
     engine = FakeEngine(clock, allow=LOOP_CALLS)
     told: list[Unverified] = []
     key = HostKey(b"s" * 32, born=clock.time())
-    signed_engine = SignedEngine(engine, key, clock.time, told.append)
+    signer = sign(engine, key, clock.time, told.append)
     settings = LoopSettings(workers=1, parallel_actions=2, backoff=Backoff(0.5, 8.0))
-    ctrl = Controller(signed_engine, clock, settings, name_tag=key.name_tag)
-    return ctrl, engine, signed_engine, told
+    ctrl = Controller(engine, clock, settings, name_tag=key.name_tag)
+    return ctrl, engine, signer, told
 
 
 def forge(engine: FakeEngine, like: ObservedContainer, name: str, **changes: object) -> str:
@@ -98,40 +99,40 @@ def forge(engine: FakeEngine, like: ObservedContainer, name: str, **changes: obj
 def test_the_loop_signs_what_it_makes_and_leaves_forged_containers_alone() -> None:
     clock = FakeClock()
     clock.now += 10  # the key's second is over
-    ctrl, engine, signed_engine, told = make(clock)
+    ctrl, engine, signer, told = make(clock)
     web = spec("web", 2)
     ctrl.set_desired(desired(web))
     drive(ctrl, clock)
     real = engine.running("web")
-    assert len(real) == 2 and all(signed_engine.key.verifies(c) for c in real)
-    assert all(c.name.split("-")[1] == signed_engine.key.name_tag(web.spec_hash) for c in real)
+    assert len(real) == 2 and all(signer.key.verifies(c) for c in real)
+    assert all(c.name.split("-")[1] == signer.key.name_tag(web.spec_hash) for c in real)
     # Copies of a real one (docker commit), running, and a made-up one of an undeclared
     # service: none counts, none is touched.
     copy = forge(engine, real[0], "web-copy")
     ghost = forge(engine, real[0], "ghost-1", service="ghost", owner_labels=())
     engine.kill(real[0].id, exit_code=137)
-    ctrl.on_event(EngineEvent("web", real[0].id, "die"))
+    ctrl.on_event(EngineEvent("web", real[0].id, EngineAction.DIED))
     engine.calls.clear()
     drive(ctrl, clock)
     # A forged copy is no replica: the real one is started again in place.
     assert engine.calls.count("start") == 1 and engine.containers[real[0].id].running
     assert engine.containers[copy].state is ContainerState.RUNNING
     assert engine.containers[ghost].state is ContainerState.RUNNING
-    assert len([c for c in engine.running("web") if signed_engine.key.verifies(c)]) == 2
+    assert len([c for c in engine.running("web") if signer.key.verifies(c)]) == 2
     # web's heal listed web alone; the next full look (the resync) sees the ghost too.
     assert sorted(u.name for u in told) == ["web-copy"]
     ctrl.enqueue_all()
     drive(ctrl, clock)
     # Told once each, however many passes saw them; and listed for healerctl status.
     assert sorted(u.name for u in told) == ["ghost-1", "web-copy"]
-    assert {u.name: u.why.split(",")[0] for u in signed_engine.unverified()} == {
+    assert {u.name: u.why.split(",")[0] for u in signer.unverified()} == {
         "ghost-1": "no signature",
         "web-copy": "signature does not verify (labels copied",
     }
     engine.containers.pop(copy)
     ctrl.reconcile_now("web")
     drive(ctrl, clock)
-    assert [u.name for u in signed_engine.unverified()] == ["ghost-1"]
+    assert [u.name for u in signer.unverified()] == ["ghost-1"]
 
 
 def test_an_upgrade_adopts_the_old_containers_without_churn() -> None:
@@ -143,11 +144,9 @@ def test_an_upgrade_adopts_the_old_containers_without_churn() -> None:
     engine.containers.update((c.id, c) for c in old)
     clock.now += 60
     key = HostKey(b"s" * 32, born=clock.time())
+    sign(engine, key, clock.time)
     ctrl = Controller(
-        SignedEngine(engine, key, clock.time),
-        clock,
-        LoopSettings(workers=1, parallel_actions=2),
-        name_tag=key.name_tag,
+        engine, clock, LoopSettings(workers=1, parallel_actions=2), name_tag=key.name_tag
     )
     ctrl.set_desired(desired(web))
     drive(ctrl, clock)
@@ -168,9 +167,9 @@ def test_labels_replayed_on_a_container_of_another_image_do_not_verify() -> None
     """Issue 29, L7: the signature covered the name and labels only, so a removed
     container's name and labels, on a new container of any image, verified."""
     clock = FakeClock()
-    inner = FakeEngine(clock, allow=LOOP_CALLS)
+    inner = eng = FakeEngine(clock, allow=LOOP_CALLS)
     key = HostKey(b"k" * 32, born=1.0)
-    eng = SignedEngine(inner, key, clock.time)
+    sign(eng, key, clock.time)
     s = spec("web", 1, "nginx:1")
     counts = {LABEL_RESTARTS: "0", "io.healerd.crash-streak": "0"}  # as the executor sets
     real = inner.containers[eng.create_and_start(s, "web-abcde-12345", counts)]

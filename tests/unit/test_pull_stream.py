@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from healerd.engine import EngineUnavailable, ImagePullFailed
-from healerd.engine.docker_engine import DockerEngine
+from healerd.engine.docker import DockerEngine
 
 HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"

@@ -251,7 +251,7 @@ def test_a_pull_gets_the_credentials_of_its_registry_and_new_ones_retry_at_once(
 
 def test_the_x_registry_auth_of_a_pull(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from healerd.engine import ImagePullFailed
-    from healerd.engine.docker_client import _auth_config
+    from healerd.engine.docker.pullauth import registry_auth as _auth_config
 
     # None is an anonymous pull, not the SDK's own ~/.docker/config.json.
     assert _auth_config("x:1", None) == {}
@@ -298,7 +298,7 @@ def test_a_failing_credential_helper_is_named_with_its_exit_code_and_nothing_it_
     root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from healerd.engine import ImagePullFailed
-    from healerd.engine.docker_client import _auth_config
+    from healerd.engine.docker.pullauth import registry_auth as _auth_config
 
     for name, body in HELPERS.items():
         helper = root / f"docker-credential-{name}"
@@ -361,7 +361,7 @@ def test_the_engine_client_keeps_nothing_of_a_docker_config_file(
     reads $DOCKER_CONFIG/config.json when a client is made; healerd keeps none of it
     (credentials, helpers, headers sent with every request), nor requests' environment
     (a CA bundle or proxy of the environment would override docker_tls)."""
-    from healerd.engine.docker_engine import DockerEngine
+    from healerd.engine.docker import DockerEngine
 
     sdk = tmp_path / "docker-config"
     sdk.mkdir()
@@ -372,6 +372,6 @@ def test_the_engine_client_keeps_nothing_of_a_docker_config_file(
     }
     (sdk / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("DOCKER_CONFIG", str(sdk))
-    api = DockerEngine("unix:///nonexistent.sock")._api
+    api = DockerEngine("unix:///nonexistent.sock")._client.api
     assert api._general_configs == {} and api._auth_configs.is_empty
     assert api._auth_configs.creds_store is None and api.trust_env is False

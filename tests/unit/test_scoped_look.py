@@ -9,10 +9,10 @@ from healerd.core.admission import SAMPLE_TTL, Claim
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.observe import Memory, observe
-from healerd.core.ownership import SignedEngine, Unverified
-from healerd.engine.listing import RowCache
+from healerd.core.ownership import Unverified, sign
+from healerd.engine.docker.listing import RowCache
 from healerd.host import HostSample
-from healerd.model import LABEL_SERVICE, ContainerState, Dependency, EngineEvent
+from healerd.model import LABEL_SERVICE, ContainerState, Dependency, EngineAction, EngineEvent
 from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, make
@@ -37,7 +37,7 @@ def _heal_one(name: str = "a") -> tuple[list[str | None], FakeEngine]:
     engine.list_scopes.clear()
     victim = engine.running(name)[0]
     engine.kill(victim.id, exit_code=137)
-    ctrl.on_event(EngineEvent(name, victim.id, "die"))
+    ctrl.on_event(EngineEvent(name, victim.id, EngineAction.DIED))
     drive(ctrl, clock)
     assert len(engine.running(name)) == 2
     ctrl.shutdown()
@@ -126,7 +126,7 @@ def test_row_cache_scoped_keeps_the_other_services_rows() -> None:
 def test_signed_engine_scoped_keeps_the_other_services_unverified() -> None:
     engine = FakeEngine(FakeClock(), allow=LOOP_CALLS)
     told: list[Unverified] = []
-    signed_engine = SignedEngine(engine, KEY, lambda: KEY.born + 10, told.append)
+    signer = sign(engine, KEY, lambda: KEY.born + 10, told.append)
     a, b = spec("a", 1), spec("b", 1)
     young = KEY.born + 5  # made after the key: only a signature makes them healerd's
     forged_a = dataclasses.replace(container(a, created=young), name="a-forged")
@@ -134,10 +134,10 @@ def test_signed_engine_scoped_keeps_the_other_services_unverified() -> None:
     good = signed(container(a, created=young))
     for c in (forged_a, forged_b, good):
         engine.containers[c.id] = c
-    assert [c.id for c in signed_engine.list_managed()] == [good.id]
+    assert [c.id for c in engine.list_managed()] == [good.id]
     del engine.containers[forged_a.id]
-    assert [c.id for c in signed_engine.list_managed("a")] == [good.id]
-    assert [u.name for u in signed_engine.unverified()] == ["b-forged"]
+    assert [c.id for c in engine.list_managed("a")] == [good.id]
+    assert [u.name for u in signer.unverified()] == ["b-forged"]
     assert sorted(u.name for u in told) == ["a-forged", "b-forged"]  # each told once
 
 

@@ -399,7 +399,7 @@ def auth_json(root: Path, **top: object) -> Path:
 def test_a_credential_helper_in_a_user_writable_directory_is_refused_and_never_run(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from healerd.engine.docker_client import _auth_config
+    from healerd.engine.docker.pullauth import registry_auth as _auth_config
 
     bob = user_dir(root / "bob-bin")
     planted = helper(bob, "pass", "planted")  # root's file, in bob's directory
@@ -435,7 +435,7 @@ def test_a_group_writable_credential_helper_is_refused(
 def test_the_helper_found_at_reload_is_the_one_run(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from healerd.engine.docker_client import _auth_config
+    from healerd.engine.docker.pullauth import registry_auth as _auth_config
 
     trusted = root / "bin"
     trusted.mkdir()

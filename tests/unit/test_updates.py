@@ -17,6 +17,7 @@ from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
 from healerd.model import (
     ContainerState,
     Dependency,
+    EngineAction,
     EngineEvent,
     ServiceSpec,
     UpdateConfig,
@@ -143,7 +144,7 @@ def test_an_unhealthy_new_digest_is_rolled_back_too() -> None:
     new = [c for c in engine.containers.values() if c.image == pinned_ref(TAG, V2)]
     assert len(new) == 1
     engine.set(new[0].id, health="unhealthy")
-    ctrl.on_event(EngineEvent("app", new[0].id, "health_status: unhealthy"))
+    ctrl.on_event(EngineEvent("app", new[0].id, EngineAction.HEALTH))
     drive(ctrl, clock, 30)
     assert images(engine) == [pinned_ref(TAG, V1)]
     assert "turned unhealthy" in reason(ctrl)

@@ -1,4 +1,4 @@
-"""What a credential helper's failure is reported as (no docker import).
+"""What a credential helper's failure is reported as (no docker import here).
 
 A helper speaks the docker-credential-helpers protocol: credentials as JSON on stdout,
 and on failure an error text, also on stdout. That text may hold what should not be

@@ -1,5 +1,5 @@
-"""A row of the engine's container list call as an ObservedContainer: pure parsing,
-no engine (the docker SDK stays in docker_engine.py)."""
+"""A row of the engine's container list call as an ObservedContainer: pure parsing of
+Docker's JSON, no engine call."""
 
 from __future__ import annotations
 
@@ -18,25 +18,10 @@ from healerd.model import (
     LABEL_SPEC_HASH,
     OWNER_LABEL_PREFIX,
     ContainerState,
-    EngineEvent,
     Health,
     ObservedContainer,
 )
 
-# The event stream's actions healerd subscribes to.
-WATCHED_EVENTS = [
-    "create",
-    "start",
-    "die",
-    "stop",
-    "kill",
-    "destroy",
-    "pause",
-    "unpause",
-    "oom",
-    "health_status",
-    "rename",  # the list's names change: readers' last list (core.ratelimit.LastLook)
-]
 _HEALTH = re.compile(r"\((healthy|unhealthy|health: starting)\)")
 _EXIT = re.compile(r"^Exited \((-?\d+)\)")
 
@@ -93,12 +78,19 @@ def _ws(text: str, i: int) -> int:
     return found.end()
 
 
+def _state(value: str) -> ContainerState:
+    try:
+        return ContainerState(value.lower())
+    except ValueError:
+        return ContainerState.DEAD
+
+
 def _changing(raw: dict[str, Any]) -> tuple[ContainerState, str, str, str]:
     """What of a listed container can change while it exists: state, status text, name
     (a rename), image reference (a moved tag)."""
     names = raw.get("Names") or [""]
     return (
-        ContainerState.parse(str(raw.get("State", ""))),
+        _state(str(raw.get("State", ""))),
         str(raw.get("Status", "")),
         str(names[0]).lstrip("/"),
         str(raw.get("Image", "")),
@@ -112,7 +104,7 @@ def _from_status(status: str) -> dict[str, Any]:
     exited = _EXIT.match(status)
     return {
         "status": status,
-        "health": Health.parse(health.group(1).replace("health: ", "") if health else None),
+        "health": Health(health.group(1).removeprefix("health: ")) if health else None,
         "exit_code": int(exited.group(1)) if exited else None,
     }
 
@@ -207,29 +199,9 @@ def _anonymous_volumes(mounts: list[dict[str, Any]]) -> tuple[tuple[str, str], .
     )
 
 
-def event_of(line: bytes) -> EngineEvent | None:
-    """One line of the engine's event stream, if it is about a healerd container."""
-    event = json.loads(line)
-    actor = event.get("Actor") or {}
-    attrs = actor.get("Attributes") or {}
-    service = attrs.get(LABEL_SERVICE)
-    if not service:
-        return None
-    return EngineEvent(
-        service=str(service),
-        container_id=str(actor.get("ID", "")),
-        action=str(event.get("Action", "")),
-        signal=str(attrs.get("signal", "")),
-        exit_code=int_or_none(attrs.get("exitCode")),
-        name=str(attrs.get("name", "")),
-    )
-
-
 __all__ = [
     "ANONYMOUS",
-    "WATCHED_EVENTS",
     "RowCache",
-    "event_of",
     "int_or_none",
     "observed",
     "rows_of",

@@ -1,5 +1,6 @@
-"""The docker SDK's errors in the engine's words (healerd.engine's exceptions): what
-the adapter raises, so that nothing past it sees a docker or requests type."""
+"""The docker SDK's errors in the engine's words (healerd.engine.api's exceptions): what
+the adapter raises, so that nothing past it sees a docker or requests type; and which
+of them mean that only a new container gets past a start (CannotRestart)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import docker.errors
 import requests.exceptions
 import urllib3.exceptions
 
-from healerd.engine import EngineError, EngineUnavailable, ImageMissing, NameConflict
+from healerd.engine.api import EngineError, EngineUnavailable, ImageMissing, NameConflict
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """A container's log as the engine sends it (GET /containers/ID/logs), read in bounded
-pieces (no docker import: the adapter hands over the response's raw body).
+pieces.
 
 The docker SDK's own `logs()` reads the whole body into memory (or, streamed, one frame
 whatever its announced size, and a TTY container's output a byte at a time, with the
@@ -13,9 +13,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Protocol
 
-from healerd.engine import LogStream
+from healerd.engine.api import LogStream
+from healerd.engine.docker.client import DockerClient
 
 # The most bytes one read takes from the engine's response (and one chunk holds).
 CHUNK = 64 * 1024
@@ -48,19 +49,13 @@ def params(tail: int | None, since: float | None, until: float | None) -> dict[s
 
 
 def open_stream(
-    api: Any, container_id: str, query: dict[str, object], timeout: float, translate: Translate
+    client: DockerClient, container_id: str, query: dict[str, object], translate: Translate
 ) -> LogStream:
-    """GET the log through the SDK's low-level client `api` (the adapter's), streamed:
-    whether the container has a TTY decides how its body is framed (one inspect)."""
+    """GET the log, streamed: whether the container has a TTY decides how its body is
+    framed (one inspect first)."""
     with translate():
-        config = api.inspect_container(container_id).get("Config") or {}
-        url = api._url("/containers/{0}/logs", container_id)
-        response = api._get(url, params=query, stream=True, timeout=timeout)
-        try:
-            api._raise_for_status(response)
-        except BaseException:
-            response.close()
-            raise
+        config = client.api.inspect_container(container_id).get("Config") or {}
+        response = client.get("/containers/{0}/logs", container_id, params=query, stream=True)
     return LogStream(chunks(response.raw, bool(config.get("Tty")), translate), response.close)
 
 

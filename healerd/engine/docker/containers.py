@@ -1,0 +1,125 @@
+"""healerd's containers on the engine (ContainerRuntime but the create, which is
+create.py): the one list call, start, stop, rename, remove, logs and inspects; and the
+restart policy of the hand-off (RestartHandOff)."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+import docker.errors
+
+from healerd.engine.api import CannotRestart, Death, EngineError, LogStream, Owner
+from healerd.engine.docker import logs
+from healerd.engine.docker.client import DockerClient
+from healerd.engine.docker.errors import needs_new, removed
+from healerd.engine.docker.listing import RowCache, int_or_none
+from healerd.engine.docker.project import Ensured, in_use_or_gone
+from healerd.model import LABEL_SERVICE, ContainerState, ObservedContainer
+
+
+def _seconds(stop_timeout: float | None) -> int | None:
+    return None if stop_timeout is None else int(stop_timeout)
+
+
+def _removing(exc: EngineError) -> bool:
+    """A remove refused because another one is under way: as good as done."""
+    cause = exc.__cause__
+    return (
+        isinstance(cause, docker.errors.APIError)
+        and cause.status_code == 409
+        and "already in progress" in str(cause.explanation or "")
+    )
+
+
+class DockerContainers:
+    _client: DockerClient
+    _ensured: Ensured
+    _rows: RowCache
+    owner: Owner
+
+    def list_managed(self, service: str | None = None) -> list[ObservedContainer]:
+        label = LABEL_SERVICE if service is None else f"{LABEL_SERVICE}={service}"
+        listed = self._rows.parse(self._client.container_rows({"label": label}), service)
+        return self.owner.mine(listed, service)
+
+    def start(self, container: ObservedContainer) -> None:
+        self._client.listening(f"start {container.name}")
+        try:
+            with self._client.call(f"start {container.name}"):
+                self._client.api.start(container.id)
+        except EngineError as exc:
+            if needs_new(exc.__cause__):
+                self._ensured.forget()  # perhaps one of ours is gone: look again
+                gone = removed(exc.__cause__)
+                raise CannotRestart(str(exc), gone=gone) from exc.__cause__
+            raise
+
+    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        try:
+            with self._client.call(f"stop {container.name}"):
+                if container.state is ContainerState.PAUSED:
+                    self._client.api.unpause(container.id)
+                self._client.api.stop(container.id, timeout=_seconds(stop_timeout))
+        except EngineError as exc:
+            if not isinstance(exc.__cause__, docker.errors.NotFound):
+                raise
+
+    def rename(self, container: ObservedContainer, name: str) -> None:
+        with self._client.call(f"rename {container.name} to {name}"):
+            self._client.api.rename(container.id, name)
+
+    def remove(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        try:
+            with self._client.call(f"remove {container.name}"):
+                if container.running:
+                    self._client.api.stop(container.id, timeout=_seconds(stop_timeout))
+                self._client.api.remove_container(container.id, force=True, v=False)
+        except EngineError as exc:
+            if isinstance(exc.__cause__, docker.errors.NotFound) or _removing(exc):
+                return
+            raise
+        self._drop_volumes(container)
+
+    def _drop_volumes(self, container: ObservedContainer) -> None:
+        """Remove the container's anonymous volumes that no container uses any more. A
+        replacement mounts its predecessor's by name, so the engine's own `rm -v` would
+        leave them behind: healerd removes each once its last container is gone."""
+        for volume, _ in container.anon_volumes:
+            try:
+                with self._client.call(f"remove volume {volume[:12]}"):
+                    self._client.api.remove_volume(volume)
+            except EngineError as exc:
+                if not in_use_or_gone(exc, 409):
+                    raise
+
+    def logs(
+        self, container_id: str, tail: int | None, since: float | None, until: float | None = None
+    ) -> LogStream:
+        what = f"logs {container_id[:12]}"
+        query = logs.params(tail, since, until)
+        return logs.open_stream(self._client, container_id, query, lambda: self._client.call(what))
+
+    def death(self, container_id: str) -> Death:
+        with self._client.call(f"inspect {container_id[:12]}"):
+            state = self._client.api.inspect_container(container_id).get("State") or {}
+        running, finished = bool(state.get("Running")), str(state.get("FinishedAt") or "")
+        ended = bool(finished) and not finished.startswith("0001")
+        return Death(
+            exit_code=None if running else int_or_none(state.get("ExitCode")),
+            oom_killed=bool(state.get("OOMKilled")),
+            finished_at=finished if ended else "",
+            error=str(state.get("Error") or ""),
+            started_at=str(state.get("StartedAt") or ""),
+            ran_before=running and ended,
+        )
+
+    def set_restart_policy(self, container_id: str, policy: str) -> None:
+        with (
+            self._client.call(f"update {container_id[:12]}"),
+            suppress(docker.errors.NotFound),
+        ):
+            restart = {"Name": policy, "MaximumRetryCount": 0}
+            self._client.api.update_container(container_id, restart_policy=restart)
+
+
+__all__ = ["DockerContainers"]

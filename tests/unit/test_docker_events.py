@@ -1,0 +1,56 @@
+"""The Docker adapter's event lines as engine-neutral EngineEvents: Docker's names (and
+Podman's `died`) mapped in the adapter, so that core reads EngineAction only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from healerd.engine.docker.events import WATCHED_EVENTS, event_of, signal_number
+from healerd.model import LABEL_SERVICE, EngineAction, EngineEvent
+
+
+def line(action: str, **attrs: str) -> bytes:
+    actor = {"ID": "c" * 64, "Attributes": {LABEL_SERVICE: "web", "name": "web-1", **attrs}}
+    return json.dumps({"Type": "container", "Action": action, "Actor": actor}).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "action"),
+    [
+        ("create", EngineAction.CREATED),
+        ("start", EngineAction.STARTED),
+        ("die", EngineAction.DIED),
+        ("died", EngineAction.DIED),  # Podman's name for it
+        ("kill", EngineAction.KILLED),
+        ("stop", EngineAction.STOPPED),
+        ("destroy", EngineAction.DESTROYED),
+        ("pause", EngineAction.PAUSED),
+        ("unpause", EngineAction.UNPAUSED),
+        ("oom", EngineAction.OOM),
+        ("health_status: unhealthy", EngineAction.HEALTH),
+        ("rename", EngineAction.RENAMED),
+    ],
+)
+def test_each_watched_action_is_an_engine_action(name: str, action: EngineAction) -> None:
+    event = event_of(line(name))
+    assert event == EngineEvent("web", "c" * 64, action, name="web-1")
+    assert name.partition(":")[0] in WATCHED_EVENTS or name == "died"
+
+
+def test_a_death_carries_its_exit_code_and_a_kill_its_signal_as_a_number() -> None:
+    assert event_of(line("die", exitCode="137")) == EngineEvent(
+        "web", "c" * 64, EngineAction.DIED, exit_code=137, name="web-1"
+    )
+    for given in ("9", "SIGKILL", "KILL", "kill"):
+        event = event_of(line("kill", signal=given))
+        assert event is not None and event.signal == 9
+    assert signal_number("SIGHUP") == 1 and signal_number("") is None
+    assert signal_number("NOPE") is None
+
+
+def test_others_containers_and_unknown_actions_are_no_events() -> None:
+    foreign = json.dumps({"Action": "die", "Actor": {"ID": "x", "Attributes": {}}}).encode()
+    assert event_of(foreign) is None
+    assert event_of(line("exec_start: sh")) is None
