@@ -8,10 +8,11 @@ number of engine requests, and the work queue's merging of keys keeps the backlo
 Readers (the API's container list and diff) do not spend that budget: `LastLook` serves
 them the loop's last list while it is fresh, and otherwise lists once for all readers
 together, through a bucket of their own (one list a second, wired by the daemon).
-"Fresh" is younger than a second, or, while the event stream is connected, begun at
-least QUIET_SETTLE after the last event and reconnect: then nothing it shows has
-changed (at 1,000 containers a `healerctl get` at idle cost a list of 1,000 rows, 40 %
-of its time).
+"Fresh" is younger than a second and begun after the last event (a list made just
+before healerd's own create would hide that container from a describe right after
+it), or, while the event stream is connected, begun at least QUIET_SETTLE after the
+last event and reconnect: then nothing it shows has changed (at 1,000 containers a
+`healerctl get` at idle cost a list of 1,000 rows, 40 % of its time).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class LastLook:
         self.quiet_max_age = quiet_max_age
         # Since when the event stream has been connected with no event (None: down).
         self._quiet_since: float | None = None
+        self._changed_at: float | None = None  # the last event's arrival
         self._lock = threading.Lock()  # guards the list and its time
         self._listing = threading.Lock()  # one reader's list at a time
         self._at: float | None = None
@@ -127,8 +129,9 @@ class LastLook:
     def changed(self) -> None:
         """An event came: a list begun before now may no longer show what is."""
         with self._lock:
+            self._changed_at = self._clock.monotonic()
             if self._quiet_since is not None:
-                self._quiet_since = self._clock.monotonic()
+                self._quiet_since = self._changed_at
 
     def fresh(self) -> list[ObservedContainer] | None:
         with self._lock:
@@ -136,7 +139,10 @@ class LastLook:
                 return None
             age = self._clock.monotonic() - self._at
             quiet = self._quiet_since is not None and self._quiet_since + QUIET_SETTLE < self._at
-            if age >= self.max_age and not (quiet and age < self.quiet_max_age):
+            recent = age < self.max_age and (
+                self._changed_at is None or self._changed_at < self._at
+            )
+            if not recent and not (quiet and age < self.quiet_max_age):
                 return None
             return list(self._containers)
 

@@ -275,5 +275,7 @@ def test_logs_previous_and_describe_after_a_heal_in_place(
     assert out.count("run-") == 2
     code, text, err = healerd.ctl("describe", "said")
     assert code == 0, err
-    row = next(line for line in text.splitlines() if line.startswith(c["Names"][0].lstrip("/")))
+    name = c["Names"][0].lstrip("/")
+    row = next((line for line in text.splitlines() if line.startswith(name)), None)
+    assert row is not None, text
     assert " 1 " in row and "exited with code 137 (killed)" in row, text

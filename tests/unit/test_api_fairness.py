@@ -470,6 +470,19 @@ def test_a_list_begun_just_after_an_event_is_not_taken_as_current() -> None:
     assert [c.id for c in look.get()] == ["new"]
 
 
+def test_a_list_from_before_an_event_is_not_served_even_under_a_second_old() -> None:
+    """healerd's own create lands after the loop's last full list: a describe right
+    after it must not be shown that list (it would say the replica does not exist)."""
+    clock = FakeClock()
+    look = LastLook(clock, lambda: [container("made")], max_age=1.0)
+    look.offer([])
+    clock.advance(0.2)
+    assert look.get() == []  # nothing happened since: the loop's list stands
+    look.changed()  # the create's event
+    clock.advance(0.1)
+    assert [c.id for c in look.get()] == ["made"]
+
+
 def _watched(clock: FakeClock) -> tuple[FakeEngine, Controller]:
     """A controller whose event stream connected a while ago (5 s)."""
     engine = FakeEngine(clock)
