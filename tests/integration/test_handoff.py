@@ -14,7 +14,7 @@ from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.dockerd import PrivateDockerd
 from tests.support.healerd_process import Healerd
-from tests.support.polling import holds_for, wait_for
+from tests.support.polling import wait_for
 
 # Exits 3 once /tmp/crash appears (a crash of its own, not a signal); a TERM ends it.
 CRASHABLE = [
@@ -78,20 +78,20 @@ def test_a_reboot_brings_them_back_inside_the_engines_start_then_healerd_heals_a
     wait_for("converged again", lambda: cluster.converged("hand", 2), timeout=30)
     assert running_ids(cluster, "hand") == ids, "nothing to heal: the engine restored them"
 
-    # healerd is the healer again: a crash is replaced, the failed one kept as history
-    # (stopped, exit 3), not restarted in place by the engine.
+    # healerd is the healer again: a crash (exit 3) is restarted in place by healerd,
+    # not by the engine's policy (it is "no" again; the engine's RestartCount stays 0).
     victim = ids[0]
+    before = api.inspect_container(victim)["State"]["StartedAt"]
     api.exec_start(api.exec_create(victim, ["touch", "/tmp/crash"])["Id"])
     wait_for(
-        "a replacement",
-        lambda: cluster.converged("hand", 2) and victim not in running_ids(cluster, "hand"),
+        "healerd restarts it in place",
+        lambda: "restarted in place: exited with code 3" in healerd.log(),
         timeout=30,
     )
-    holds_for(
-        "the failed container stays stopped",
-        lambda: not api.inspect_container(victim)["State"]["Running"],
-        3,
-        interval=0.2,
-    )
-    assert api.inspect_container(victim)["State"]["ExitCode"] == 3
+    state = api.inspect_container(victim)
+    assert state["State"]["StartedAt"] != before, "the same container ran again"
+    assert state["RestartCount"] == 0, "the engine's policy restarted it, not healerd"
+    assert policy(api, victim) == "no"
+    mine = sorted(str(c["Id"]) for c in cluster.containers("hand", history=True))
+    assert mine == ids, "restarted in place, never replaced"
     assert policy(api, forged) == "always", "a container healerd does not own was changed"

@@ -43,8 +43,11 @@ def command(source: str) -> str:
 
 @pytest.fixture
 def data() -> Iterator[Path]:
-    """32 MiB of NUL bytes and 256 MiB of text, on disk (tmp_path is in RAM, /run)."""
-    root = Path(tempfile.mkdtemp(prefix="healerd-logs-", dir="/var/tmp"))
+    """32 MiB of NUL bytes and 256 MiB of text, on disk (tmp_path is in RAM, /run), in a
+    directory only root can write: healerd refuses a bind source under /var/tmp."""
+    parent = Path("/var/lib/healerd-test")
+    parent.mkdir(mode=0o755, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="logs-", dir=parent))
     try:
         (root / "nul.bin").write_bytes(b"\0" * (32 * MIB))
         with open(root / "text.txt", "wb") as f:
