@@ -371,6 +371,8 @@ class Controller(ReadSide):
             self._report.count("list_calls")
             scope, listed = None, self._health.list_managed(keys)
         if listed is None:
+            with self._lock:
+                self._recent = None  # an engine that cannot list: no pass acts on before
             return None
         mono, wall = self._clock.monotonic(), self._clock.time()
         if scope is None:

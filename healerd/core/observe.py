@@ -75,6 +75,10 @@ class Memory:
     # Containers healerd is starting in place, since when: the start is on its way
     # (healerd.core.executor.Executor.start_later), no pass plans anything more for them.
     starting: dict[str, float] = field(default_factory=dict)
+    # Their rows as the start was planned: one the list no longer shows (removed while
+    # its start was on its way) still counts as this replica, for the start ends in a
+    # replacement (healerd.core.executor.Executor._start), not in a second one.
+    start_rows: dict[str, ObservedContainer] = field(default_factory=dict)
 
     def recall(self, ids: set[str], offset: float) -> Recall:
         """The service's remembered times as wall-clock ones (`offset` = wall - mono)."""
@@ -257,11 +261,29 @@ def in_flight(
     since = mem.starting.get(c.id)
     if since is not None and mono - since > START_ON_ITS_WAY:
         del mem.starting[c.id]
+        mem.start_rows.pop(c.id, None)
         since = None
     made = c.state is ContainerState.CREATED and c.name in creating
     if c.running or not (since is not None or made):
         return c
     return replace(c, state=ContainerState.RUNNING, health=Health.STARTING, exit_code=None)
+
+
+def unlisted_starts(
+    mem: Memory, service: str, listed: Sequence[ObservedContainer], mono: float
+) -> list[ObservedContainer]:
+    """The service's containers whose start is on its way that the list does not show
+    (removed meanwhile: `docker rm -f`), counted as starting: the start ends in their
+    replacement (healerd.core.executor.Executor._start), and a pass that made one too
+    made two (CI: test_ownership's replay test). Once the list shows that replacement
+    (it names what it replaces), the replacement is the replica."""
+    shown = {c.id for c in listed} | {c.replaces for c in listed if c.replaces}
+    rows = [
+        in_flight(mem, row, mono)
+        for cid, row in list(mem.start_rows.items())
+        if row.service == service and cid not in shown
+    ]
+    return [r for r in rows if r.id in mem.starting]
 
 
 def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
@@ -333,4 +355,5 @@ __all__ = [
     "note_started",
     "observe",
     "still_suspect",
+    "unlisted_starts",
 ]

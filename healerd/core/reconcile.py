@@ -21,7 +21,14 @@ from healerd.core.context import Recall, plan_context
 from healerd.core.dependencies import outdated, unmet
 from healerd.core.executor import ActionResult, Executor
 from healerd.core.images import ImagePolicy
-from healerd.core.observe import Memory, as_dead, in_flight, note_started, still_suspect
+from healerd.core.observe import (
+    Memory,
+    as_dead,
+    in_flight,
+    note_started,
+    still_suspect,
+    unlisted_starts,
+)
 from healerd.core.outcome import Facts, Outcome, Tally, decide
 from healerd.core.planner import Plan, PlanContext, plan
 from healerd.core.readmodel import tally
@@ -163,11 +170,12 @@ class Reconciler:
         of before the list shows it (as_dead), a start or a create of healerd's own on
         its way (in_flight)."""
         creating = self._executor.creating()
+        listed = obs.of(key)
         with self._lock:
-            return [
-                in_flight(self._mem, as_dead(self._mem, c, mono), mono, creating)
-                for c in obs.of(key)
+            mine = [
+                in_flight(self._mem, as_dead(self._mem, c, mono), mono, creating) for c in listed
             ]
+            return mine + unlisted_starts(self._mem, key, listed, mono)
 
     def preview(self, key: str, obs: Observation) -> list[Action]:
         """What a pass would do right now, without doing it."""
@@ -346,6 +354,7 @@ class Reconciler:
             for a in p.actions:
                 assert a.container is not None
                 self._mem.starting[a.container.id] = mono
+                self._mem.start_rows[a.container.id] = a.container
         self._executor.start_later(p.actions, lambda res: self._started(key, res))
 
     def _started(self, key: str, res: ActionResult) -> None:
@@ -355,6 +364,7 @@ class Reconciler:
         assert c is not None
         with self._lock:
             self._mem.starting.pop(c.id, None)
+            self._mem.start_rows.pop(c.id, None)
         self._healed(key, res)
         self._note_starts([res])
         assert self._after_start is not None

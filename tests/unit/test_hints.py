@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 
 from healerd.core.hints import LookHints
-from healerd.model import EngineAction, EngineEvent
+from healerd.engine.api import EngineUnavailable
+from healerd.model import EngineAction, EngineEvent, ObservedContainer
 from tests.support.polling import wait_for
 from tests.unit.builders import spec
 from tests.unit.test_controller import desired, drive
@@ -87,6 +88,58 @@ def test_news_between_the_kill_and_the_death_makes_the_death_list_again() -> Non
         ctrl.on_event(EngineEvent("web", cid, EngineAction.DIED, exit_code=137, name=c.name))
         wait_for("started in place", lambda: engine.containers[cid].running, 5, 0.01)
         assert engine.calls.count("list") > lists
+    finally:
+        stop.set()
+        loop.join(5)
+        ctrl.shutdown()
+
+
+def test_a_list_that_failed_since_the_kills_look_leaves_the_death_waiting() -> None:
+    """The last look is not acted on once a later list failed (here another service's):
+    the engine may be going away, and healerd does not act on what it can no longer see;
+    the death's pass lists, and waits for a list that works."""
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1), spec("db", 1)))
+    drive(ctrl, clock)
+    (cid,) = (k for k, v in engine.containers.items() if v.service == "web")
+    c = engine.containers[cid]
+    real_list = engine.list_managed
+    failing = threading.Event()
+
+    def list_managed(service: str | None = None) -> list[ObservedContainer]:
+        if failing.is_set():
+            engine.calls.append("list")
+            raise EngineUnavailable("lists refused")
+        return real_list(service)
+
+    engine.list_managed = list_managed  # type: ignore[method-assign]
+    stop = threading.Event()
+    loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.KILLED, signal=9, name=c.name))
+        wait_for("the kill's pass", lambda: engine.calls.count("list") >= 2, 5, 0.01)
+        failing.set()
+        mark = len(engine.calls)
+        clock.advance(0.1)
+        ctrl.reconcile_now("db")  # another service's pass finds the engine cannot list
+        wait_for("db's failed list", lambda: "list" in engine.calls[mark:], 5, 0.01)
+        engine.kill(cid, exit_code=137)
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.DIED, exit_code=137, name=c.name))
+
+        def death_passed() -> bool:
+            clock.advance(0.05)  # the failed passes' backoff goes by
+            return engine.calls[mark:].count("list") >= 3 or "start" in engine.calls[mark:]
+
+        wait_for("the death's pass", death_passed, 5, 0.01)
+        assert "start" not in engine.calls[mark:] and not engine.containers[cid].running
+        failing.clear()
+
+        def started() -> bool:
+            clock.advance(0.05)
+            return engine.containers[cid].running
+
+        wait_for("started in place", started, 5, 0.01)
     finally:
         stop.set()
         loop.join(5)

@@ -592,3 +592,56 @@ def test_a_replacement_on_its_way_to_start_is_not_started_by_another_pass() -> N
         stop.set()
         loop.join(5)
         ctrl.shutdown()
+
+
+def test_a_container_removed_while_its_start_is_on_its_way_is_replaced_once() -> None:
+    """docker rm -f while healerd's start in place is on its way: the destroy's pass lists
+    no container, but the start stands for the replica (it ends in the replacement, as
+    the engine refuses a start of a container gone); a pass that made one too made two,
+    and a scale-down removed one (integration: test_ownership's replay test, CI)."""
+    import threading
+
+    from tests.support.polling import wait_for
+
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (old,) = engine.containers
+    c = engine.containers[old]
+    real_start = engine.start
+    asked, go = threading.Event(), threading.Event()
+
+    def slow_start(x: ObservedContainer) -> None:
+        asked.set()
+        go.wait(10)  # the engine takes its time; meanwhile the container is removed
+        real_start(x)
+
+    engine.start = slow_start  # type: ignore[method-assign,assignment]
+    stop = threading.Event()
+    loop = threading.Thread(target=ctrl.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        die(ctrl, engine, old, 1)
+        wait_for("the start on its way", asked.is_set, 5, 0.01)
+        engine.calls.clear()
+        clock.advance(0.01)
+        del engine.containers[old]
+        ctrl.on_event(EngineEvent("web", old, EngineAction.DESTROYED, name=c.name))
+        wait_for("the destroy's pass", lambda: "list" in engine.calls, 5, 0.01)
+        go.set()
+
+        def settled() -> bool:
+            clock.advance(0.01)  # the clock goes on: stamps differ, as on a host
+            calls = engine.calls  # the start ended, and a pass looked after the last create
+            last = len(calls) - 1 - calls[::-1].index("create") if "create" in calls else None
+            ended = "start" in calls and last is not None and "list" in calls[last:]
+            return ended and len(engine.running("web")) >= 1
+
+        wait_for("one running, looked at again", settled, 5, 0.01)
+        assert engine.calls.count("create") == 1, engine.calls
+        assert len(engine.containers) == 1
+    finally:
+        go.set()
+        stop.set()
+        loop.join(5)
+        ctrl.shutdown()
