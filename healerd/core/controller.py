@@ -40,6 +40,7 @@ from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
 from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
 
@@ -182,7 +183,7 @@ class Controller(ReadSide):
             self._desired = self.updates.apply_all(state)
         for err in state.errors:
             if err not in old.errors:
-                self.events.record("config-error", "", str(err))
+                self.events.record(EventKind.CONFIG_ERROR, "", str(err))
         broken_changed = set(old.broken_files) ^ set(state.broken_files)
         for name in set(old.services) | set(state.services):
             spec = state.services.get(name)
@@ -257,13 +258,15 @@ class Controller(ReadSide):
     def pause(self, service: str) -> None:
         with self._lock:
             self._paused.add(service)
-        self.events.record("paused", service, "paused by operator: left alone until resumed")
+        self.events.record(
+            EventKind.PAUSED, service, "paused by operator: left alone until resumed"
+        )
         self.queue.add(service, force=True)
 
     def resume(self, service: str) -> None:
         with self._lock:
             self._paused.discard(service)
-        self.events.record("resumed", service, "resumed by operator")
+        self.events.record(EventKind.RESUMED, service, "resumed by operator")
         self.queue.add(service, force=True)
 
     def paused_services(self) -> set[str]:
@@ -523,10 +526,10 @@ class Controller(ReadSide):
     def _pressure_changed(self, old: Pressure, new: Pressure) -> None:
         if new.any:
             log.warning("host under pressure: %s", new.describe())
-            self.events.record("pressure", "", new.describe())
+            self.events.record(EventKind.PRESSURE, "", new.describe())
         else:
             log.info("host pressure ended")
-            self.events.record("pressure-ended", "", "no resource below its threshold")
+            self.events.record(EventKind.PRESSURE_ENDED, "", "no resource below its threshold")
         if self.admission is not None:
             # Whoever waits may fit now (or must now wait): look again at once.
             for key in self.admission.waiting():

@@ -17,6 +17,7 @@ from healerd.core.events import EventLog
 from healerd.core.ratelog import LOOP_WINDOW, RateLimitedLog
 from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.model import ObservedContainer
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
 
@@ -98,12 +99,12 @@ class EngineHealth:
                 "engine", "cannot list containers: %s (services wait: %s)", exc, waiting
             )
             if was_ok is not False:
-                self._events.record("engine-lost", "", str(exc))
+                self._events.record(EventKind.ENGINE_LOST, "", str(exc))
 
     def _reachable(self) -> None:
         self._down_since = None
         if self.ok is False:
-            self._events.record("engine-back", "", "engine reachable again")
+            self._events.record(EventKind.ENGINE_BACK, "", "engine reachable again")
             self.quiet.info("engine", "engine reachable again: resyncing every service")
             self.ok = True
             self._on_back()

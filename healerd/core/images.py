@@ -23,6 +23,7 @@ from healerd.core.outcome import Tally
 from healerd.core.state import ServiceState
 from healerd.engine import ImagePullFailed
 from healerd.model import RegistryAuth, ServiceSpec
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
 
@@ -155,7 +156,7 @@ class ImagePolicy:
         except ImagePullFailed as exc:
             # The registry's own words (unauthorized, manifest unknown); never a secret.
             why = str(exc).removeprefix(f"pull {image}: ")
-            self._events.record("pull-failed", key, f"cannot pull {image}: {why}")
+            self._events.record(EventKind.PULL_FAILED, key, f"cannot pull {image}: {why}")
             if not present:
                 return ImageProblem(
                     ServiceState.IMAGE_PULL_BACK_OFF, f"cannot pull {image}: {why}", 0.0
@@ -164,7 +165,7 @@ class ImagePolicy:
             # the registry. Use the local image; the next spec change pulls again.
             log.warning("%s: cannot pull %s (%s); using the local image", key, image, exc)
         else:
-            self._events.record("pulled", key, f"pulled {image}")
+            self._events.record(EventKind.PULLED, key, f"pulled {image}")
         with self._lock:
             # `always` pulls once per spec: only the service's current spec is remembered.
             self._pulled[key] = spec.spec_hash

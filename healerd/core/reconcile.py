@@ -32,6 +32,7 @@ from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
 from healerd.core.updates import Updates, follows
 from healerd.model import Action, ActionKind, ObservedContainer, ServiceSpec
+from healerd.vocabulary import EventKind
 
 
 @dataclass(frozen=True)
@@ -275,10 +276,10 @@ class Reconciler:
                 self.rollouts.pop(key, None)
             else:
                 self.rollouts[key] = r
-        if event == "rollout-started" and spec is not None:
+        if event is EventKind.ROLLOUT_STARTED and spec is not None:
             n = rollouts.stale_count(spec, mine)
             self._report.events.record(event, key, f"{n} container(s) to replace")
-        elif event == "rollout-complete":
+        elif event is EventKind.ROLLOUT_COMPLETE:
             self._report.events.record(event, key, "all containers run the new spec")
 
     def _room(

@@ -34,6 +34,7 @@ from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory
 from healerd.engine import EngineError, ImagePullFailed
 from healerd.engine.request import split_reference
 from healerd.model import ContainerState, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.updates")
 
@@ -303,7 +304,7 @@ class Updates:
                 )
             self._memory.ran(key, pin.declared, pin.digest)
             self._events.record(
-                "image-updated", key, f"all replicas run {pin.declared}@{short(pin.digest)}"
+                EventKind.IMAGE_UPDATED, key, f"all replicas run {pin.declared}@{short(pin.digest)}"
             )
             if self.after_update is not None:
                 keep = [pinned_ref(pin.declared, d) for d in (pin.digest, pin.previous) if d]
@@ -327,7 +328,7 @@ class Updates:
             self._notes[key] = note
         self._memory.failed(key, pin.declared, pin.digest)
         log.warning("%s: %s", key, note)
-        self._events.record("image-rollback", key, note)
+        self._events.record(EventKind.IMAGE_ROLLBACK, key, note)
         self._on_change(key)
 
     # -- the checker -----------------------------------------------------------------
@@ -366,7 +367,7 @@ class Updates:
         try:
             self._engine.pull(ref, auth)
         except (ImagePullFailed, EngineError) as exc:
-            self._events.record("pull-failed", key, f"update {short(digest)}: {exc}")
+            self._events.record(EventKind.PULL_FAILED, key, f"update {short(digest)}: {exc}")
             return ""
         finally:
             with self._lock:
@@ -380,7 +381,7 @@ class Updates:
             self._pins[key] = new
             self._notes[key] = f"updating to {short(digest)} from {short(pin.digest)}"
         self._events.record(
-            "image-update", key, f"{spec.image} moved to {short(digest)}: rolling out"
+            EventKind.IMAGE_UPDATE, key, f"{spec.image} moved to {short(digest)}: rolling out"
         )
         self._on_change(key)
         return digest
@@ -410,7 +411,7 @@ class Updates:
             self._notes[key] = note
         if not told:
             log.warning("%s: %s", key, note)
-            self._events.record("image-downgrade-held", key, note)
+            self._events.record(EventKind.IMAGE_DOWNGRADE_HELD, key, note)
             self._on_change(key)  # a pass: the status says why
         return True
 

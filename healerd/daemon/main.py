@@ -59,6 +59,7 @@ from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine, EngineError
 from healerd.host import HostProbe
 from healerd.host.psutil_probe import PsutilProbe
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd")
 
@@ -245,7 +246,7 @@ class Daemon:
         """A container with healerd's labels it cannot prove it made: told once."""
         message = f"container {u.name} ({u.id[:12]}) has healerd's labels but {u.why}: left alone"
         log.warning("%s: %s", u.service, message)
-        self.controller.events.record("Unverified", u.service, message, u.name)
+        self.controller.events.record(EventKind.UNVERIFIED, u.service, message, u.name)
 
     def unverified(self) -> list[Unverified]:
         return self.signed.unverified() if self.signed is not None else []

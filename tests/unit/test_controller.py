@@ -294,7 +294,7 @@ def test_a_rollout_to_a_crashing_spec_halts_and_keeps_the_old_ones() -> None:
     drive(ctrl, clock, max_seconds=40)
     assert {c.id for c in engine.running("web")} == olds
     assert (
-        any(e.kind == "rollouthalted" for e in ctrl.events.since(0)) or st.state == "RolloutHalted"
+        any(e.kind == "rollout-halted" for e in ctrl.events.since(0)) or st.state == "RolloutHalted"
     )
 
 

@@ -329,7 +329,7 @@ def test_a_scale_up_waits_under_memory_pressure_and_goes_on_when_it_ends() -> No
         "threshold of 100Mi"
     )
     kinds = [e.kind for e in ctrl.events.since(0)]
-    assert "pressure" in kinds and "waitingforresources" in kinds
+    assert "pressure" in kinds and "waiting-for-resources" in kinds
     probe.host = host()
     drive(ctrl, clock, 10)
     assert len(engine.running("web")) == 3 and status(ctrl, "web")[0] == "Converged"
@@ -381,7 +381,7 @@ def test_with_room_for_one_the_higher_priority_service_is_healed_first() -> None
     ctrl.queue.add("db")
     drive(ctrl, clock, 3)
     assert len(engine.running("db")) == 1 and engine.running("cache") == []
-    waits = [e.message for e in ctrl.events.since(0) if e.kind == "waitingforresources"]
+    waits = [e.message for e in ctrl.events.since(0) if e.kind == "waiting-for-resources"]
     assert waits[0].endswith("db (priority 10) go first"), waits
     assert status(ctrl, "cache")[0] == "WaitingForResources"
     # The db container's memory now shows in the sample: no room is left for cache.
