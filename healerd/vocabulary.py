@@ -9,6 +9,8 @@ may use them.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -54,4 +56,76 @@ class EventKind(StrEnum):
     COMPLETED = "completed"
 
 
-__all__ = ["EventKind"]
+class Condition(StrEnum):
+    """Compose's depends_on condition: what a dependency must be before its dependents
+    are created (healerd.core.readiness.dependency_unmet)."""
+
+    STARTED = "service_started"
+    HEALTHY = "service_healthy"
+    COMPLETED_SUCCESSFULLY = "service_completed_successfully"
+
+
+class AutoUpdate(StrEnum):
+    """`x-healerd: {auto_update: ...}`. A spec holds NEVER or REGISTRY: DISABLED is what
+    a file may say (it also turns Podman's label off), and the spec keeps it as NEVER."""
+
+    NEVER = ""
+    REGISTRY = "registry"  # follow the tag's digest in its registry (healerd.core.updates)
+    DISABLED = "disabled"
+
+
+class VolumeKind(StrEnum):
+    """A mount's type: SHORT is Compose's short syntax (a bind or a named volume, sent
+    as a bind string); the others are the long syntax's `type`."""
+
+    SHORT = ""
+    BIND = "bind"
+    VOLUME = "volume"
+    TMPFS = "tmpfs"
+
+
+class RestartMode(StrEnum):
+    ALWAYS = "always"
+    UNLESS_STOPPED = "unless-stopped"
+    NO = "no"
+    ON_FAILURE = "on-failure"
+
+
+_RESTART_RE = re.compile(r"(no|always|unless-stopped|on-failure)(?::([1-9][0-9]{0,5}))?")
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Compose's `restart`, parsed: its mode and on-failure's N (`max_retries`)."""
+
+    mode: RestartMode
+    max_retries: int | None = None  # on-failure:N; None: no limit
+
+    @classmethod
+    def parse(cls, text: str) -> Restart:
+        """`always`, `unless-stopped`, `no`, `on-failure` or `on-failure:N` (N >= 1);
+        ValueError otherwise."""
+        m = _RESTART_RE.fullmatch(text)
+        if m is None or (m.group(2) is not None and m.group(1) != RestartMode.ON_FAILURE):
+            raise ValueError(f"{text!r} is not always, unless-stopped, on-failure[:N] or no")
+        limit = m.group(2)
+        return cls(RestartMode(m.group(1)), int(limit) if limit is not None else None)
+
+    @property
+    def run_once(self) -> bool:
+        """Its containers may finish: "no", or on-failure (healerd.core.jobs)."""
+        return self.mode in (RestartMode.NO, RestartMode.ON_FAILURE)
+
+    def __str__(self) -> str:
+        """As a Compose file writes it."""
+        return self.mode if self.max_retries is None else f"{self.mode}:{self.max_retries}"
+
+
+__all__ = [
+    "AutoUpdate",
+    "Condition",
+    "EventKind",
+    "Restart",
+    "RestartMode",
+    "VolumeKind",
+]

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from healerd.core.jobs import finished
 from healerd.core.planner import history
 from healerd.model import Health, ObservedContainer, ServiceSpec
+from healerd.vocabulary import Condition
 
 
 def unmet(
@@ -24,13 +25,13 @@ def unmet(
             # required: false never holds a service back (Compose only warns); an
             # undeclared required one was refused with the file.
             continue
-        if dep.condition == "service_completed_successfully":
+        if dep.condition is Condition.COMPLETED_SUCCESSFULLY:
             why = _completed(dep.service, other, containers)
             if why:
                 return why
             continue
         live = [c for c in containers if c.service == dep.service and c.running]
-        if dep.condition == "service_healthy":
+        if dep.condition is Condition.HEALTHY:
             if live and all(c.health is None for c in live):
                 return f"waiting for {dep.service} to be healthy: it has no healthcheck"
             if not any(c.health is Health.HEALTHY for c in live):

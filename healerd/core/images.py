@@ -22,7 +22,7 @@ from healerd.core.executor import Executor
 from healerd.core.outcome import Tally
 from healerd.core.state import ServiceState
 from healerd.engine import ImagePullFailed
-from healerd.model import RegistryAuth, ServiceSpec
+from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
 from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
@@ -115,7 +115,7 @@ class ImagePolicy:
     def _fresh(self, key: str, spec: ServiceSpec) -> bool:
         seen = self._seen.get(spec.image)
         fresh = seen is not None and self._clock.monotonic() - seen < IMAGE_SEEN_TTL
-        return fresh and (spec.pull_policy != "always" or self._pulled_for(key, spec))
+        return fresh and (spec.pull_policy is not PullPolicy.ALWAYS or self._pulled_for(key, spec))
 
     def _pulled_for(self, key: str, spec: ServiceSpec) -> bool:
         with self._lock:
@@ -128,9 +128,9 @@ class ImagePolicy:
         present = self._engine.image_present(image)
         if present:
             self._saw(image)
-        if present and not (policy == "always" and not self._pulled_for(key, spec)):
+        if present and not (policy is PullPolicy.ALWAYS and not self._pulled_for(key, spec)):
             return None
-        if not present and policy == "never":
+        if not present and policy is PullPolicy.NEVER:
             reason = f"image {image} is not present and pull_policy is never"
             return ImageProblem(ServiceState.ERR_IMAGE_NEVER_PULL, reason, 0.0)
         if self._admission is not None:

@@ -15,30 +15,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from healerd.model import ContainerState, ObservedContainer, ServiceSpec
-
-ON_FAILURE = "on-failure"
+from healerd.vocabulary import RestartMode
 
 
 def run_once(spec: ServiceSpec) -> bool:
     """Whether its containers may finish (restart "no" or on-failure)."""
-    return spec.restart == "no" or (spec.restart or "").startswith(ON_FAILURE)
+    return spec.restart is not None and spec.restart.run_once
 
 
 def restart_limit(spec: ServiceSpec) -> int | None:
     """on-failure:N's N (None: no limit, or not on-failure)."""
-    mode = spec.restart or ""
-    if mode.startswith(ON_FAILURE + ":"):
-        return int(mode.split(":", 1)[1])
-    return None
+    r = spec.restart
+    return r.max_retries if r is not None and r.mode is RestartMode.ON_FAILURE else None
 
 
 def finished(c: ObservedContainer, spec: ServiceSpec) -> bool:
     """Exited for good: restart "no", or on-failure with exit 0 or no restart left."""
-    if not run_once(spec) or c.state is not ContainerState.EXITED:
+    if spec.restart is None or not spec.restart.run_once or c.state is not ContainerState.EXITED:
         return False
     if c.spec_hash != spec.spec_hash:
         return False
-    if spec.restart == "no" or c.exit_code == 0:
+    if spec.restart.mode is RestartMode.NO or c.exit_code == 0:
         return True
     limit = restart_limit(spec)
     return limit is not None and c.restarts >= limit

@@ -26,6 +26,7 @@ from healerd.model import (
     Action,
     ActionKind,
     ContainerState,
+    Health,
     ObservedContainer,
     RestartPolicy,
     ServiceSpec,
@@ -116,7 +117,7 @@ def is_available(c: ObservedContainer, spec: ServiceSpec, now: float) -> bool:
     """Serving: running, not `starting` or `unhealthy`, and - for the current spec - up
     for min_ready_seconds. An old-spec container has proven itself already; it is never
     the one that has to wait before the rollout may count it."""
-    if not c.running or c.health in ("starting", "unhealthy"):
+    if not c.running or c.health in (Health.STARTING, Health.UNHEALTHY):
         return False
     if c.spec_hash != spec.spec_hash:
         return True

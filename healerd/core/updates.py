@@ -33,12 +33,16 @@ from healerd.core.planner import history, is_available
 from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory
 from healerd.engine import EngineError, ImagePullFailed
 from healerd.engine.request import split_reference
-from healerd.model import ContainerState, ObservedContainer, RegistryAuth, ServiceSpec
-from healerd.vocabulary import EventKind
+from healerd.model import (
+    ContainerState,
+    ObservedContainer,
+    PullPolicy,
+    RegistryAuth,
+    ServiceSpec,
+)
+from healerd.vocabulary import AutoUpdate, EventKind
 
 log = logging.getLogger("healerd.updates")
-
-REGISTRY = "registry"
 
 
 class DigestEngine(Protocol):
@@ -58,7 +62,7 @@ class Pin:
 
 def follows(spec: ServiceSpec | None) -> bool:
     """Whether the service follows its tag (an image pinned by digest never moves)."""
-    return spec is not None and spec.auto_update == REGISTRY and "@" not in spec.image
+    return spec is not None and spec.auto_update is AutoUpdate.REGISTRY and "@" not in spec.image
 
 
 def repository(image: str) -> str:
@@ -349,7 +353,7 @@ class Updates:
             self._on_change(key)
         if not follows(spec) or pin is None or pin.declared != spec.image or pin.trying:
             return ""
-        if spec.replicas == 0 or spec.pull_policy == "never":
+        if spec.replicas == 0 or spec.pull_policy is PullPolicy.NEVER:
             return ""  # nothing runs it, or nothing may be pulled for it
         auth = self._auth_for(spec.image)
         self.checks += 1

@@ -10,7 +10,14 @@ from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.model import ContainerState, EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
+from healerd.model import (
+    ContainerState,
+    EngineEvent,
+    PullPolicy,
+    RestartPolicy,
+    ServiceSpec,
+    UpdateConfig,
+)
 from tests.unit.builders import spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
@@ -92,7 +99,7 @@ def test_one_failing_service_does_not_hold_up_another() -> None:
     ctrl, engine, clock = make()
     engine.images = {"img:1"}
     ctrl.set_desired(
-        desired(spec("bad", 1, image="missing:1", pull_policy="never"), spec("good", 1))
+        desired(spec("bad", 1, image="missing:1", pull_policy=PullPolicy.NEVER), spec("good", 1))
     )
     drive(ctrl, clock, max_seconds=30)
     assert len(engine.running("good")) == 1 and state(ctrl, "good") == "Converged"
@@ -121,7 +128,7 @@ def test_a_failed_pull_backs_off_and_leaves_running_containers_alone() -> None:
 def test_pull_policy_always_pulls_once_per_spec() -> None:
     ctrl, engine, clock = make()
     engine.pullable.add("img:1")
-    ctrl.set_desired(desired(spec("a", 2, pull_policy="always")))
+    ctrl.set_desired(desired(spec("a", 2, pull_policy=PullPolicy.ALWAYS)))
     drive(ctrl, clock)
     (c, _) = engine.running("a")
     engine.kill(c.id)
@@ -460,7 +467,7 @@ def test_an_oom_event_does_not_kill_a_container_that_still_runs() -> None:
 def test_always_with_the_registry_away_heals_from_the_local_image() -> None:
     ctrl, engine, clock = make()
     engine.images = {"img:1"}  # present, but not pullable
-    ctrl.set_desired(desired(spec("a", 1, pull_policy="always")))
+    ctrl.set_desired(desired(spec("a", 1, pull_policy=PullPolicy.ALWAYS)))
     drive(ctrl, clock, max_seconds=5)
     assert len(engine.running("a")) == 1 and "pull" in engine.calls
 

@@ -22,6 +22,7 @@ from healerd.model import (
     UpdateConfig,
     UpdateOrder,
 )
+from healerd.vocabulary import AutoUpdate
 from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import drive, state
@@ -40,7 +41,7 @@ def desired(*specs: ServiceSpec) -> DesiredState:
 
 def follower(replicas: int = 2, **kw: object) -> ServiceSpec:
     update = UpdateConfig(order=UpdateOrder.START_FIRST, progress_deadline=60.0)
-    return spec("app", replicas, TAG, auto_update="registry", update_config=update, **kw)
+    return spec("app", replicas, TAG, auto_update=AutoUpdate.REGISTRY, update_config=update, **kw)
 
 
 def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
@@ -244,7 +245,7 @@ def test_docker_hub_names_find_their_local_digest() -> None:
     ctrl, engine, clock = make()
     hub = "docker.io/library/nginx:1.25"
     engine.repo_digests[hub] = (f"nginx@{V2}",)
-    s = spec("web", 1, hub, auto_update="registry")
+    s = spec("web", 1, hub, auto_update=AutoUpdate.REGISTRY)
     ctrl.set_desired(desired(s))
     drive(ctrl, clock)
     assert images(engine) == [pinned_ref(hub, V2)]
