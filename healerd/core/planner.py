@@ -10,7 +10,7 @@ Words used here:
   place when it still can serve (the current spec, a state a start can leave), else
   replaced by a new container.
 - alive: running and not failed. available: alive, not `unhealthy` or `starting`, and up
-  for `min_ready_seconds`.
+  for `min_ready_seconds` (healerd.core.readiness, with the other readiness notions).
 - current / stale: the spec hash label matches the declared spec, or not.
 """
 
@@ -20,13 +20,13 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from healerd.core.jobs import finished
+from healerd.core import readiness
+from healerd.core.readiness import finished
 from healerd.core.runs import exit_words
 from healerd.model import (
     Action,
     ActionKind,
     ContainerState,
-    Health,
     ObservedContainer,
     RestartPolicy,
     ServiceSpec,
@@ -111,26 +111,6 @@ class Plan:
 
 def _oldest_first(containers: Sequence[ObservedContainer]) -> list[ObservedContainer]:
     return sorted(containers, key=lambda c: (c.created, c.id))
-
-
-def is_available(c: ObservedContainer, spec: ServiceSpec, now: float) -> bool:
-    """Serving: running, not `starting` or `unhealthy`, and - for the current spec - up
-    for min_ready_seconds. An old-spec container has proven itself already; it is never
-    the one that has to wait before the rollout may count it."""
-    if not c.running or c.health in (Health.STARTING, Health.UNHEALTHY):
-        return False
-    if c.spec_hash != spec.spec_hash:
-        return True
-    return now >= min_ready_at(c, spec)
-
-
-def min_ready_at(c: ObservedContainer, spec: ServiceSpec) -> float:
-    """When a container of the current spec has run min_ready_seconds. The engine's
-    list gives creation times in whole seconds: such a time is taken as the end of its
-    second, so that a container up for 0.2 s never counts as up for 1.2 s."""
-    started = c.run_started
-    started = started + 1.0 if started == int(started) else started
-    return started + spec.update_config.min_ready_seconds
 
 
 def min_available(spec: ServiceSpec, order: UpdateOrder | None = None) -> int:
@@ -236,7 +216,7 @@ class _Planning:
         pool = self.cur + self.done
         extras: list[ObservedContainer] = []
         if len(pool) > desired:  # converged (the usual pass) needs no ranking
-            ranked = sorted(pool, key=lambda c: (is_available(c, spec, now), -c.created))
+            ranked = sorted(pool, key=lambda c: (readiness.available(c, spec, now), -c.created))
             extras = ranked[: len(pool) - desired]
         for c in extras:
             self.remove(c, f"scale down to {desired}")
@@ -404,9 +384,9 @@ def _rollout_step(
     batch makes at most `room` surge containers (None: no limit)."""
     desired, parallelism = spec.replicas, spec.update_config.parallelism
     # One batch at a time: the previous one must be available first.
-    if any(not is_available(c, spec, now) for c in cur) or held_cur or made:
+    if any(not readiness.available(c, spec, now) for c in cur) or held_cur or made:
         return False
-    available = sum(1 for c in cur + stale if is_available(c, spec, now))
+    available = sum(1 for c in cur + stale if readiness.available(c, spec, now))
     floor = min_available(spec, order)
     if order is UpdateOrder.STOP_FIRST:
         removable = min(parallelism, len(stale), max(0, available - floor))
@@ -456,10 +436,10 @@ def _drop_stale(
     below the availability floor (a new container still starting does not count)."""
     if not stale or count <= 0:
         return
-    available = sum(1 for c in cur + stale if is_available(c, spec, now))
+    available = sum(1 for c in cur + stale if readiness.available(c, spec, now))
     floor = min(min_available(spec, order), available)
     for c in _stale_victims(stale, spec, now)[:count]:
-        if is_available(c, spec, now):
+        if readiness.available(c, spec, now):
             if available - 1 < floor:
                 break
             available -= 1
@@ -470,7 +450,7 @@ def _stale_victims(
     stale: list[ObservedContainer], spec: ServiceSpec, now: float
 ) -> list[ObservedContainer]:
     """Old containers that serve nothing go first, then the oldest."""
-    return sorted(stale, key=lambda c: (is_available(c, spec, now), c.created, c.id))
+    return sorted(stale, key=lambda c: (readiness.available(c, spec, now), c.created, c.id))
 
 
 def _failure(c: ObservedContainer | None, ctx: PlanContext) -> str:
@@ -522,7 +502,7 @@ def _done(
         converged=converged and len(mine) == spec.replicas,
         held=len(held),
         stale=len(stale_left),
-        available=sum(1 for c in cur + stale if is_available(c, spec, now)),
+        available=sum(1 for c in cur + stale if readiness.available(c, spec, now)),
         alive=len(cur) + len(stale),
         up_to_date=len(cur),
         waiting=waiting,

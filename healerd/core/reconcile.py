@@ -24,6 +24,7 @@ from healerd.core.images import ImagePolicy
 from healerd.core.observe import Memory, as_dead, in_flight, note_started, still_suspect
 from healerd.core.outcome import Facts, Outcome, Tally, decide
 from healerd.core.planner import Plan, PlanContext, plan
+from healerd.core.readiness import finished
 from healerd.core.readmodel import tally
 from healerd.core.report import Reporter
 from healerd.core.rollouts import Rollout
@@ -416,7 +417,7 @@ def _job(
     """A run-once service with nothing left to do and every replica finished."""
     if spec is None or p.actions or not spec.replicas or p.finished != spec.replicas:
         return None
-    return jobs.verdict(spec, [c for c in mine if jobs.finished(c, spec)])
+    return jobs.verdict(spec, [c for c in mine if finished(c, spec)])
 
 
 def _with(outcome: Outcome, t: Tally | None) -> Outcome:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from healerd.core.planner import is_available
+from healerd.core.readiness import available
 from healerd.model import ObservedContainer, ServiceSpec
 from healerd.vocabulary import EventKind
 
@@ -36,7 +36,7 @@ def track(
     stale = [c for c in mine if c.running and c.spec_hash != spec.spec_hash]
     if not stale:
         return None, (EventKind.ROLLOUT_COMPLETE if r is not None else None)
-    ready = sum(1 for c in mine if c.spec_hash == spec.spec_hash and is_available(c, spec, now))
+    ready = sum(1 for c in mine if c.spec_hash == spec.spec_hash and available(c, spec, now))
     if r is None or r.spec_hash != spec.spec_hash:
         return Rollout(spec.spec_hash, mono, mono, ready), EventKind.ROLLOUT_STARTED
     if ready > r.best:

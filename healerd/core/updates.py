@@ -29,7 +29,8 @@ from healerd.config import DesiredState
 from healerd.core import jobs
 from healerd.core.events import EventLog
 from healerd.core.persist import StateStore
-from healerd.core.planner import history, is_available
+from healerd.core.planner import history
+from healerd.core.readiness import available, finished
 from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory
 from healerd.engine import EngineError, ImagePullFailed
 from healerd.engine.request import split_reference
@@ -124,11 +125,7 @@ def proven(spec: ServiceSpec, mine: Sequence[ObservedContainer], now: float) -> 
     one left running."""
     if any(c.running and c.spec_hash != spec.spec_hash for c in mine):
         return False
-    ok = sum(
-        1
-        for c in mine
-        if is_available(c, spec, now) or (jobs.finished(c, spec) and c.exit_code == 0)
-    )
+    ok = sum(1 for c in mine if available(c, spec, now) or (finished(c, spec) and c.exit_code == 0))
     return ok >= spec.replicas
 
 

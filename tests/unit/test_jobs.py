@@ -10,8 +10,9 @@ import textwrap
 from healerd.config import parse_service_text
 from healerd.core.context import Recall, plan_context
 from healerd.core.dependencies import unmet
-from healerd.core.jobs import finished, restart_limit, run_once, verdict
+from healerd.core.jobs import restart_limit, run_once, verdict
 from healerd.core.planner import PlanContext, plan
+from healerd.core.readiness import finished
 from healerd.model import ActionKind, ContainerState, Dependency, ObservedContainer, ServiceSpec
 from healerd.vocabulary import Condition, Restart
 from tests.unit.builders import container, spec

@@ -11,11 +11,11 @@ from healerd.core.planner import (
     Plan,
     PlanContext,
     Replacement,
-    is_available,
     min_available,
     plan,
     replacement_verdict,
 )
+from healerd.core.readiness import available
 from healerd.model import (
     Action,
     ActionKind,
@@ -313,7 +313,7 @@ def simulate(s, cs: list[ObservedContainer], hold: bool):  # type: ignore[no-unt
             # Availability right after the stops and removes, before any create.
             down = stopped(p) | removed(p)
             alive = [c for c in engine.values() if c.id not in down]
-            after_removals = sum(1 for c in alive if is_available(c, s, 1000.0))
+            after_removals = sum(1 for c in alive if available(c, s, 1000.0))
             floor_seen = after_removals if floor_seen is None else min(floor_seen, after_removals)
 
         def make(a: Action, step: int = step) -> ObservedContainer:
@@ -344,7 +344,7 @@ def test_a_rollout_never_drops_below_its_availability_floor(sc) -> None:  # type
     s, cs, hold = sc
     if s is None:
         return
-    available_before = sum(1 for c in cs if is_available(c, s, 1000.0))
+    available_before = sum(1 for c in cs if available(c, s, 1000.0))
     _, _, floor_seen = simulate(s, list(cs), hold)
     if floor_seen is not None:
         assert floor_seen >= min(min_available(s), available_before)

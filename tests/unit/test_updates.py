@@ -11,7 +11,7 @@ from healerd.config.servicefile import parse_service_text
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.core.planner import is_available
+from healerd.core.readiness import available
 from healerd.core.state import ServiceState
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
 from healerd.model import (
@@ -283,6 +283,6 @@ def test_a_whole_second_creation_time_is_taken_as_the_end_of_its_second() -> Non
     # The list call gives Created in whole seconds: a container made at 100.9 reads 100.
     s = dataclasses.replace(follower(1), update_config=UpdateConfig(min_ready_seconds=1.0))
     c = container(s, created=100.0)
-    assert not is_available(c, s, 101.5), "it may have run for 0.6 s only"
-    assert is_available(c, s, 102.0)
-    assert is_available(container(s, created=100.5), s, 101.5)  # a precise time as it is
+    assert not available(c, s, 101.5), "it may have run for 0.6 s only"
+    assert available(c, s, 102.0)
+    assert available(container(s, created=100.5), s, 101.5)  # a precise time as it is

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from healerd.config import parse_service_text
+from healerd.core import jobs, planner, readiness
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
 from healerd.core.state import ServiceState
@@ -110,3 +111,10 @@ def test_no_code_compares_these_enums_with_strings() -> None:
         if pattern.search(line)
     ]
     assert found == []
+
+
+def test_readiness_is_one_module() -> None:
+    """available, finished and a dependency's condition live side by side; the planner
+    and the jobs module no longer define their own."""
+    assert not hasattr(planner, "is_available") and not hasattr(jobs, "finished")
+    assert {"available", "dependency_unmet", "finished"} <= set(readiness.__all__)
