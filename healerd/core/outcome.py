@@ -8,10 +8,11 @@ pass found, and the loop turns it into work-queue calls and a status in one plac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from healerd.core.state import ServiceState
+from healerd.core.status import converged_counts
 
 # How soon to look again while the list still disagrees with an event.
 SUSPECT_RECHECK = 0.02
@@ -75,7 +76,10 @@ class Facts:
     backoff_note: str = ""
     halted: str = ""  # why the rollout stopped
     note: str = ""  # the planner's note (orphans held)
-    converged: bool = False  # the plan has nothing to do and every replica is available
+    # The plan has nothing left to do: no action, none held, waiting or stale, every
+    # replica there. Converged when the counts (`tally`) are too (converged_counts).
+    settled: bool = False
+    tally: Tally | None = None  # the service's counts, for the status
     file_error: str = ""  # the service's file is broken now
     progress: str = ""  # what a Progressing service waits for
     # A run-once service whose every replica finished: (all exited 0, why).
@@ -84,6 +88,10 @@ class Facts:
 
 def decide(f: Facts) -> Outcome:
     """The state machine of one service, in one place."""
+    return replace(_decide(f), tally=f.tally)
+
+
+def _decide(f: Facts) -> Outcome:
     if f.paused:
         return Outcome(ServiceState.PAUSED, "paused by operator")
     if f.image_problem is not None:
@@ -122,12 +130,20 @@ def _settled(f: Facts, after: tuple[float, ...]) -> Outcome:
     if f.job is not None:
         ok, why = f.job
         return Outcome(ServiceState.COMPLETED if ok else ServiceState.FAILED, why, after=after)
-    if f.converged and f.file_error:
+    converged = _converged(f)
+    if converged and f.file_error:
         # Running as declared, but by a version of its file that is no longer there.
         return Outcome(ServiceState.CONFIG_ERROR, f.file_error, after=after)
-    if f.converged:
+    if converged:
         return Outcome(ServiceState.CONVERGED, after=after)
     return Outcome(ServiceState.PROGRESSING, f.progress, after=after)
+
+
+def _converged(f: Facts) -> bool:
+    t = f.tally
+    if not f.settled or t is None or t.available is None or t.up_to_date is None:
+        return False
+    return converged_counts(t.desired, t.running, t.up_to_date, t.available)
 
 
 __all__ = ["RESOURCE_RECHECK", "SUSPECT_RECHECK", "Facts", "Outcome", "Requeue", "Tally", "decide"]

@@ -171,9 +171,10 @@ def container_statuses(
 
 
 def summary(sts: Sequence[ServiceStatus], desired: DesiredState, engine_ok: bool | None) -> str:
-    """One line for logs and sd_notify STATUS=."""
+    """One line for logs and sd_notify STATUS=: converged as the API and healerctl say
+    it (`is_converged`)."""
     declared = [s for s in sts if s.name in desired.services]
-    converged = sum(1 for s in declared if s.state is ServiceState.CONVERGED)
+    converged = sum(1 for s in declared if is_converged(s))
     containers = sum(s.running for s in sts)
     engine = {True: "ok", False: "unreachable", None: "unknown"}[engine_ok]
     errors = len(desired.errors)

@@ -22,7 +22,7 @@ from healerd.core.dependencies import outdated, unmet
 from healerd.core.executor import ActionResult, Executor
 from healerd.core.images import ImagePolicy
 from healerd.core.observe import Memory, as_dead, in_flight, note_started, still_suspect
-from healerd.core.outcome import Facts, Outcome, Tally, decide
+from healerd.core.outcome import Facts, Outcome, decide
 from healerd.core.planner import Plan, PlanContext, plan
 from healerd.core.readiness import finished
 from healerd.core.readmodel import tally
@@ -113,7 +113,7 @@ class Reconciler:
         if self._is_paused(key):
             self._done_with_room(key)
             self.hold_rollout(key)
-            return _with(decide(Facts(paused=True)), tally(spec, mine))
+            return decide(Facts(paused=True, tally=tally(spec, mine)))
         if self._updates is not None and spec is not None and follows(spec):
             spec = self._first_pin(key, spec, mine)
         self._track_rollout(key, spec, mine, now, mono)
@@ -132,8 +132,8 @@ class Reconciler:
             problem = self._images.ensure(key, spec, counts)
             if problem is not None:
                 self._done_with_room(key)
-                facts = Facts(image_problem=(problem.state, problem.reason, problem.retry_in))
-                return _with(decide(facts), counts)
+                image = (problem.state, problem.reason, problem.retry_in)
+                return decide(Facts(image_problem=image, tally=counts))
         p, wait_reason = self._room(key, spec, mine, planned)
         errors = self._act(key, p, mono)
         with self._lock:
@@ -153,12 +153,13 @@ class Reconciler:
             backoff_note=planned.backoff_note,
             halted=rollouts.halted(r, spec, self._clock.monotonic()),
             note=p.note,
-            converged=p.converged and spec is not None and p.available >= spec.replicas,
+            settled=p.converged and spec is not None,
+            tally=tally(spec, mine, p.available, p.up_to_date),
             file_error=_file_error(spec, desired),
             progress=_waiting_reason(spec, p),
             job=_job(spec, p, mine),
         )
-        outcome = _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
+        outcome = decide(facts)
         return self._with_update_note(key, outcome)
 
     def preview(self, key: str, obs: Observation) -> list[Action]:
@@ -418,10 +419,6 @@ def _job(
     if spec is None or p.actions or not spec.replicas or p.finished != spec.replicas:
         return None
     return jobs.verdict(spec, [c for c in mine if finished(c, spec)])
-
-
-def _with(outcome: Outcome, t: Tally | None) -> Outcome:
-    return replace(outcome, tally=t)
 
 
 def _with_rollout(recall: Recall, r: Rollout, offset: float) -> Recall:

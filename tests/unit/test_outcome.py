@@ -3,6 +3,8 @@ pass found -> the state, the reason, and what the work queue does next."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from healerd.core.outcome import (
@@ -12,10 +14,13 @@ from healerd.core.outcome import (
     Facts,
     Outcome,
     Requeue,
+    Tally,
     decide,
 )
 from healerd.core.state import ServiceState as S
 
+# Two replicas, both running, up to date and available.
+OK = Tally(desired=2, running=2, restarts=0, available=2, up_to_date=2)
 FORGET, AGAIN, LIMITED, BACKOFF = (
     Requeue.FORGET,
     Requeue.AGAIN,
@@ -60,17 +65,25 @@ TABLE: list[tuple[str, Facts, Outcome]] = [
      Outcome(None, drop=True)),
     ("undeclared with containers left", Facts(declared=False, progress="removing"),
      Outcome(S.PROGRESSING, "removing")),
-    ("converged", Facts(converged=True), Outcome(S.CONVERGED)),
-    ("converged on a broken file", Facts(converged=True, file_error="bad"),
-     Outcome(S.CONFIG_ERROR, "bad")),
-    ("converged, with a readiness timer", Facts(converged=True, wake_in=3.0),
-     Outcome(S.CONVERGED, after=(3.0,))),
+    ("converged", Facts(settled=True, tally=OK), Outcome(S.CONVERGED, tally=OK)),
+    ("settled, but one replica not up to date",
+     Facts(settled=True, tally=replace(OK, up_to_date=1), progress="p"),
+     Outcome(S.PROGRESSING, "p", tally=replace(OK, up_to_date=1))),
+    ("settled, but one replica not available",
+     Facts(settled=True, tally=replace(OK, available=1), progress="p"),
+     Outcome(S.PROGRESSING, "p", tally=replace(OK, available=1))),
+    ("counts converged, but the plan has work left", Facts(tally=OK, progress="p"),
+     Outcome(S.PROGRESSING, "p", tally=OK)),
+    ("converged on a broken file", Facts(settled=True, tally=OK, file_error="bad"),
+     Outcome(S.CONFIG_ERROR, "bad", tally=OK)),
+    ("converged, with a readiness timer", Facts(settled=True, tally=OK, wake_in=3.0),
+     Outcome(S.CONVERGED, after=(3.0,), tally=OK)),
     ("a timer in the past fires at once", Facts(progress="p", wake_in=-1.0),
      Outcome(S.PROGRESSING, "p", after=(0.0,))),
     ("waiting for readiness", Facts(progress="1/2 available", wake_in=4.0),
      Outcome(S.PROGRESSING, "1/2 available", after=(4.0,))),
-    ("nothing to do, event unconfirmed", Facts(converged=True, suspect=True),
-     Outcome(S.CONVERGED, after=(SUSPECT_RECHECK,))),
+    ("nothing to do, event unconfirmed", Facts(settled=True, tally=OK, suspect=True),
+     Outcome(S.CONVERGED, after=(SUSPECT_RECHECK,), tally=OK)),
     ("a run-once job exited 0", Facts(job=(True, "exited with code 0")),
      Outcome(S.COMPLETED, "exited with code 0")),
     ("a run-once job failed for good", Facts(job=(False, "m exited with code 1")),
