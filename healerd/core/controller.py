@@ -12,11 +12,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from healerd.config import DesiredState
 from healerd.core.admission import Admission
-from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
@@ -36,6 +35,7 @@ from healerd.core.report import LoopHooks, Reporter, Stats
 from healerd.core.room import ahead_may_claim, claims
 from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
+from healerd.core.timings import Timings
 from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
 from healerd.engine import Engine, EngineError, EngineUnavailable
@@ -46,20 +46,14 @@ log = logging.getLogger("healerd.controller")
 
 # The key of a pass that only looks for services with containers but no declaration.
 DISCOVER = ""
-DEFAULT_BACKOFF = Backoff(0.005, 60.0)
-IMAGE_BACKOFF = Backoff(2.0, 300.0)
-# How long a list stays good for keys queued before it began (a resync's keys come in
-# batches of at most `workers`): the level is still read once per resync, not once per
-# batch, and no key is ever planned on a look older than its latest cause.
-LOOK_REUSE = 2.0
 
 
 @dataclass(frozen=True)
 class LoopSettings:
     workers: int = 4
     parallel_actions: int = 8
-    backoff: Backoff = DEFAULT_BACKOFF
-    image_backoff: Backoff = IMAGE_BACKOFF
+    # Every recheck, backoff and window of the loop (healerd.core.timings).
+    timings: Timings = field(default_factory=Timings)
     # Failed containers kept per replica after their replacement (logs, exit codes).
     history_limit: int = 1
     engine_down_log_interval: float = 30.0
@@ -101,7 +95,7 @@ class Controller(ReadSide):
         self._clock = clock
         self._settings = settings
         self.admission = admission
-        self.queue = WorkQueue(clock, settings.backoff)
+        self.queue = WorkQueue(clock, settings.timings.backoff)
         self.events = EventLog(clock)
         self._report = Reporter(self.events, hooks, clock)
         self._own = OwnActions(clock)
@@ -120,7 +114,7 @@ class Controller(ReadSide):
         self._paused: set[str] = set()
         self._book = StatusBook(clock, self.events)
         self._images = ImagePolicy(
-            engine, self._executor, clock, self.events, settings.image_backoff, admission,
+            engine, self._executor, clock, self.events, settings.timings, admission,
             credentials, self._pulling,
         )  # fmt: skip
         auth = credentials or _anonymous
@@ -128,7 +122,7 @@ class Controller(ReadSide):
         self._reconciler = self._build_reconciler(runbook or NoRunBook())
         self._health = EngineHealth(
             engine, clock, self.events, settings.engine_down_log_interval,
-            guard=engine_guard, on_back=self._engine_back,
+            guard=engine_guard, on_back=self._engine_back, timings=settings.timings,
         )  # fmt: skip
         self._on_engine_back = on_engine_back
         self._last_look = LastLook(clock, self._readers.base.list_managed)  # readers are shown
@@ -144,7 +138,7 @@ class Controller(ReadSide):
         return Reconciler(
             self._clock, self._executor, self._images, self._report, self.admission,
             self._mem, self._lock, self._is_paused, self._settings.history_limit,
-            self.updates, self._spec_now, runbook, self._started_in_place,
+            self.updates, self._spec_now, runbook, self._started_in_place, self._settings.timings,
         )  # fmt: skip
 
     # -- what the daemon and the API read ----------------------------------------------
@@ -416,10 +410,13 @@ class Controller(ReadSide):
     def _reused(self, keys: list[str]) -> Observation | None:
         """The last look (`_recent`: when it began, what it saw, the one service it
         listed or None), when it began after every key of the batch was last queued and
-        is at most LOOK_REUSE old: it already shows what they were queued for."""
+        is at most Timings.look_reuse old: it already shows what they were queued for (a
+        resync's keys come in batches of at most `workers`: the level is still read once
+        per resync, and no key is planned on a look older than its latest cause)."""
         with self._lock:
             recent = self._recent
-        if recent is None or self._clock.monotonic() - recent[0] > LOOK_REUSE:
+        reuse = self._settings.timings.look_reuse
+        if recent is None or self._clock.monotonic() - recent[0] > reuse:
             return None
         desired = self._desired
         if recent[2] is not None and self._scope(keys, desired) != recent[2]:

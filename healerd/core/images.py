@@ -15,23 +15,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from healerd.core.admission import Admission
-from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
 from healerd.core.outcome import Tally
 from healerd.core.state import ServiceState
+from healerd.core.timings import Timings
 from healerd.engine import ImagePullFailed
 from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
 from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
-
-# How long an image seen present is taken to be still there (a create that finds it
-# gone fails and is retried with backoff anyway).
-IMAGE_SEEN_TTL = 30.0
-# How often a service whose pull was refused for lack of disk looks again.
-PULL_DISK_RECHECK = 10.0
 
 
 def _anonymous(_image: str) -> RegistryAuth | None:
@@ -59,7 +53,7 @@ class ImagePolicy:
         executor: Executor,
         clock: Clock,
         events: EventLog,
-        backoff: Backoff,
+        timings: Timings,
         admission: Admission | None,
         auth_for: Callable[[str], RegistryAuth | None] | None = None,
         on_pull: Callable[[str, str, Tally | None], None] | None = None,
@@ -74,7 +68,7 @@ class ImagePolicy:
         self._executor = executor
         self._clock = clock
         self._events = events
-        self._backoff = backoff
+        self._t = timings
         self._admission = admission
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
@@ -99,7 +93,7 @@ class ImagePolicy:
             self.waiting.add(key)
         if problem.state is ServiceState.WAITING_FOR_RESOURCES:
             return problem
-        return ImageProblem(problem.state, problem.reason, self._backoff.delay(n))
+        return ImageProblem(problem.state, problem.reason, self._t.pull_backoff.delay(n))
 
     def waiting_keys(self) -> list[str]:
         with self._lock:
@@ -114,7 +108,7 @@ class ImagePolicy:
 
     def _fresh(self, key: str, spec: ServiceSpec) -> bool:
         seen = self._seen.get(spec.image)
-        fresh = seen is not None and self._clock.monotonic() - seen < IMAGE_SEEN_TTL
+        fresh = seen is not None and self._clock.monotonic() - seen < self._t.image_seen_ttl
         return fresh and (spec.pull_policy is not PullPolicy.ALWAYS or self._pulled_for(key, spec))
 
     def _pulled_for(self, key: str, spec: ServiceSpec) -> bool:
@@ -136,7 +130,8 @@ class ImagePolicy:
         if self._admission is not None:
             refusal = self._admission.pull_refusal(image, self._engine.image_size_hint(image))
             if refusal is not None:
-                return ImageProblem(ServiceState.WAITING_FOR_RESOURCES, refusal, PULL_DISK_RECHECK)
+                recheck = self._t.pull_disk_recheck
+                return ImageProblem(ServiceState.WAITING_FOR_RESOURCES, refusal, recheck)
         return self._pull(key, spec, present, tally)
 
     def _pull(
@@ -174,8 +169,9 @@ class ImagePolicy:
     def _saw(self, image: str) -> None:
         now = self._clock.monotonic()
         with self._lock:
-            self._seen = {i: t for i, t in self._seen.items() if now - t < IMAGE_SEEN_TTL}
+            ttl = self._t.image_seen_ttl
+            self._seen = {i: t for i, t in self._seen.items() if now - t < ttl}
             self._seen[image] = now
 
 
-__all__ = ["PULL_DISK_RECHECK", "ImagePolicy", "ImageProblem"]
+__all__ = ["ImagePolicy", "ImageProblem"]

@@ -27,8 +27,6 @@ NOT_STOPPING = frozenset(
     {"1", "SIGHUP", "HUP", "10", "SIGUSR1", "USR1", "12", "SIGUSR2", "USR2", "28",
      "SIGWINCH", "WINCH", "18", "SIGCONT", "CONT"}
 )  # fmt: skip
-# How long to believe an event that the list does not confirm yet.
-SUSPECT_WINDOW = 2.0
 
 _T = TypeVar("_T")
 
@@ -233,19 +231,17 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
         mem.forgiven.add(event.container_id)
 
 
-# How long a start on its way counts as such without an answer: beyond every engine
-# call's own bound (engine_timeout), so only a lost answer ever reaches it.
-START_ON_ITS_WAY = 120.0
-
-
-def in_flight(mem: Memory, c: ObservedContainer, mono: float) -> ObservedContainer:
+def in_flight(
+    mem: Memory, c: ObservedContainer, mono: float, on_its_way: float
+) -> ObservedContainer:
     """A container whose start is on its way counts as running and not ready yet: the
     pass plans nothing more for it (a second start, a replacement) and does not call the
-    service converged before it runs."""
+    service converged before it runs. After `on_its_way` seconds without an answer
+    (Timings.start_on_its_way) it counts as what the list says."""
     since = mem.starting.get(c.id)
     if since is None or c.running:
         return c
-    if mono - since > START_ON_ITS_WAY:
+    if mono - since > on_its_way:
         del mem.starting[c.id]
         return c
     return replace(c, state=ContainerState.RUNNING, health=Health.STARTING, exit_code=None)
@@ -279,14 +275,15 @@ def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
     mem.runs_dirty = True
 
 
-def as_dead(mem: Memory, c: ObservedContainer, mono: float) -> ObservedContainer:
+def as_dead(mem: Memory, c: ObservedContainer, mono: float, window: float) -> ObservedContainer:
     """A container an event said died counts as exited, even while the list still says
-    running; a later `start` event, or SUSPECT_WINDOW, ends this."""
+    running; a later `start` event, or `window` seconds (Timings.suspect_window), ends
+    this."""
     entry = mem.died.get(c.id) if c.running else None
     if entry is None:
         return c
     died, exit_code = entry
-    if mono - died > SUSPECT_WINDOW:
+    if mono - died > window:
         del mem.died[c.id]
         return c
     # Dead since the event, for the crash backoff and the heal-latency figure.
@@ -295,15 +292,16 @@ def as_dead(mem: Memory, c: ObservedContainer, mono: float) -> ObservedContainer
 
 
 def still_suspect(
-    mem: Memory, service: str, mine: Sequence[ObservedContainer], mono: float
+    mem: Memory, service: str, mine: Sequence[ObservedContainer], mono: float, window: float
 ) -> bool:
-    """True while a container that an event said stopped is still listed as running."""
+    """True while a container that an event said stopped is still listed as running
+    (for at most `window` seconds, Timings.suspect_window)."""
     suspects = mem.suspects.get(service)
     if not suspects:
         return False
     running = {c.id for c in mine if c.running}
     for cid, seen_at in list(suspects.items()):
-        if cid not in running or mono - seen_at > SUSPECT_WINDOW:
+        if cid not in running or mono - seen_at > window:
             del suspects[cid]
     if not suspects:
         del mem.suspects[service]
@@ -312,7 +310,6 @@ def still_suspect(
 
 
 __all__ = [
-    "SUSPECT_WINDOW",
     "Memory",
     "as_dead",
     "in_flight",

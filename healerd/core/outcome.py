@@ -13,12 +13,9 @@ from enum import StrEnum
 
 from healerd.core.state import ServiceState
 from healerd.core.status import converged_counts
+from healerd.core.timings import Timings
 
-# How soon to look again while the list still disagrees with an event.
-SUSPECT_RECHECK = 0.02
-# How often a service waiting for room on the host looks again (pressure has no events).
-RESOURCE_RECHECK = 2.0
-DEPENDENCY_RECHECK = 1.0  # a dependency's readiness is looked at again this often
+_TIMINGS = Timings()
 
 
 class Requeue(StrEnum):
@@ -86,18 +83,18 @@ class Facts:
     job: tuple[bool, str] | None = None
 
 
-def decide(f: Facts) -> Outcome:
-    """The state machine of one service, in one place."""
-    return replace(_decide(f), tally=f.tally)
+def decide(f: Facts, t: Timings = _TIMINGS) -> Outcome:
+    """The state machine of one service, in one place. `t`: when to look again."""
+    return replace(_decide(f, t), tally=f.tally)
 
 
-def _decide(f: Facts) -> Outcome:
+def _decide(f: Facts, t: Timings) -> Outcome:
     if f.paused:
         return Outcome(ServiceState.PAUSED, "paused by operator")
     if f.image_problem is not None:
         state, reason, delay = f.image_problem
         return Outcome(state, reason, Requeue.BACKOFF, backoff=delay)
-    after: tuple[float, ...] = (SUSPECT_RECHECK,) if f.suspect else ()
+    after: tuple[float, ...] = (t.suspect_recheck,) if f.suspect else ()
     if f.error:
         return Outcome(ServiceState.DEGRADED, f.error, Requeue.RATE_LIMITED, after)
     if f.actions:
@@ -107,10 +104,10 @@ def _decide(f: Facts) -> Outcome:
     if f.wake_in is not None:
         after += (max(0.0, f.wake_in),)
     if f.dependency_wait:
-        after += (DEPENDENCY_RECHECK,)
+        after += (t.dependency_recheck,)
         return Outcome(ServiceState.WAITING, f.dependency_wait, after=after)
     if f.wait_reason:
-        after += (RESOURCE_RECHECK,)
+        after += (t.resource_recheck,)
         return Outcome(ServiceState.WAITING_FOR_RESOURCES, f.wait_reason, after=after)
     return _settled(f, after)
 
@@ -146,4 +143,4 @@ def _converged(f: Facts) -> bool:
     return converged_counts(t.desired, t.running, t.up_to_date, t.available)
 
 
-__all__ = ["RESOURCE_RECHECK", "SUSPECT_RECHECK", "Facts", "Outcome", "Requeue", "Tally", "decide"]
+__all__ = ["Facts", "Outcome", "Requeue", "Tally", "decide"]

@@ -31,6 +31,7 @@ from healerd.core.rollouts import Rollout
 from healerd.core.room import admit
 from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
+from healerd.core.timings import Timings
 from healerd.core.updates import Updates, follows
 from healerd.model import Action, ActionKind, ObservedContainer, ServiceSpec
 from healerd.vocabulary import EventKind
@@ -81,9 +82,11 @@ class Reconciler:
         spec_now: Callable[[str], ServiceSpec | None] | None = None,
         runbook: RunBook | None = None,
         after_start: Callable[[str, str | None], None] | None = None,
+        timings: Timings | None = None,
     ) -> None:
         """`updates`: the pins of services that follow their tag; `spec_now(key)` the
         service's spec as the loop has it now (after a rollback moved its pin)."""
+        self._t = timings or Timings()
         self._clock = clock
         self._executor = executor
         self._images = images
@@ -108,12 +111,12 @@ class Reconciler:
         desired = obs.desired
         spec = desired.services.get(key)
         with self._lock:
-            mine = [in_flight(self._mem, as_dead(self._mem, c, mono), mono) for c in obs.of(key)]
+            mine = [self._as_listed(c, mono) for c in obs.of(key)]
         self._report.count("passes")
         if self._is_paused(key):
             self._done_with_room(key)
             self.hold_rollout(key)
-            return decide(Facts(paused=True, tally=tally(spec, mine)))
+            return decide(Facts(paused=True, tally=tally(spec, mine)), self._t)
         if self._updates is not None and spec is not None and follows(spec):
             spec = self._first_pin(key, spec, mine)
         self._track_rollout(key, spec, mine, now, mono)
@@ -133,11 +136,11 @@ class Reconciler:
             if problem is not None:
                 self._done_with_room(key)
                 image = (problem.state, problem.reason, problem.retry_in)
-                return decide(Facts(image_problem=image, tally=counts))
+                return decide(Facts(image_problem=image, tally=counts), self._t)
         p, wait_reason = self._room(key, spec, mine, planned)
         errors = self._act(key, p, mono)
         with self._lock:
-            suspect = still_suspect(self._mem, key, mine, self._clock.monotonic())
+            suspect = self._suspect(key, mine)
             r = self.rollouts.get(key)
         facts = Facts(
             declared=spec is not None,
@@ -159,7 +162,7 @@ class Reconciler:
             progress=_waiting_reason(spec, p),
             job=_job(spec, p, mine),
         )
-        outcome = decide(facts)
+        outcome = decide(facts, self._t)
         return self._with_update_note(key, outcome)
 
     def preview(self, key: str, obs: Observation) -> list[Action]:
@@ -192,6 +195,17 @@ class Reconciler:
             self._mem.suspects.pop(key, None)
 
     # -- the steps of a pass --------------------------------------------------------
+
+    def _as_listed(self, c: ObservedContainer, mono: float) -> ObservedContainer:
+        """The list's row with what events said since (under the lock): dead if a `die`
+        came, running if a start of ours is on its way."""
+        dead = as_dead(self._mem, c, mono, self._t.suspect_window)
+        return in_flight(self._mem, dead, mono, self._t.start_on_its_way)
+
+    def _suspect(self, key: str, mine: Sequence[ObservedContainer]) -> bool:
+        """(Under the lock.) An event the list does not confirm yet: look again soon."""
+        mono, window = self._clock.monotonic(), self._t.suspect_window
+        return still_suspect(self._mem, key, mine, mono, window)
 
     def _first_pin(
         self, key: str, spec: ServiceSpec, mine: Sequence[ObservedContainer]

@@ -10,6 +10,7 @@ from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.timings import Timings
 from healerd.model import (
     ContainerState,
     EngineEvent,
@@ -32,7 +33,9 @@ def make() -> tuple[Controller, FakeEngine, FakeClock]:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS | {"pull"})
     settings = LoopSettings(
-        workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(2.0, 8.0)
+        workers=2,
+        parallel_actions=4,
+        timings=Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0)),
     )
     return Controller(engine, clock, settings), engine, clock
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from healerd.config import DesiredState, SettingsError, load_settings
-from healerd.core.admission import RESERVATION_SECONDS, SAMPLE_TTL, Admission, Claim
+from healerd.core.admission import Admission, Claim
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.planner import PlanContext, plan
 from healerd.core.pressure import assess, pull_refusal
 from healerd.core.ratelimit import ThrottledEngine, TokenBucket
+from healerd.core.timings import Timings
 from healerd.host import HostSample, SelfSample
 from healerd.model import (
     ActionKind,
@@ -29,6 +30,7 @@ from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 Mi = 2**20
+SAMPLE_TTL, RESERVATION_SECONDS = Timings().host_sample_ttl, Timings().reservation
 Gi = 2**30
 
 
@@ -292,7 +294,9 @@ def loop(
     probe = FakeProbe(sample)
     lim = dataclasses.replace(NodeLimits(), **limits)  # type: ignore[arg-type]
     adm = Admission(probe, clock, lim, lambda: "/var/lib/docker")
-    settings = LoopSettings(workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0))
+    settings = LoopSettings(
+        workers=2, parallel_actions=4, timings=Timings(backoff=Backoff(0.5, 8.0))
+    )
     return Controller(engine, clock, settings, admission=adm), engine, clock, probe
 
 

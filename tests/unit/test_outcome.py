@@ -8,9 +8,6 @@ from dataclasses import replace
 import pytest
 
 from healerd.core.outcome import (
-    DEPENDENCY_RECHECK,
-    RESOURCE_RECHECK,
-    SUSPECT_RECHECK,
     Facts,
     Outcome,
     Requeue,
@@ -18,7 +15,11 @@ from healerd.core.outcome import (
     decide,
 )
 from healerd.core.state import ServiceState as S
+from healerd.core.timings import Timings
 
+T = Timings()  # the defaults
+SUSPECT_RECHECK, RESOURCE_RECHECK = T.suspect_recheck, T.resource_recheck
+DEPENDENCY_RECHECK = T.dependency_recheck
 # Two replicas, both running, up to date and available.
 OK = Tally(desired=2, running=2, restarts=0, available=2, up_to_date=2)
 FORGET, AGAIN, LIMITED, BACKOFF = (

@@ -17,6 +17,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ownership import HostKey, SignedEngine, Unverified
+from healerd.core.timings import Timings
 from healerd.daemon.hostkey import KEY_FILE, HostKeyError, load_or_create
 from healerd.model import (
     LABEL_IMAGE,
@@ -83,7 +84,9 @@ def make(clock: FakeClock) -> tuple[Controller, FakeEngine, SignedEngine, list[U
     told: list[Unverified] = []
     key = HostKey(b"s" * 32, born=clock.time())
     signed_engine = SignedEngine(engine, key, clock.time, told.append)
-    settings = LoopSettings(workers=1, parallel_actions=2, backoff=Backoff(0.5, 8.0))
+    settings = LoopSettings(
+        workers=1, parallel_actions=2, timings=Timings(backoff=Backoff(0.5, 8.0))
+    )
     ctrl = Controller(signed_engine, clock, settings, name_tag=key.name_tag)
     return ctrl, engine, signed_engine, told
 

@@ -13,6 +13,7 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.readiness import available
 from healerd.core.state import ServiceState
+from healerd.core.timings import Timings
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
 from healerd.model import (
     ContainerState,
@@ -50,7 +51,8 @@ def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
     engine.registry[TAG] = registry
     engine.repo_digests[TAG] = (f"{REPO}@{V1}",)
     engine.pullable = {f"{REPO}@{d}" for d in (V1, V2, V3, V4)}
-    settings = LoopSettings(workers=2, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(2.0, 8.0))
+    timings = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0))
+    settings = LoopSettings(workers=2, timings=timings)
     return Controller(engine, clock, settings), engine, clock
 
 
