@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from healerd.core import readiness
+from healerd.core.backoff import Backoff
 from healerd.core.readiness import finished
 from healerd.core.runs import exit_words
 from healerd.model import (
@@ -412,15 +413,20 @@ def replacement_verdict(
     A container stopped by an operator (`docker kill`/`stop`) or by an engine restart is
     no crash: healed at once, streak unchanged. One whose run lasted `policy.window`
     starts a new streak. Otherwise each quick death in a row doubles the wait:
-    0, delay, 2*delay, ... up to max_delay; it never gives up.
+    0, delay, 2*delay, ... up to max_delay (a `Backoff`, as every backoff of healerd's);
+    it never gives up.
     """
     if forgiven:
         return died_at, c.crash_streak
     if died_at - c.run_started >= policy.window:
         return died_at, 1
     streak = c.crash_streak
-    wait = 0.0 if streak == 0 else min(policy.max_delay, policy.delay * 2 ** min(streak - 1, 32))
-    return died_at + wait, streak + 1
+    return died_at + crash_backoff(policy).delay(streak), streak + 1
+
+
+def crash_backoff(policy: RestartPolicy) -> Backoff:
+    """restart_policy's crash-loop backoff: `delay` doubling up to `max_delay`."""
+    return Backoff(policy.delay, policy.max_delay)
 
 
 def _drop_stale(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from healerd.core.backoff import Backoff
 from healerd.core.planner import (
     Plan,
     PlanContext,
@@ -252,6 +253,22 @@ def test_backoff_first_crash_at_once_then_doubling_to_the_cap() -> None:
         waits.append(ready_at - 5.0)
         assert next_streak == streak + 1
     assert waits == [0, 10, 20, 40, 80, 160, 300, 300]
+
+
+@given(
+    st.integers(0, 200),
+    st.floats(0.0, 100.0),
+    st.floats(0.0, 1e9),
+)
+# The formula of its own stopped doubling at 2**32 * delay, short of a far cap.
+@example(40, 1e-6, 1e6)
+def test_the_crash_loop_wait_is_a_backoff(streak: int, delay: float, max_delay: float) -> None:
+    """The crash-loop wait is what `Backoff` says for the streak (one formula for every
+    backoff of healerd's), however long the streak and the policy's cap."""
+    policy = RestartPolicy(delay=delay, max_delay=max_delay, window=1e12)
+    c = dataclasses.replace(container(spec(), EXITED, created=0), crash_streak=streak)
+    ready_at, _ = replacement_verdict(c, 5.0, policy, forgiven=False)
+    assert ready_at == 5.0 + Backoff(delay, max_delay).delay(streak)
 
 
 def test_backoff_resets_after_a_long_run_and_ignores_operator_stops() -> None:
