@@ -478,6 +478,9 @@ class Controller(ReadSide):
         if outcome.requeue is Requeue.RATE_LIMITED:
             delay = self.queue.add_rate_limited(key, outcome.cap)
             reason, next_retry = f"{reason}; retry in {delay:.1f}s", now + delay
+        elif outcome.requeue is Requeue.PULL_BACKOFF:
+            delay = self.queue.add_rate_limited(key, None, self._settings.timings.pull_backoff)
+            reason, next_retry = f"{reason}; retry in {delay:.0f}s", now + delay
         elif outcome.requeue is Requeue.BACKOFF:
             self.queue.add_backoff(key, outcome.backoff)
             reason = f"{reason}; retry in {outcome.backoff:.0f}s"

@@ -2,8 +2,9 @@
 
 The pull itself is an action of the executor (acting on the engine happens in one
 place); this object keeps the policy's memory: images seen present a moment ago (a
-heal need not ask again), which spec `always` already pulled for, and per-service
-failure counts for the pull backoff.
+heal need not ask again) and which spec `always` already pulled for. It says what is
+wrong with an image (`ImageProblem`); `decide` picks the state, and the work queue's
+per-service failure count the backoff, as for any failed pass.
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from healerd.core.admission import Admission
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
-from healerd.core.outcome import Tally
-from healerd.core.state import ServiceState
+from healerd.core.outcome import ImageProblem, ImageTrouble, Tally
 from healerd.core.timings import Timings
 from healerd.engine import ImagePullFailed
 from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
@@ -35,15 +34,6 @@ def _anonymous(_image: str) -> RegistryAuth | None:
 class ImageReader(Protocol):
     def image_present(self, image: str) -> bool: ...
     def image_size_hint(self, image: str) -> int | None: ...
-
-
-@dataclass(frozen=True)
-class ImageProblem:
-    """Why the image cannot be had now, and when to look again."""
-
-    state: ServiceState
-    reason: str
-    retry_in: float
 
 
 class ImagePolicy:
@@ -73,27 +63,23 @@ class ImagePolicy:
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
         self._pulled: dict[str, str] = {}  # service -> the spec hash `always` pulled for
-        self._failures: dict[str, int] = {}
         # Services whose image cannot be had now: they claim no room.
         self.waiting: set[str] = set()
 
     def ensure(
         self, key: str, spec: ServiceSpec, tally: Tally | None = None
     ) -> ImageProblem | None:
-        """Make sure the image is there before anything is created or stopped for it.
-        `tally`: the service's counts, for the status shown while a pull runs."""
+        """Make sure the image is there before anything is created or stopped for it;
+        else what is wrong (`decide` makes it a state, the work queue's failure count
+        for the service its backoff). `tally`: the service's counts, for the status
+        shown while a pull runs."""
         problem = self._ensure(key, spec, tally)
         with self._lock:
             if problem is None:
-                self._failures.pop(key, None)
                 self.waiting.discard(key)
-                return None
-            n = self._failures.get(key, 0) + 1
-            self._failures[key] = n
-            self.waiting.add(key)
-        if problem.state is ServiceState.WAITING_FOR_RESOURCES:
-            return problem
-        return ImageProblem(problem.state, problem.reason, self._t.pull_backoff.delay(n))
+            else:
+                self.waiting.add(key)
+        return problem
 
     def waiting_keys(self) -> list[str]:
         with self._lock:
@@ -103,7 +89,6 @@ class ImagePolicy:
         """The service is gone: nothing of it is remembered."""
         with self._lock:
             self._pulled.pop(key, None)
-            self._failures.pop(key, None)
             self.waiting.discard(key)
 
     def _fresh(self, key: str, spec: ServiceSpec) -> bool:
@@ -126,12 +111,11 @@ class ImagePolicy:
             return None
         if not present and policy is PullPolicy.NEVER:
             reason = f"image {image} is not present and pull_policy is never"
-            return ImageProblem(ServiceState.ERR_IMAGE_NEVER_PULL, reason, 0.0)
+            return ImageProblem(ImageTrouble.NEVER_PULLED, reason)
         if self._admission is not None:
             refusal = self._admission.pull_refusal(image, self._engine.image_size_hint(image))
             if refusal is not None:
-                recheck = self._t.pull_disk_recheck
-                return ImageProblem(ServiceState.WAITING_FOR_RESOURCES, refusal, recheck)
+                return ImageProblem(ImageTrouble.NO_DISK, refusal)
         return self._pull(key, spec, present, tally)
 
     def _pull(
@@ -153,9 +137,7 @@ class ImagePolicy:
             why = str(exc).removeprefix(f"pull {image}: ")
             self._events.record(EventKind.PULL_FAILED, key, f"cannot pull {image}: {why}")
             if not present:
-                return ImageProblem(
-                    ServiceState.IMAGE_PULL_BACK_OFF, f"cannot pull {image}: {why}", 0.0
-                )
+                return ImageProblem(ImageTrouble.PULL_FAILED, f"cannot pull {image}: {why}")
             # pull_policy always, registry away, image on disk: a heal must not wait for
             # the registry. Use the local image; the next spec change pulls again.
             log.warning("%s: cannot pull %s (%s); using the local image", key, image, exc)
@@ -174,4 +156,4 @@ class ImagePolicy:
             self._seen[image] = now
 
 
-__all__ = ["ImagePolicy", "ImageProblem"]
+__all__ = ["ImagePolicy"]

@@ -24,7 +24,10 @@ class Requeue(StrEnum):
     FORGET = "forget"  # done: the error backoff ends; timers in `after` still fire
     AGAIN = "again"  # acted: look again at once (the engine, not memory, says if it worked)
     RATE_LIMITED = "rate-limited"  # failed: per-key exponential backoff
-    BACKOFF = "backoff"  # a backoff of its own length (`Outcome.backoff`), e.g. a pull
+    # The image cannot be had: the same per-key failure count as RATE_LIMITED, on
+    # Timings.pull_backoff's slower curve.
+    PULL_BACKOFF = "pull-backoff"
+    BACKOFF = "backoff"  # a wait of its own length (`Outcome.backoff`), not counted
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,20 @@ class Outcome:
     tally: Tally | None = None
 
 
+class ImageTrouble(StrEnum):
+    """What is wrong with a service's image (healerd.core.images)."""
+
+    NEVER_PULLED = "never-pulled"  # not present, and pull_policy never
+    PULL_FAILED = "pull-failed"  # the registry refused it, or is away
+    NO_DISK = "no-disk"  # the pull was refused: too little room on the engine's disk
+
+
+@dataclass(frozen=True)
+class ImageProblem:
+    trouble: ImageTrouble
+    reason: str
+
+
 @dataclass(frozen=True)
 class Facts:
     """What a pass found and did, as far as the state decision needs it."""
@@ -60,8 +77,7 @@ class Facts:
     declared: bool = True
     has_containers: bool = True
     paused: bool = False
-    # The image cannot be had: (state, reason, seconds until the next try).
-    image_problem: tuple[ServiceState, str, float] | None = None
+    image_problem: ImageProblem | None = None  # the image cannot be had
     actions: int = 0
     first_action: str = ""  # the first action's reason
     error: str = ""  # the first failed action's error
@@ -92,8 +108,7 @@ def _decide(f: Facts, t: Timings) -> Outcome:
     if f.paused:
         return Outcome(ServiceState.PAUSED, "paused by operator")
     if f.image_problem is not None:
-        state, reason, delay = f.image_problem
-        return Outcome(state, reason, Requeue.BACKOFF, backoff=delay)
+        return _image(f.image_problem, t)
     after: tuple[float, ...] = (t.suspect_recheck,) if f.suspect else ()
     if f.error:
         return Outcome(ServiceState.DEGRADED, f.error, Requeue.RATE_LIMITED, after)
@@ -110,6 +125,20 @@ def _decide(f: Facts, t: Timings) -> Outcome:
         after += (t.resource_recheck,)
         return Outcome(ServiceState.WAITING_FOR_RESOURCES, f.wait_reason, after=after)
     return _settled(f, after)
+
+
+def _image(p: ImageProblem, t: Timings) -> Outcome:
+    if p.trouble is ImageTrouble.NO_DISK:
+        # No failure of the image's: it waits for room, as creates do.
+        return Outcome(
+            ServiceState.WAITING_FOR_RESOURCES,
+            p.reason,
+            Requeue.BACKOFF,
+            backoff=t.pull_disk_recheck,
+        )
+    if p.trouble is ImageTrouble.NEVER_PULLED:
+        return Outcome(ServiceState.ERR_IMAGE_NEVER_PULL, p.reason, Requeue.PULL_BACKOFF)
+    return Outcome(ServiceState.IMAGE_PULL_BACK_OFF, p.reason, Requeue.PULL_BACKOFF)
 
 
 def _settled(f: Facts, after: tuple[float, ...]) -> Outcome:
@@ -143,4 +172,4 @@ def _converged(f: Facts) -> bool:
     return converged_counts(t.desired, t.running, t.up_to_date, t.available)
 
 
-__all__ = ["Facts", "Outcome", "Requeue", "Tally", "decide"]
+__all__ = ["Facts", "ImageProblem", "ImageTrouble", "Outcome", "Requeue", "Tally", "decide"]

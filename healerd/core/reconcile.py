@@ -135,8 +135,7 @@ class Reconciler:
             problem = self._images.ensure(key, spec, counts)
             if problem is not None:
                 self._done_with_room(key)
-                image = (problem.state, problem.reason, problem.retry_in)
-                return decide(Facts(image_problem=image, tally=counts), self._t)
+                return decide(Facts(image_problem=problem, tally=counts), self._t)
         p, wait_reason = self._room(key, spec, mine, planned)
         errors = self._act(key, p, mono)
         with self._lock:

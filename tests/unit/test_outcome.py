@@ -9,6 +9,8 @@ import pytest
 
 from healerd.core.outcome import (
     Facts,
+    ImageProblem,
+    ImageTrouble,
     Outcome,
     Requeue,
     Tally,
@@ -22,22 +24,25 @@ SUSPECT_RECHECK, RESOURCE_RECHECK = T.suspect_recheck, T.resource_recheck
 DEPENDENCY_RECHECK = T.dependency_recheck
 # Two replicas, both running, up to date and available.
 OK = Tally(desired=2, running=2, restarts=0, available=2, up_to_date=2)
-FORGET, AGAIN, LIMITED, BACKOFF = (
+FORGET, AGAIN, LIMITED, BACKOFF, PULL = (
     Requeue.FORGET,
     Requeue.AGAIN,
     Requeue.RATE_LIMITED,
     Requeue.BACKOFF,
+    Requeue.PULL_BACKOFF,
 )
 
 TABLE: list[tuple[str, Facts, Outcome]] = [
     ("paused wins over everything", Facts(paused=True, error="x", actions=2),
      Outcome(S.PAUSED, "paused by operator")),
-    ("image missing: its own backoff", Facts(image_problem=(S.IMAGE_PULL_BACK_OFF, "no", 4.0)),
-     Outcome(S.IMAGE_PULL_BACK_OFF, "no", BACKOFF, backoff=4.0)),
-    ("never pull", Facts(image_problem=(S.ERR_IMAGE_NEVER_PULL, "never", 2.0)),
-     Outcome(S.ERR_IMAGE_NEVER_PULL, "never", BACKOFF, backoff=2.0)),
-    ("no disk for the pull", Facts(image_problem=(S.WAITING_FOR_RESOURCES, "disk", 10.0)),
-     Outcome(S.WAITING_FOR_RESOURCES, "disk", BACKOFF, backoff=10.0)),
+    ("the pull failed: the pull backoff",
+     Facts(image_problem=ImageProblem(ImageTrouble.PULL_FAILED, "no")),
+     Outcome(S.IMAGE_PULL_BACK_OFF, "no", PULL)),
+    ("never pull", Facts(image_problem=ImageProblem(ImageTrouble.NEVER_PULLED, "never")),
+     Outcome(S.ERR_IMAGE_NEVER_PULL, "never", PULL)),
+    ("no disk for the pull: a wait, no failure",
+     Facts(image_problem=ImageProblem(ImageTrouble.NO_DISK, "disk")),
+     Outcome(S.WAITING_FOR_RESOURCES, "disk", BACKOFF, backoff=T.pull_disk_recheck)),
     ("a failed action: rate-limited retry", Facts(actions=1, error="boom"),
      Outcome(S.DEGRADED, "boom", LIMITED)),
     ("failed while an event is unconfirmed", Facts(actions=1, error="boom", suspect=True),

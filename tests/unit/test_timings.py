@@ -75,3 +75,24 @@ def test_the_loop_takes_its_timings_from_loop_settings() -> None:
         clock.advance(ctrl.queue.next_delay() or 0.01)
     assert waits[0] == pytest.approx(0.3) and waits[-1] == pytest.approx(4.0)
     assert "retry in 4.0s" in ctrl.statuses()[0].reason
+
+
+def test_a_failed_pull_counts_on_the_one_failure_count_of_its_service() -> None:
+    """The work queue keeps a service's failure count; a failed pull adds to it (the
+    image policy keeps none of its own) and waits Timings.pull_backoff for it."""
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=LOOP_CALLS | {"pull"})
+    engine.images = set()  # none present; none can be pulled yet
+    t = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 300.0))
+    ctrl = Controller(engine, clock, LoopSettings(workers=1, timings=t))
+    ctrl.set_desired(DesiredState({"a": spec("a", 1, image="img:2")}, (), False, ()))
+    retries = []
+    for n in range(1, 4):
+        ctrl.process_once()
+        assert ctrl.queue.failures("a") == n
+        retries.append(ctrl.statuses()[0].reason.rsplit("; ", 1)[1])
+        clock.advance(ctrl.queue.next_delay() or 0.0)
+    assert retries == ["retry in 2s", "retry in 4s", "retry in 8s"]
+    engine.pullable.add("img:2")
+    ctrl.process_once()  # pulled and created: the count starts again
+    assert ctrl.queue.failures("a") == 0 and engine.calls.count("pull") == 4
