@@ -22,7 +22,7 @@ from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.images import ImagePolicy
 from healerd.core.observe import Memory, note_event, observe
-from healerd.core.outcome import Outcome, Requeue, Tally
+from healerd.core.outcome import Facts, Outcome, Requeue, Tally, decide
 from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
 from healerd.core.prune import PruneRefused, networks_kept, prune_volumes
@@ -185,6 +185,8 @@ class Controller(ReadSide):
                 self.queue.add(name, force=True)
         if old.hold_orphans != state.hold_orphans:
             self.queue.add(DISCOVER, force=True)
+        for name, was, now in self._book.resized(old.services, state.services):
+            self._show(name, decide(Facts(resized=(was, now))), desired=now)
 
     def _spec_now(self, key: str) -> ServiceSpec | None:
         return self._desired.services.get(key)
@@ -252,6 +254,9 @@ class Controller(ReadSide):
     def pause(self, service: str) -> None:
         with self._lock:
             self._paused.add(service)
+        spec = self._desired.services.get(service)
+        replicas = spec.replicas if spec is not None else None
+        self._show(service, decide(Facts(paused=True)), desired=replicas)
         self.events.record(
             EventKind.PAUSED, service, "paused by operator: left alone until resumed"
         )
@@ -338,7 +343,7 @@ class Controller(ReadSide):
         if error is None:
             self.queue.add(key)
         else:
-            self._settle(key, Outcome(ServiceState.DEGRADED, error, Requeue.RATE_LIMITED))
+            self._settle(key, decide(Facts(error=error), self._settings.timings))
 
     def shutdown(self) -> None:
         self.queue.shut_down()
@@ -378,13 +383,12 @@ class Controller(ReadSide):
         self._reconciler.save_runs()  # the runs of containers gone are pruned
         obs = Observation(seen, desired)
         if self.admission is not None:
-            states = self._book.states()
-            for k in self._images.waiting:
-                states[k] = ServiceState.IMAGE_PULL_BACK_OFF
+            states, no_image = self._book.states(), set(self._images.waiting_keys())
             services = obs.desired.services
             if scope is not None:
                 services = {k: v for k, v in services.items() if k == scope}
-            self.admission.set_claims(claims(services, seen, states, self.admission), scope)
+            found = claims(services, seen, states, self.admission, no_image)
+            self.admission.set_claims(found, scope)
         return obs
 
     def _scope(self, keys: Sequence[str], desired: DesiredState) -> str | None:
@@ -429,9 +433,7 @@ class Controller(ReadSide):
     def _pulling(self, key: str, reason: str, tally: Tally | None) -> None:
         """A pull began in `key`'s pass: until the pass settles (minutes, on a slow link)
         the status says so, not what it said before the pass (Pending, say)."""
-        self._book.set(
-            key, ServiceState.PROGRESSING, reason, tally=tally, paused=self._is_paused(key)
-        )
+        self._show(key, decide(Facts(pulling=reason, tally=tally)))
 
     def _engine_back(self) -> None:
         # EngineHealth said so (rate-limited, beside its line about the loss).
@@ -449,8 +451,8 @@ class Controller(ReadSide):
             if obs is None:
                 reason = f"cannot list containers: {self._health.list_error}"
                 self._reconciler.hold_rollout(key)  # an outage is no lack of progress
-                state = ServiceState.ENGINE_UNREACHABLE
-                self._settle(key, Outcome(state, reason, _RETRY, cap=self._health.recheck()))
+                facts = Facts(unreachable=reason, retry_cap=self._health.recheck())
+                self._settle(key, decide(facts, self._settings.timings))
             elif key == DISCOVER:
                 self._discover(obs)
             else:
@@ -458,10 +460,10 @@ class Controller(ReadSide):
         except EngineError as exc:
             # The engine went away mid-pass (after its list): an ordinary retry.
             self._report.retrying(key, exc, unreachable=isinstance(exc, EngineUnavailable))
-            self._settle(key, Outcome(ServiceState.DEGRADED, str(exc), _RETRY))
+            self._settle(key, decide(Facts(error=str(exc)), self._settings.timings))
         except Exception:
             log.exception("reconcile of %s failed unexpectedly", key or "<discover>")
-            self._settle(key, Outcome(None, requeue=_RETRY))
+            self._settle(key, decide(Facts(failed_unexpectedly=True)))
         finally:
             self.queue.done(key)
             self.last_progress = self._clock.monotonic()
@@ -493,15 +495,40 @@ class Controller(ReadSide):
             self._book.drop(key)
             self._reconciler.forget(key)
             self.queue.add(DISCOVER)  # its project's networks may be unused now
-        elif outcome.state is not None and key != DISCOVER:
-            self._book.set(
-                key,
-                outcome.state,
-                reason,
-                tally=outcome.tally,
-                paused=self._is_paused(key),
-                next_retry=next_retry,
-            )
+        else:
+            self._show(key, outcome, reason, next_retry=next_retry)
+
+    def _show(
+        self,
+        key: str,
+        outcome: Outcome,
+        reason: str | None = None,
+        *,
+        next_retry: float | None = None,
+        desired: int | None = None,
+    ) -> None:
+        """The status `decide` concluded, unless what it concluded from changed since: a
+        pause or resume, or the declared replica count. The change showed what holds
+        then (above) and queued the pass that says more; the check and the write are one
+        step of the book's, so no conclusion older than the change can follow it."""
+        if outcome.state is None or key == DISCOVER:
+            return
+        self._book.set(
+            key,
+            outcome.state,
+            outcome.reason if reason is None else reason,
+            tally=outcome.tally,
+            paused=self._is_paused(key),
+            next_retry=next_retry,
+            desired=desired,
+            unless=lambda: self._outdated(key, outcome),
+        )
+
+    def _outdated(self, key: str, outcome: Outcome) -> bool:
+        if self._is_paused(key) != (outcome.state is ServiceState.PAUSED):
+            return True
+        spec, t = self._desired.services.get(key), outcome.tally
+        return t is not None and t.desired != (spec.replicas if spec is not None else 0)
 
     def _discover(self, obs: Observation) -> None:
         desired = obs.desired.services
@@ -534,9 +561,6 @@ class Controller(ReadSide):
             # Whoever waits may fit now (or must now wait): look again at once.
             for key in self.admission.waiting():
                 self.queue.add(key)
-
-
-_RETRY = Requeue.RATE_LIMITED
 
 
 def _joins_service(spec: ServiceSpec) -> bool:

@@ -72,8 +72,17 @@ class ImageProblem:
 
 @dataclass(frozen=True)
 class Facts:
-    """What a pass found and did, as far as the state decision needs it."""
+    """What a pass found and did, as far as the state decision needs it; and what the
+    loop knows beside a pass (the first five), which passes leave at their defaults."""
 
+    # The pass raised unexpectedly (a bug): the status stays, the pass is tried again.
+    failed_unexpectedly: bool = False
+    unreachable: str = ""  # why the engine cannot be listed (nothing is known)
+    retry_cap: float | None = None  # with `unreachable`: the longest wait
+    # The declared replica count changed (was, is) since the pass that said the service
+    # converged: until the pass that change queued, it is not (`healerctl wait`).
+    resized: tuple[int, int] | None = None
+    pulling: str = ""  # a pull is under way in the pass (it may take minutes)
     declared: bool = True
     has_containers: bool = True
     paused: bool = False
@@ -105,6 +114,9 @@ def decide(f: Facts, t: Timings = _TIMINGS) -> Outcome:
 
 
 def _decide(f: Facts, t: Timings) -> Outcome:
+    beside = _beside_a_pass(f)
+    if beside is not None:
+        return beside
     if f.paused:
         return Outcome(ServiceState.PAUSED, "paused by operator")
     if f.image_problem is not None:
@@ -125,6 +137,23 @@ def _decide(f: Facts, t: Timings) -> Outcome:
         after += (t.resource_recheck,)
         return Outcome(ServiceState.WAITING_FOR_RESOURCES, f.wait_reason, after=after)
     return _settled(f, after)
+
+
+def _beside_a_pass(f: Facts) -> Outcome | None:
+    """The loop's own facts: no list, a bug, a reload or a pull under way."""
+    if f.failed_unexpectedly:
+        return Outcome(None, requeue=Requeue.RATE_LIMITED)
+    if f.unreachable:
+        return Outcome(
+            ServiceState.ENGINE_UNREACHABLE, f.unreachable, Requeue.RATE_LIMITED, cap=f.retry_cap
+        )
+    if f.resized is not None:
+        was, now = f.resized
+        reason = f"replicas changed from {was} to {now}; pass pending"
+        return Outcome(ServiceState.PROGRESSING, reason)  # the change queued the pass
+    if f.pulling:
+        return Outcome(ServiceState.PROGRESSING, f.pulling)
+    return None
 
 
 def _image(p: ImageProblem, t: Timings) -> Outcome:

@@ -33,6 +33,14 @@ FORGET, AGAIN, LIMITED, BACKOFF, PULL = (
 )
 
 TABLE: list[tuple[str, Facts, Outcome]] = [
+    ("the engine cannot be listed: nothing is known",
+     Facts(unreachable="cannot list", retry_cap=0.1, paused=True, actions=1),
+     Outcome(S.ENGINE_UNREACHABLE, "cannot list", LIMITED, cap=0.1)),
+    ("the pass raised unexpectedly: the status stays",
+     Facts(failed_unexpectedly=True, error="x"), Outcome(None, requeue=LIMITED)),
+    ("the replica count changed since it converged",
+     Facts(resized=(1, 3)), Outcome(S.PROGRESSING, "replicas changed from 1 to 3; pass pending")),
+    ("a pull under way", Facts(pulling="pulling img:2"), Outcome(S.PROGRESSING, "pulling img:2")),
     ("paused wins over everything", Facts(paused=True, error="x", actions=2),
      Outcome(S.PAUSED, "paused by operator")),
     ("the pull failed: the pull backoff",
@@ -107,8 +115,8 @@ def test_decide(facts: Facts, expected: Outcome) -> None:
 
 def test_every_state_a_pass_can_end_in_is_in_the_table() -> None:
     reached = {o.state for _, _, o in TABLE if o.state is not None}
-    # Pending is the state before any pass; EngineUnreachable comes from the loop (no list).
-    assert reached == set(S) - {S.PENDING, S.ENGINE_UNREACHABLE}
+    # Pending is the state before any pass: a status's first, never decided.
+    assert reached == set(S) - {S.PENDING}
 
 
 def test_states_that_wait_claim_no_room_and_backoffs_are_marked() -> None:
