@@ -3,8 +3,9 @@
 "How long does healerd wait before it looks again?" is answered here: the loop's
 modules take these from `LoopSettings.timings` (healerd.core.controller), none keeps a
 constant of its own, and a test passes its own `Timings` to make the loop faster or
-slower. healerd.yaml sets `backoff` (backoff_base, backoff_max); the rest are defaults
-measured on small hosts (docs/architecture.md).
+slower. healerd.yaml sets `backoff` (backoff_base, backoff_max); the rest are defaults,
+each with why. (The memory of healerd's own engine events, core/own.py's EXPECT_FOR, is
+no wait of the loop's: it only bounds a table.)
 """
 
 from __future__ import annotations
