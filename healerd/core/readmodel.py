@@ -69,7 +69,7 @@ class StatusBook:
                     st.available, st.up_to_date = tally.available, tally.up_to_date
             if desired is not None:
                 st.desired = desired
-            running, desired = st.running, st.desired
+            running, wanted = st.running, st.desired
         if not changed:
             return
         # A line per change of state, none per pass: the log tells the story.
@@ -79,7 +79,7 @@ class StatusBook:
             key,
             state,
             running,
-            desired,
+            wanted,
             f": {reason}" if reason else "",
             extra={"healerd_service": key, "healerd_state": state.value, "reason": reason},
         )
