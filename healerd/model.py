@@ -12,6 +12,8 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from healerd.vocabulary import AutoUpdate, Condition, Restart, VolumeKind
+
 LABEL_SERVICE = "io.healerd.service"
 LABEL_SPEC_HASH = "io.healerd.spec-hash"
 # Replacements in this replica's line so far, and how many of them came in quick succession
@@ -78,8 +80,8 @@ class PortSpec:
 
 @dataclass(frozen=True)
 class VolumeSpec:
-    """A mount. `kind` "" is Compose's short syntax (a bind or a named volume, sent as a
-    bind string); "bind", "volume" or "tmpfs" is a long-syntax mapping. An empty source
+    """A mount. `kind` SHORT is Compose's short syntax (a bind or a named volume, sent as
+    a bind string); BIND, VOLUME or TMPFS a long-syntax mapping. An empty source
     is an anonymous volume (carried to a replacement, issue 14)."""
 
     source: str
@@ -88,7 +90,7 @@ class VolumeSpec:
     # The fields below are left out of the spec hash while they keep their defaults, so
     # that a mount written before they existed keeps its hash (see `hashed`).
     mode: str = ""  # short syntax: its access mode as written, when more than ro or rw
-    kind: str = ""
+    kind: VolumeKind = VolumeKind.SHORT
     propagation: str = ""
     selinux: str = ""
     create_host_path: bool = True
@@ -201,7 +203,7 @@ class Dependency:
     service_completed_successfully); `restart`: recreate them when it is replaced."""
 
     service: str
-    condition: str = "service_started"
+    condition: Condition = Condition.STARTED
     required: bool = True
     restart: bool = False
 
@@ -362,16 +364,16 @@ class ServiceSpec:
     device_requests: tuple[DeviceRequest, ...] = ()
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: PullPolicy = field(default=PullPolicy.MISSING, metadata=STEERING)
-    # "registry": follow the tag's digest in its registry, roll out and roll back
-    # (healerd.core.updates); "" never looks.
-    auto_update: str = steering("")
+    # REGISTRY: follow the tag's digest in its registry, roll out and roll back
+    # (healerd.core.updates); NEVER never looks.
+    auto_update: AutoUpdate = field(default=AutoUpdate.NEVER, metadata=STEERING)
     unhealthy_grace: float = steering(0.0)
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)
     # Compose's `restart` (healerd.core.jobs): None, always and unless-stopped replace
     # every container that stops; "no" and on-failure[:N] make a run-once service.
     # Docker's own restart policy stays "no" while healerd runs (core/handoff.py).
-    restart: str | None = steering(None)
+    restart: Restart | None = field(default=None, metadata=STEERING)
     # Compose's profiles: the service runs only when COMPOSE_PROFILES names one of them.
     profiles: tuple[str, ...] = steering(())
     # The Compose project (the file) and what it declares that this service uses: made

@@ -22,6 +22,7 @@ from healerd.model import (
     UpdateConfig,
     VolumeSpec,
 )
+from healerd.vocabulary import VolumeKind
 
 DEFAULT_UPDATE = UpdateConfig()
 DEFAULT_RESTART = RestartPolicy()
@@ -135,11 +136,11 @@ def mount_options(v: VolumeSpec) -> VolumeSpec:
 
 def volume_entry(v: VolumeSpec) -> str | dict[str, Any]:
     """A mount in Compose's syntax: the short one where it was written so, else the long."""
-    if not v.kind:
+    if v.kind is VolumeKind.SHORT:
         if v.mode:
             return f"{v.source}:{v.target}:{v.mode}"
         return volume_short(v.source, v.target, v.read_only)
-    out: dict[str, Any] = {"type": v.kind}
+    out: dict[str, Any] = {"type": v.kind.value}
     if v.source:
         out["source"] = v.source
     out["target"] = v.target
@@ -157,7 +158,7 @@ def volume_entry(v: VolumeSpec) -> str | dict[str, Any]:
     }
     section = {k: value for k, value in options.items() if value is not None}
     if section:
-        out[v.kind] = section
+        out[v.kind.value] = section
     return out
 
 

@@ -66,7 +66,8 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     svc["pull_policy"] = str(spec.pull_policy)
     # The engine restarts crashed containers; `docker stop` is not healed any more. A
     # run-once service keeps its own ("no", on-failure[:N]).
-    svc["restart"] = spec.restart if spec.restart in _RUN_ONCE or _on_failure(spec) else "always"
+    run_once = spec.restart is not None and spec.restart.run_once
+    svc["restart"] = str(spec.restart) if run_once else "always"
     svc["deploy"] = {"replicas": spec.replicas}
     compose_more(spec, svc, losses)  # secrets, configs, links, addresses, GPUs
     svc["x-healerd"] = _x_healerd(spec)
@@ -75,13 +76,6 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
             Loss(spec.name, name, f"{value}: kept under x-healerd, which docker compose ignores")
         )
     return svc
-
-
-_RUN_ONCE = ("no", "on-failure")
-
-
-def _on_failure(spec: ServiceSpec) -> bool:
-    return (spec.restart or "").startswith("on-failure:")
 
 
 def render(specs: list[ServiceSpec], opts: Options) -> Rendered:

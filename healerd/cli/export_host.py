@@ -112,7 +112,7 @@ def depends_on(spec: ServiceSpec) -> dict[str, Any]:
     """Compose's long syntax."""
     return {
         d.service: {
-            "condition": d.condition,
+            "condition": d.condition.value,
             **({} if d.required else {"required": False}),
             **({"restart": True} if d.restart else {}),
         }

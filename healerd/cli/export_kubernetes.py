@@ -32,6 +32,7 @@ from healerd.cli.export_host import kubernetes_fields, order_lost
 from healerd.cli.export_more import kubernetes_losses
 from healerd.cli.export_vars import KubernetesVars, argv_warnings
 from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder, VolumeSpec
+from healerd.vocabulary import VolumeKind
 
 LOST = {
     "priority": "needs a PriorityClass; set spec.template.spec.priorityClassName yourself",
@@ -114,7 +115,7 @@ def _quantity(n: int) -> str:
 
 
 def _volume(v: VolumeSpec, name: str) -> dict[str, Any]:
-    if v.kind == "tmpfs":
+    if v.kind is VolumeKind.TMPFS:
         empty = {"medium": "Memory"}
         if v.tmpfs_size:
             empty["sizeLimit"] = _quantity(v.tmpfs_size)
@@ -293,7 +294,7 @@ def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
         out.losses.append(Loss(spec.name, field, f"{value}: {LOST[field]}"))
     order_lost(spec, out.losses, "Kubernetes")
     kubernetes_losses(spec, out.losses)  # secrets, configs, links, addresses, GPUs
-    if spec.restart == "no" or (spec.restart or "").startswith("on-failure"):
+    if spec.restart is not None and spec.restart.run_once:
         reason = f"{spec.restart}: a run-once service; exported as a Deployment, write a Job"
         out.losses.append(Loss(spec.name, "restart", reason))
     for net, names in spec.network_aliases:

@@ -24,6 +24,7 @@ from healerd.cli.export_host import networks_with_aliases, order_lost, swarm_fie
 from healerd.cli.export_more import swarm_more, top_level
 from healerd.cli.export_vars import all_substitutions, argv_warnings, env_note, written_back
 from healerd.model import PortSpec, ServiceSpec
+from healerd.vocabulary import RestartMode
 
 # Steering fields Swarm has no equivalent for, and why.
 LOST = {
@@ -53,9 +54,9 @@ def _volumes(spec: ServiceSpec, losses: list[Loss]) -> list[Any]:
             losses.append(Loss(spec.name, "volumes", reason))
         entry = volume_entry(v)
         if isinstance(entry, dict):
-            section = entry.pop(v.kind, {})
+            section = entry.pop(v.kind.value, {})
             section = {k: x for k, x in section.items() if k not in _NOT_IN_STACKS}
-            entry |= {v.kind: section} if section else {}
+            entry |= {v.kind.value: section} if section else {}
         out.append(entry)
     return out
 
@@ -103,13 +104,13 @@ def _deploy(spec: ServiceSpec) -> dict[str, Any]:
 
 def _run_once(spec: ServiceSpec, policy: dict[str, Any]) -> None:
     """restart "no" is Swarm's condition none; on-failure[:N] its on-failure with N tries."""
-    mode = spec.restart or ""
-    if mode == "no":
+    r = spec.restart
+    if r is not None and r.mode is RestartMode.NO:
         policy["condition"] = "none"
-    elif mode.startswith("on-failure"):
+    elif r is not None and r.mode is RestartMode.ON_FAILURE:
         policy["condition"] = "on-failure"
-        if ":" in mode:
-            policy["max_attempts"] = int(mode.split(":", 1)[1])
+        if r.max_retries is not None:
+            policy["max_attempts"] = r.max_retries
 
 
 def _port(spec: ServiceSpec, p: PortSpec, losses: list[Loss], notes: list[str]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from healerd.config.keys import At
 from healerd.config.yamlload import LineDict
 from healerd.model import ServiceSpec
+from healerd.vocabulary import Condition, Restart, RestartMode
 
 
 def _cycle(start: str, specs: Mapping[str, ServiceSpec]) -> list[str] | None:
@@ -61,11 +62,11 @@ def _jobs(
     for name, spec in specs.items():
         for dep in spec.depends_on:
             job = out.get(dep.service)
-            if dep.condition != "service_completed_successfully" or job is None:
+            if dep.condition is not Condition.COMPLETED_SUCCESSFULLY or job is None:
                 continue
             if job.restart is None:
-                out[dep.service] = dataclasses.replace(job, restart="no")
-            elif job.restart in ("always", "unless-stopped"):
+                out[dep.service] = dataclasses.replace(job, restart=Restart(RestartMode.NO))
+            elif not job.restart.run_once:
                 body, at = bodies[name]
                 at.key(body, "depends_on").error(
                     f"service_completed_successfully waits for {dep.service!r} to exit with "

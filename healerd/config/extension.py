@@ -6,8 +6,9 @@ from __future__ import annotations
 from healerd.config.errors import describe, unknown_key_reason
 from healerd.config.keys import At, Key
 from healerd.config.yamlload import LineDict
+from healerd.vocabulary import AutoUpdate
 
-AUTO_UPDATE_MODES = ("registry", "disabled")
+AUTO_UPDATE_MODES = (AutoUpdate.REGISTRY.value, AutoUpdate.DISABLED.value)
 # Podman's label for the same thing (io.containers.autoupdate=registry), accepted as is.
 PODMAN_AUTOUPDATE = "io.containers.autoupdate"
 
@@ -27,36 +28,35 @@ EXTENSION_FIELDS = (
 )
 
 
-def x_healerd(value: object, at: At) -> str:
-    """The mode `auto_update` names ("registry", "disabled" or "" when absent)."""
+def x_healerd(value: object, at: At) -> AutoUpdate:
+    """The mode `auto_update` names (NEVER when absent)."""
     if not isinstance(value, LineDict):
         at.error(f"must be a mapping such as {{auto_update: registry}}, not {describe(value)}")
-        return ""
+        return AutoUpdate.NEVER
     names = [k.name for k in EXTENSION_FIELDS]
     for key in value:
         if key not in names:
             at.key(value, key).error(unknown_key_reason(key, names))
     mode = value.get("auto_update")
     if mode is None:
-        return ""
+        return AutoUpdate.NEVER
     if mode not in AUTO_UPDATE_MODES:
         at.key(value, "auto_update").error(
             "must be registry (follow the tag's digest in its registry) or disabled, "
             f"not {describe(mode)}"
         )
-        return ""
-    return str(mode)
+        return AutoUpdate.NEVER
+    return AutoUpdate(mode)
 
 
-def auto_update(declared: str, labels: tuple[tuple[str, str], ...], at: At) -> str:
-    """x-healerd's mode, else Podman's label's; "" (never) for disabled or neither."""
+def auto_update(declared: AutoUpdate, labels: tuple[tuple[str, str], ...], at: At) -> AutoUpdate:
+    """x-healerd's mode, else Podman's label's; NEVER for disabled or neither."""
     label = dict(labels).get(PODMAN_AUTOUPDATE)
-    mode = declared
-    if not mode and label is not None:
+    if declared is AutoUpdate.NEVER and label is not None:
         if label not in AUTO_UPDATE_MODES:
             at.error(
                 f"{PODMAN_AUTOUPDATE}={label!r}: healerd follows a registry (registry) or "
                 "nothing (disabled); Podman's local policy has no registry to follow"
             )
-        mode = label
-    return "registry" if mode == "registry" else ""
+        return AutoUpdate.REGISTRY if label == AutoUpdate.REGISTRY else AutoUpdate.NEVER
+    return AutoUpdate.REGISTRY if declared is AutoUpdate.REGISTRY else AutoUpdate.NEVER

@@ -49,7 +49,8 @@ from healerd.config.values import (
     working_dir,
 )
 from healerd.config.volumes import MOUNT_SCHEMA, VOLUME_TEXT, volumes
-from healerd.model import RestartPolicy, UpdateConfig
+from healerd.model import PullPolicy, RestartPolicy, UpdateConfig
+from healerd.vocabulary import AutoUpdate
 
 _ARGV_SCHEMA: Mapping[str, Any] = {
     "anyOf": [
@@ -332,7 +333,7 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "always",
         schema={"enum": [*PULL_POLICIES, "if_not_present"]},
         check=pull_policy,
-        default="missing",
+        default=PullPolicy.MISSING,
         compose="pull_policy",
     ),
     Key(
@@ -342,7 +343,7 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "{auto_update: registry}",
         schema={},
         check=x_healerd,
-        default="",
+        default=AutoUpdate.NEVER,
         attr="auto_update",
         children=EXTENSION_FIELDS,
     ),

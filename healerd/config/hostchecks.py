@@ -19,6 +19,7 @@ from healerd.config.units import parse_size
 from healerd.config.values import boolean, whole
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import Dependency, LoggingSpec, Ulimit
+from healerd.vocabulary import Condition, Restart, RestartMode
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOSTNAME_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
@@ -332,23 +333,25 @@ def expose(value: object, at: At) -> tuple[str, ...]:
     return checked(value, at, EXPOSE_RE.fullmatch, reason, single=False)
 
 
-RESTARTS = ("always", "unless-stopped", "no", "on-failure")
-_ON_FAILURE_RE = re.compile(r"on-failure(?::([1-9][0-9]{0,5}))?")
+RESTARTS = tuple(m.value for m in RestartMode)
 
 
-def restart(value: object, at: At) -> str | None:
+def restart(value: object, at: At) -> Restart | None:
     """Compose's restart; an unquoted `no` is YAML 1.1's false, which Compose (YAML 1.2)
     reads as the string "no"."""
     if value is False:
-        return "no"
+        return Restart(RestartMode.NO)
     mode = text(value, at)
-    if mode is None or mode in RESTARTS or _ON_FAILURE_RE.fullmatch(mode):
-        return mode
-    at.error(f'{mode!r} is not always, unless-stopped, on-failure[:N] (N >= 1) or "no"')
-    return None
+    if mode is None:
+        return None
+    try:
+        return Restart.parse(mode)
+    except ValueError:
+        at.error(f'{mode!r} is not always, unless-stopped, on-failure[:N] (N >= 1) or "no"')
+        return None
 
 
-CONDITIONS = ("service_started", "service_healthy", "service_completed_successfully")
+CONDITIONS = tuple(c.value for c in Condition)
 
 
 def _dependency(name: object, body: object, at: At) -> Dependency | None:
@@ -365,14 +368,15 @@ def _dependency(name: object, body: object, at: At) -> Dependency | None:
             at.key(body, key).error(
                 f"unknown key {key!r}: depends_on takes condition, required, restart"
             )
-    condition = body.get("condition", "service_started")
+    condition = body.get("condition", Condition.STARTED)
     if condition not in CONDITIONS:
         at.key(body, "condition").error(
             f"must be one of {', '.join(CONDITIONS)}, not {condition!r}"
         )
+        condition = Condition.STARTED  # the file is refused: any will do
     required = boolean(body["required"], at.key(body, "required")) if "required" in body else True
     restart = boolean(body["restart"], at.key(body, "restart")) if "restart" in body else False
-    return Dependency(name, str(condition), required, bool(restart))
+    return Dependency(name, Condition(condition), required, bool(restart))
 
 
 def depends_on(value: object, at: At) -> tuple[Dependency, ...]:

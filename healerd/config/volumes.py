@@ -25,6 +25,7 @@ from healerd.config.units import SIZE_PATTERN, parse_size
 from healerd.config.values import boolean
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import VolumeSpec
+from healerd.vocabulary import VolumeKind
 
 # Docker's own rule for volume names (at least two characters).
 _VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
@@ -53,6 +54,7 @@ _REFUSED_KEYS = {
 }
 _OPTIONS = {"bind": ("propagation", "create_host_path", "selinux", "recursive"),
             "volume": ("nocopy", "subpath", "labels"), "tmpfs": ("size", "mode")}  # fmt: skip
+_LONG_KINDS = (VolumeKind.BIND, VolumeKind.VOLUME, VolumeKind.TMPFS)
 
 
 def _absolute(source: str, at: At) -> str:
@@ -172,7 +174,7 @@ def _choice(body: LineDict, key: str, choices: tuple[str, ...], at: At) -> str:
     return str(value)
 
 
-def _kind(body: LineDict, at: At) -> str | None:
+def _kind(body: LineDict, at: At) -> VolumeKind | None:
     value = body.get("type")
     if value is None:
         at.here("type").error("is required: bind, volume or tmpfs")
@@ -180,29 +182,29 @@ def _kind(body: LineDict, at: At) -> str | None:
         at.key(body, "type").error(f"must be bind, volume or tmpfs, not {describe(value)}")
     elif value in _REFUSED_TYPES:
         at.key(body, "type").error(f"{value!r} is not supported: {_REFUSED_TYPES[value]}")
-    elif value not in ("bind", "volume", "tmpfs"):
+    elif value not in _LONG_KINDS:
         at.key(body, "type").error(f"must be bind, volume or tmpfs, not {value!r}")
     else:
-        return str(value)
+        return VolumeKind(value)
     return None
 
 
-def _long_source(body: LineDict, kind: str, at: At) -> str:
+def _long_source(body: LineDict, kind: VolumeKind, at: At) -> str:
     """A bind's host path (any relative one from the file's directory, as Compose takes
     it), a volume's name (none: an anonymous volume); a tmpfs has no source."""
     value = _string(body, "source", at)
     source_at = at.key(body, "source") if "source" in body else at.here("source")
     if value is None:
-        if kind == "bind" and "source" not in body:
+        if kind is VolumeKind.BIND and "source" not in body:
             source_at.error("is required for type: bind (the host path)")
         return ""
-    if kind == "tmpfs":
+    if kind is VolumeKind.TMPFS:
         source_at.error("a tmpfs mount has no source")
         return ""
-    if kind == "volume" and value.startswith(("/", ".", "~")):
+    if kind is VolumeKind.VOLUME and value.startswith(("/", ".", "~")):
         source_at.error(f"{value!r}: a volume's source is a volume name; a host path is type: bind")
         return ""
-    if kind == "bind" and not value.startswith(("/", "~", ".")):
+    if kind is VolumeKind.BIND and not value.startswith(("/", "~", ".")):
         value = f"./{value}"
     return _source(value, source_at)
 
@@ -230,7 +232,7 @@ def _tmpfs_mode(value: object, at: At) -> int | None:
     return mode
 
 
-def _section(kind: str, body: LineDict, at: At) -> dict[str, Any]:
+def _section(kind: VolumeKind, body: LineDict, at: At) -> dict[str, Any]:
     """The options of `bind:`, `volume:` or `tmpfs:`, as VolumeSpec fields."""
     unknown_keys(body, at, _OPTIONS[kind])
     out: dict[str, Any] = {}
@@ -253,7 +255,7 @@ def _section(kind: str, body: LineDict, at: At) -> dict[str, Any]:
     return out
 
 
-def _options(body: LineDict, kind: str, at: At) -> dict[str, Any]:
+def _options(body: LineDict, kind: VolumeKind, at: At) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for section in ("bind", "volume", "tmpfs", "image"):
         value = body.get(section)

@@ -23,14 +23,9 @@ from dataclasses import dataclass
 
 from healerd.core.clock import Clock
 from healerd.core.pressure import Pressure, assess, fmt_bytes, pull_refusal
+from healerd.core.timings import Timings
 from healerd.host import HostProbe, HostSample
 from healerd.model import NodeLimits
-
-# How long a fresh sample is used; psutil reads /proc, cheap but not free.
-SAMPLE_TTL = 1.0
-# How long a granted container's memory is held against the room: a container's memory
-# shows in `available` only as it starts up.
-RESERVATION_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -56,7 +51,11 @@ class Admission:
         clock: Clock,
         limits: NodeLimits,
         disk_path: Callable[[], str],
+        timings: Timings | None = None,
     ) -> None:
+        """`timings`: how long a host sample is used and a grant reserved
+        (host_sample_ttl, reservation)."""
+        self._t = timings or Timings()
         self._probe = probe
         self._clock = clock
         self._limits = limits
@@ -83,11 +82,11 @@ class Admission:
     # -- the host -----------------------------------------------------------------
 
     def pressure(self) -> Pressure:
-        """The host under the current limits, from a sample at most SAMPLE_TTL old."""
+        """The host under the current limits, from a sample at most host_sample_ttl old."""
         with self._lock:
             old = self._pressure
             now = self._clock.monotonic()
-            if now - self._sampled_at >= SAMPLE_TTL:
+            if now - self._sampled_at >= self._t.host_sample_ttl:
                 self._sample = self._probe.sample(self._disk_path())
                 self._sampled_at = now
                 self._pressure = assess(self._sample, self._limits)
@@ -154,7 +153,8 @@ class Admission:
             r = min(replacements, fits)
             e = 0 if pressure.any else min(extras, fits - r)
             if r or e:
-                self._reserved.append((now + RESERVATION_SECONDS, (r + e) * max(0, need)))
+                held = (now + self._t.reservation, (r + e) * max(0, need))
+                self._reserved.append(held)
                 # What was granted is reserved now: it must not also count as a claim.
                 own = self._claims.get(service)
                 if own is not None:
@@ -206,4 +206,4 @@ class Admission:
         return pull_refusal(image, size_hint, sample, limits)
 
 
-__all__ = ["RESERVATION_SECONDS", "SAMPLE_TTL", "Admission", "Claim", "Grant"]
+__all__ = ["Admission", "Claim", "Grant"]

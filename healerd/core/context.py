@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from healerd.core.jobs import run_once
-from healerd.core.planner import PlanContext, Replacement, min_ready_at, replacement_verdict
+from healerd.core.planner import PlanContext, Replacement, replacement_verdict
+from healerd.core.readiness import min_ready_at
 from healerd.model import ObservedContainer, ServiceSpec
 
 

@@ -12,12 +12,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from healerd import model
 from healerd.config import DesiredState
 from healerd.core.admission import Admission
-from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
@@ -25,7 +24,7 @@ from healerd.core.executor import Executor, plain_tag
 from healerd.core.hints import LookHints
 from healerd.core.images import ImagePolicy
 from healerd.core.observe import Memory, note_event, observe
-from healerd.core.outcome import Outcome, Requeue, Tally
+from healerd.core.outcome import Facts, Outcome, Requeue, Tally, decide
 from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
 from healerd.core.prune import PruneRefused, networks_kept, prune_volumes
@@ -38,29 +37,25 @@ from healerd.core.report import LoopHooks, Reporter, Stats
 from healerd.core.room import ahead_may_claim, claims
 from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
+from healerd.core.timings import Timings
 from healerd.core.updates import Updates, following
 from healerd.core.workqueue import WorkQueue
 from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
 
 # The key of a pass that only looks for services with containers but no declaration.
 DISCOVER = ""
-DEFAULT_BACKOFF = Backoff(0.005, 60.0)
-IMAGE_BACKOFF = Backoff(2.0, 300.0)
-# How long a list stays good for keys queued before it began (a resync's keys come in
-# batches of at most `workers`): the level is still read once per resync, not once per
-# batch, and no key is ever planned on a look older than its latest cause.
-LOOK_REUSE = 2.0
 
 
 @dataclass(frozen=True)
 class LoopSettings:
     workers: int = 4
     parallel_actions: int = 8
-    backoff: Backoff = DEFAULT_BACKOFF
-    image_backoff: Backoff = IMAGE_BACKOFF
+    # Every recheck, backoff and window of the loop (healerd.core.timings).
+    timings: Timings = field(default_factory=Timings)
     # Failed containers kept per replica after their replacement (logs, exit codes).
     history_limit: int = 1
     engine_down_log_interval: float = 30.0
@@ -102,7 +97,7 @@ class Controller(ReadSide):
         self._clock = clock
         self._settings = settings
         self.admission = admission
-        self.queue = WorkQueue(clock, settings.backoff)
+        self.queue = WorkQueue(clock, settings.timings.backoff)
         self.events = EventLog(clock)
         self._report = Reporter(self.events, hooks, clock)
         self._own = OwnActions(clock)
@@ -121,7 +116,7 @@ class Controller(ReadSide):
         self._paused: set[str] = set()
         self._book = StatusBook(clock, self.events)
         self._images = ImagePolicy(
-            engine, self._executor, clock, self.events, settings.image_backoff, admission,
+            engine, self._executor, clock, self.events, settings.timings, admission,
             credentials, self._pulling,
         )  # fmt: skip
         auth = credentials or _anonymous
@@ -129,7 +124,7 @@ class Controller(ReadSide):
         self._reconciler = self._build_reconciler(runbook or NoRunBook())
         self._health = EngineHealth(
             engine, clock, self.events, settings.engine_down_log_interval,
-            guard=engine_guard, on_back=self._engine_back,
+            guard=engine_guard, on_back=self._engine_back, timings=settings.timings,
         )  # fmt: skip
         self._on_engine_back = on_engine_back
         self._last_look = LastLook(clock, self._readers.listed)  # readers are shown
@@ -146,7 +141,7 @@ class Controller(ReadSide):
         return Reconciler(
             self._clock, self._executor, self._images, self._report, self.admission,
             self._mem, self._lock, self._is_paused, self._settings.history_limit,
-            self.updates, self._spec_now, runbook, self._started_in_place,
+            self.updates, self._spec_now, runbook, self._started_in_place, self._settings.timings,
         )  # fmt: skip
 
     # -- what the daemon and the API read ----------------------------------------------
@@ -185,7 +180,7 @@ class Controller(ReadSide):
             self._desired = self.updates.apply_all(state)
         for err in state.errors:
             if err not in old.errors:
-                self.events.record("config-error", "", str(err))
+                self.events.record(EventKind.CONFIG_ERROR, "", str(err))
         broken_changed = set(old.broken_files) ^ set(state.broken_files)
         for name in set(old.services) | set(state.services):
             spec = state.services.get(name)
@@ -193,6 +188,8 @@ class Controller(ReadSide):
                 self.queue.add(name, force=True)
         if old.hold_orphans != state.hold_orphans:
             self.queue.add(DISCOVER, force=True)
+        for name, was, now in self._book.resized(old.services, state.services):
+            self._show(name, decide(Facts(resized=(was, now))), desired=now)
 
     def _spec_now(self, key: str) -> ServiceSpec | None:
         return self._desired.services.get(key)
@@ -261,13 +258,18 @@ class Controller(ReadSide):
     def pause(self, service: str) -> None:
         with self._lock:
             self._paused.add(service)
-        self.events.record("paused", service, "paused by operator: left alone until resumed")
+        spec = self._desired.services.get(service)
+        replicas = spec.replicas if spec is not None else None
+        self._show(service, decide(Facts(paused=True)), desired=replicas)
+        self.events.record(
+            EventKind.PAUSED, service, "paused by operator: left alone until resumed"
+        )
         self.queue.add(service, force=True)
 
     def resume(self, service: str) -> None:
         with self._lock:
             self._paused.discard(service)
-        self.events.record("resumed", service, "resumed by operator")
+        self.events.record(EventKind.RESUMED, service, "resumed by operator")
         self.queue.add(service, force=True)
 
     def paused_services(self) -> set[str]:
@@ -345,7 +347,7 @@ class Controller(ReadSide):
         if error is None:
             self.queue.add(key)
         else:
-            self._settle(key, Outcome(ServiceState.DEGRADED, error, Requeue.RATE_LIMITED))
+            self._settle(key, decide(Facts(error=error), self._settings.timings))
 
     def shutdown(self) -> None:
         self.queue.shut_down()
@@ -388,13 +390,12 @@ class Controller(ReadSide):
         self._reconciler.save_runs()  # the runs of containers gone are pruned
         obs = Observation(seen, desired)
         if self.admission is not None:
-            states = self._book.states()
-            for k in self._images.waiting:
-                states[k] = ServiceState.IMAGE_PULL_BACK_OFF
+            states, no_image = self._book.states(), set(self._images.waiting_keys())
             services = obs.desired.services
             if scope is not None:
                 services = {k: v for k, v in services.items() if k == scope}
-            self.admission.set_claims(claims(services, seen, states, self.admission), scope)
+            found = claims(services, seen, states, self.admission, no_image)
+            self.admission.set_claims(found, scope)
         return obs
 
     def _scope(self, keys: Sequence[str], desired: DesiredState) -> str | None:
@@ -419,12 +420,13 @@ class Controller(ReadSide):
 
     def _reused(self, keys: list[str]) -> Observation | None:
         """The last look (`_recent`: when it began, what it saw, the one service it
-        listed or None), when it is at most LOOK_REUSE old and still shows every key of
-        the batch (healerd.core.hints): it began after the key was last queued, or only a
-        kill or a death came since, which the memory folds in."""
+        listed or None), when it is at most Timings.look_reuse old and still shows every
+        key of the batch (healerd.core.hints): it began after the key was last queued, or
+        only a kill or a death came since, which the memory folds in."""
         with self._lock:
             recent = self._recent
-        if recent is None or self._clock.monotonic() - recent[0] > LOOK_REUSE:
+        reuse = self._settings.timings.look_reuse
+        if recent is None or self._clock.monotonic() - recent[0] > reuse:
             return None
         desired = self._desired
         if recent[2] is not None and self._scope(keys, desired) != recent[2]:
@@ -437,9 +439,7 @@ class Controller(ReadSide):
     def _pulling(self, key: str, reason: str, tally: Tally | None) -> None:
         """A pull began in `key`'s pass: until the pass settles (minutes, on a slow link)
         the status says so, not what it said before the pass (Pending, say)."""
-        self._book.set(
-            key, ServiceState.PROGRESSING, reason, tally=tally, paused=self._is_paused(key)
-        )
+        self._show(key, decide(Facts(pulling=reason, tally=tally)))
 
     def _engine_back(self) -> None:
         # EngineHealth said so (rate-limited, beside its line about the loss).
@@ -457,8 +457,8 @@ class Controller(ReadSide):
             if obs is None:
                 reason = f"cannot list containers: {self._health.list_error}"
                 self._reconciler.hold_rollout(key)  # an outage is no lack of progress
-                state = ServiceState.ENGINE_UNREACHABLE
-                self._settle(key, Outcome(state, reason, _RETRY, cap=self._health.recheck()))
+                facts = Facts(unreachable=reason, retry_cap=self._health.recheck())
+                self._settle(key, decide(facts, self._settings.timings))
             elif key == DISCOVER:
                 self._discover(obs)
             else:
@@ -466,10 +466,10 @@ class Controller(ReadSide):
         except EngineError as exc:
             # The engine went away mid-pass (after its list): an ordinary retry.
             self._report.retrying(key, exc, unreachable=isinstance(exc, EngineUnavailable))
-            self._settle(key, Outcome(ServiceState.DEGRADED, str(exc), _RETRY))
+            self._settle(key, decide(Facts(error=str(exc)), self._settings.timings))
         except Exception:
             log.exception("reconcile of %s failed unexpectedly", key or "<discover>")
-            self._settle(key, Outcome(None, requeue=_RETRY))
+            self._settle(key, decide(Facts(failed_unexpectedly=True)))
         finally:
             self.queue.done(key)
             self.last_progress = self._clock.monotonic()
@@ -486,6 +486,9 @@ class Controller(ReadSide):
         if outcome.requeue is Requeue.RATE_LIMITED:
             delay = self.queue.add_rate_limited(key, outcome.cap)
             reason, next_retry = f"{reason}; retry in {delay:.1f}s", now + delay
+        elif outcome.requeue is Requeue.PULL_BACKOFF:
+            delay = self.queue.add_rate_limited(key, None, self._settings.timings.pull_backoff)
+            reason, next_retry = f"{reason}; retry in {delay:.0f}s", now + delay
         elif outcome.requeue is Requeue.BACKOFF:
             self.queue.add_backoff(key, outcome.backoff)
             reason = f"{reason}; retry in {outcome.backoff:.0f}s"
@@ -498,15 +501,40 @@ class Controller(ReadSide):
             self._book.drop(key)
             self._reconciler.forget(key)
             self.queue.add(DISCOVER)  # its project's networks may be unused now
-        elif outcome.state is not None and key != DISCOVER:
-            self._book.set(
-                key,
-                outcome.state,
-                reason,
-                tally=outcome.tally,
-                paused=self._is_paused(key),
-                next_retry=next_retry,
-            )
+        else:
+            self._show(key, outcome, reason, next_retry=next_retry)
+
+    def _show(
+        self,
+        key: str,
+        outcome: Outcome,
+        reason: str | None = None,
+        *,
+        next_retry: float | None = None,
+        desired: int | None = None,
+    ) -> None:
+        """The status `decide` concluded, unless what it concluded from changed since: a
+        pause or resume, or the declared replica count. The change showed what holds
+        then (above) and queued the pass that says more; the check and the write are one
+        step of the book's, so no conclusion older than the change can follow it."""
+        if outcome.state is None or key == DISCOVER:
+            return
+        self._book.set(
+            key,
+            outcome.state,
+            outcome.reason if reason is None else reason,
+            tally=outcome.tally,
+            paused=self._is_paused(key),
+            next_retry=next_retry,
+            desired=desired,
+            unless=lambda: self._outdated(key, outcome),
+        )
+
+    def _outdated(self, key: str, outcome: Outcome) -> bool:
+        if self._is_paused(key) != (outcome.state is ServiceState.PAUSED):
+            return True
+        spec, t = self._desired.services.get(key), outcome.tally
+        return t is not None and t.desired != (spec.replicas if spec is not None else 0)
 
     def _discover(self, obs: Observation) -> None:
         desired = obs.desired.services
@@ -531,17 +559,14 @@ class Controller(ReadSide):
     def _pressure_changed(self, old: Pressure, new: Pressure) -> None:
         if new.any:
             log.warning("host under pressure: %s", new.describe())
-            self.events.record("pressure", "", new.describe())
+            self.events.record(EventKind.PRESSURE, "", new.describe())
         else:
             log.info("host pressure ended")
-            self.events.record("pressure-ended", "", "no resource below its threshold")
+            self.events.record(EventKind.PRESSURE_ENDED, "", "no resource below its threshold")
         if self.admission is not None:
             # Whoever waits may fit now (or must now wait): look again at once.
             for key in self.admission.waiting():
                 self.queue.add(key)
-
-
-_RETRY = Requeue.RATE_LIMITED
 
 
 def _joins_service(spec: ServiceSpec) -> bool:

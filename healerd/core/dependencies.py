@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from healerd.core.jobs import finished
 from healerd.core.planner import history
-from healerd.model import Health, ObservedContainer, ServiceSpec
+from healerd.core.readiness import dependency_unmet
+from healerd.model import ObservedContainer, ServiceSpec
 
 
 def unmet(
@@ -15,28 +15,20 @@ def unmet(
     containers: Sequence[ObservedContainer],
     services: Mapping[str, ServiceSpec],
 ) -> str:
-    """Why `spec`'s containers may not be created yet ("" when they may): a dependency
-    with no running container (service_started) or none healthy (service_healthy). One
-    scaled to 0, or with `required: false`, is no reason to wait."""
+    """Why `spec`'s containers may not be created yet ("" when they may): the first
+    dependency whose condition does not hold (healerd.core.readiness). One scaled to 0,
+    or with `required: false`, is no reason to wait."""
     for dep in spec.depends_on:
         other = services.get(dep.service)
         if not dep.required or other is None or other.replicas == 0:
             # required: false never holds a service back (Compose only warns); an
             # undeclared required one was refused with the file.
             continue
-        if dep.condition == "service_completed_successfully":
-            why = _completed(dep.service, other, containers)
-            if why:
-                return why
-            continue
-        live = [c for c in containers if c.service == dep.service and c.running]
-        if dep.condition == "service_healthy":
-            if live and all(c.health is None for c in live):
-                return f"waiting for {dep.service} to be healthy: it has no healthcheck"
-            if not any(c.health is Health.HEALTHY for c in live):
-                return f"waiting for {dep.service} to be healthy (depends_on)"
-        elif not live:
-            return f"waiting for {dep.service} to be running (depends_on)"
+        theirs = [c for c in containers if c.service == dep.service]
+        kept = history(theirs)
+        why = dependency_unmet(dep, other, [c for c in theirs if c not in kept])
+        if why:
+            return why
     return ""
 
 
@@ -90,20 +82,3 @@ def _joined(
         elif owner is not None and owner.started and owner.run_started > c.run_started:
             out[c.id] = again
     return out
-
-
-def _completed(name: str, spec: ServiceSpec, containers: Sequence[ObservedContainer]) -> str:
-    """Why a run-once dependency has not completed successfully ("" when it has): every
-    replica of its current spec exited with code 0. One that failed for good blocks its
-    dependents until its spec changes (or its container is removed: it runs again)."""
-    mine = [c for c in containers if c.service == name]
-    done = [c for c in mine if c not in history(mine) and finished(c, spec)]
-    bad = next((c for c in done if c.exit_code != 0), None)
-    if bad is not None:
-        return (
-            f"blocked: {name} failed ({bad.name} exited with code {bad.exit_code}); "
-            "depends_on needs it to complete successfully"
-        )
-    if len(done) < spec.replicas:
-        return f"waiting for {name} to complete successfully (depends_on)"
-    return ""

@@ -15,18 +15,13 @@ from collections.abc import Callable, Iterable
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.ratelog import LOOP_WINDOW, RateLimitedLog
+from healerd.core.timings import Timings
 from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.model import ObservedContainer
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
 
-# While the engine cannot be listed, how long a service waits at most before it looks
-# again: 0.1 s for the first minute of an outage (after an engine restart, a reboot,
-# every second counts), then 1 s: each failed look takes a token of the engine-call
-# budget, and a long outage must not leave the bucket empty when the engine returns.
-RECHECK_FAST = 0.1
-RECHECK_SLOW = 1.0
-FAST_FOR = 60.0
 # Lines about the engine (lost, back, still away) said at once per LOOP_WINDOW.
 ENGINE_BURST = 2
 
@@ -41,11 +36,13 @@ class EngineHealth:
         *,
         guard: Callable[[], None],
         on_back: Callable[[], None],
+        timings: Timings,
     ) -> None:
         self._engine = engine
         self._clock = clock
         self._events = events
         self._interval = down_log_interval
+        self._t = timings
         self._guard = guard
         self._guarded = False
         self._on_back = on_back
@@ -76,11 +73,11 @@ class EngineHealth:
 
     def recheck(self) -> float:
         """The longest wait of a service before it looks again while the engine cannot
-        be listed."""
+        be listed (Timings.engine_recheck_fast, then _slow)."""
         since = self._down_since
-        if since is None or self._clock.monotonic() - since < FAST_FOR:
-            return RECHECK_FAST
-        return RECHECK_SLOW
+        if since is None or self._clock.monotonic() - since < self._t.engine_fast_for:
+            return self._t.engine_recheck_fast
+        return self._t.engine_recheck_slow
 
     def _failed(self, exc: EngineError, keys: Iterable[str]) -> None:
         self.list_error = str(exc)
@@ -98,12 +95,12 @@ class EngineHealth:
                 "engine", "cannot list containers: %s (services wait: %s)", exc, waiting
             )
             if was_ok is not False:
-                self._events.record("engine-lost", "", str(exc))
+                self._events.record(EventKind.ENGINE_LOST, "", str(exc))
 
     def _reachable(self) -> None:
         self._down_since = None
         if self.ok is False:
-            self._events.record("engine-back", "", "engine reachable again")
+            self._events.record(EventKind.ENGINE_BACK, "", "engine reachable again")
             self.quiet.info("engine", "engine reachable again: resyncing every service")
             self.ok = True
             self._on_back()

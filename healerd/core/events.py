@@ -7,13 +7,14 @@ from collections import deque
 from dataclasses import dataclass
 
 from healerd.core.clock import Clock
+from healerd.vocabulary import EventKind
 
 
 @dataclass(frozen=True)
 class Event:
     seq: int
     time: float  # wall clock, seconds since the epoch
-    kind: str  # created, removed, restarted, backoff, failed, config-error, engine-lost, ...
+    kind: EventKind
     service: str
     message: str
     container: str = ""
@@ -26,7 +27,10 @@ class EventLog:
         self._cond = threading.Condition()
         self._seq = 0
 
-    def record(self, kind: str, service: str, message: str, container: str = "") -> Event:
+    def record(self, kind: EventKind, service: str, message: str, container: str = "") -> Event:
+        if not isinstance(kind, EventKind):
+            # mypy holds every caller to it; this holds what mypy cannot see.
+            raise TypeError(f"an event's kind is an EventKind, not {kind!r}")
         with self._cond:
             self._seq += 1
             event = Event(self._seq, self._clock.time(), kind, service, message, container)

@@ -48,6 +48,7 @@ from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.persist import MemoryStore, StateStore
 from healerd.engine import EngineError, ImageStore, LocalImage
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.imagegc")
 
@@ -453,7 +454,7 @@ class ImageCollector:
             service = _service_of(image, declared)
             message = f"removed image {label(image)} ({size_text(image.size)}): {why}"
             log.info("%s%s", f"{service}: " if service else "", message)
-            self._events.record("image-removed", service, message)
+            self._events.record(EventKind.IMAGE_REMOVED, service, message)
         return removed
 
 

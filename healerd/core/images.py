@@ -2,8 +2,9 @@
 
 The pull itself is an action of the executor (acting on the engine happens in one
 place); this object keeps the policy's memory: images seen present a moment ago (a
-heal need not ask again), which spec `always` already pulled for, and per-service
-failure counts for the pull backoff.
+heal need not ask again) and which spec `always` already pulled for. It says what is
+wrong with an image (`ImageProblem`); `decide` picks the state, and the work queue's
+per-service failure count the backoff, as for any failed pass.
 """
 
 from __future__ import annotations
@@ -11,38 +12,22 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from healerd.core.admission import Admission
-from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
-from healerd.core.outcome import Tally
-from healerd.core.state import ServiceState
+from healerd.core.outcome import ImageProblem, ImageTrouble, Tally
+from healerd.core.timings import Timings
 from healerd.engine import ImagePullFailed, ImageStore
-from healerd.model import RegistryAuth, ServiceSpec
+from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
-
-# How long an image seen present is taken to be still there (a create that finds it
-# gone fails and is retried with backoff anyway).
-IMAGE_SEEN_TTL = 30.0
-# How often a service whose pull was refused for lack of disk looks again.
-PULL_DISK_RECHECK = 10.0
 
 
 def _anonymous(_image: str) -> RegistryAuth | None:
     return None
-
-
-@dataclass(frozen=True)
-class ImageProblem:
-    """Why the image cannot be had now, and when to look again."""
-
-    state: ServiceState
-    reason: str
-    retry_in: float
 
 
 class ImagePolicy:
@@ -52,7 +37,7 @@ class ImagePolicy:
         executor: Executor,
         clock: Clock,
         events: EventLog,
-        backoff: Backoff,
+        timings: Timings,
         admission: Admission | None,
         auth_for: Callable[[str], RegistryAuth | None] | None = None,
         on_pull: Callable[[str, str, Tally | None], None] | None = None,
@@ -67,32 +52,28 @@ class ImagePolicy:
         self._executor = executor
         self._clock = clock
         self._events = events
-        self._backoff = backoff
+        self._t = timings
         self._admission = admission
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
         self._pulled: dict[str, str] = {}  # service -> the spec hash `always` pulled for
-        self._failures: dict[str, int] = {}
         # Services whose image cannot be had now: they claim no room.
         self.waiting: set[str] = set()
 
     def ensure(
         self, key: str, spec: ServiceSpec, tally: Tally | None = None
     ) -> ImageProblem | None:
-        """Make sure the image is there before anything is created or stopped for it.
-        `tally`: the service's counts, for the status shown while a pull runs."""
+        """Make sure the image is there before anything is created or stopped for it;
+        else what is wrong (`decide` makes it a state, the work queue's failure count
+        for the service its backoff). `tally`: the service's counts, for the status
+        shown while a pull runs."""
         problem = self._ensure(key, spec, tally)
         with self._lock:
             if problem is None:
-                self._failures.pop(key, None)
                 self.waiting.discard(key)
-                return None
-            n = self._failures.get(key, 0) + 1
-            self._failures[key] = n
-            self.waiting.add(key)
-        if problem.state is ServiceState.WAITING_FOR_RESOURCES:
-            return problem
-        return ImageProblem(problem.state, problem.reason, self._backoff.delay(n))
+            else:
+                self.waiting.add(key)
+        return problem
 
     def waiting_keys(self) -> list[str]:
         with self._lock:
@@ -102,13 +83,12 @@ class ImagePolicy:
         """The service is gone: nothing of it is remembered."""
         with self._lock:
             self._pulled.pop(key, None)
-            self._failures.pop(key, None)
             self.waiting.discard(key)
 
     def _fresh(self, key: str, spec: ServiceSpec) -> bool:
         seen = self._seen.get(spec.image)
-        fresh = seen is not None and self._clock.monotonic() - seen < IMAGE_SEEN_TTL
-        return fresh and (spec.pull_policy != "always" or self._pulled_for(key, spec))
+        fresh = seen is not None and self._clock.monotonic() - seen < self._t.image_seen_ttl
+        return fresh and (spec.pull_policy is not PullPolicy.ALWAYS or self._pulled_for(key, spec))
 
     def _pulled_for(self, key: str, spec: ServiceSpec) -> bool:
         with self._lock:
@@ -121,15 +101,15 @@ class ImagePolicy:
         present = self._engine.image_present(image)
         if present:
             self._saw(image)
-        if present and not (policy == "always" and not self._pulled_for(key, spec)):
+        if present and not (policy is PullPolicy.ALWAYS and not self._pulled_for(key, spec)):
             return None
-        if not present and policy == "never":
+        if not present and policy is PullPolicy.NEVER:
             reason = f"image {image} is not present and pull_policy is never"
-            return ImageProblem(ServiceState.ERR_IMAGE_NEVER_PULL, reason, 0.0)
+            return ImageProblem(ImageTrouble.NEVER_PULLED, reason)
         if self._admission is not None:
             refusal = self._admission.pull_refusal(image, self._engine.image_size_hint(image))
             if refusal is not None:
-                return ImageProblem(ServiceState.WAITING_FOR_RESOURCES, refusal, PULL_DISK_RECHECK)
+                return ImageProblem(ImageTrouble.NO_DISK, refusal)
         return self._pull(key, spec, present, tally)
 
     def _pull(
@@ -149,16 +129,14 @@ class ImagePolicy:
         except ImagePullFailed as exc:
             # The registry's own words (unauthorized, manifest unknown); never a secret.
             why = str(exc).removeprefix(f"pull {image}: ")
-            self._events.record("pull-failed", key, f"cannot pull {image}: {why}")
+            self._events.record(EventKind.PULL_FAILED, key, f"cannot pull {image}: {why}")
             if not present:
-                return ImageProblem(
-                    ServiceState.IMAGE_PULL_BACK_OFF, f"cannot pull {image}: {why}", 0.0
-                )
+                return ImageProblem(ImageTrouble.PULL_FAILED, f"cannot pull {image}: {why}")
             # pull_policy always, registry away, image on disk: a heal must not wait for
             # the registry. Use the local image; the next spec change pulls again.
             log.warning("%s: cannot pull %s (%s); using the local image", key, image, exc)
         else:
-            self._events.record("pulled", key, f"pulled {image}")
+            self._events.record(EventKind.PULLED, key, f"pulled {image}")
         with self._lock:
             # `always` pulls once per spec: only the service's current spec is remembered.
             self._pulled[key] = spec.spec_hash
@@ -167,8 +145,9 @@ class ImagePolicy:
     def _saw(self, image: str) -> None:
         now = self._clock.monotonic()
         with self._lock:
-            self._seen = {i: t for i, t in self._seen.items() if now - t < IMAGE_SEEN_TTL}
+            ttl = self._t.image_seen_ttl
+            self._seen = {i: t for i, t in self._seen.items() if now - t < ttl}
             self._seen[image] = now
 
 
-__all__ = ["PULL_DISK_RECHECK", "ImagePolicy", "ImageProblem"]
+__all__ = ["ImagePolicy"]

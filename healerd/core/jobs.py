@@ -2,7 +2,8 @@
 
 healerd stays the one healer (Docker's own restart policy is "no" while healerd runs,
 and a clean stop hands only long-running services to it: core/handoff.py), so these
-meanings live here: a container of such a service that exited is *finished* - it holds
+meanings live here: a container of such a service that exited is *finished*
+(healerd.core.readiness.finished) - it holds
 its replica slot, is never replaced, and says Completed (exit 0) or Failed - unless
 on-failure wants it run again (a non-zero exit, fewer than N restarts so far). A finished
 container of an older spec is run again with the new one, like a Kubernetes Job's pods
@@ -14,34 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from healerd.model import ContainerState, ObservedContainer, ServiceSpec
-
-ON_FAILURE = "on-failure"
+from healerd.model import ObservedContainer, ServiceSpec
+from healerd.vocabulary import RestartMode
 
 
 def run_once(spec: ServiceSpec) -> bool:
     """Whether its containers may finish (restart "no" or on-failure)."""
-    return spec.restart == "no" or (spec.restart or "").startswith(ON_FAILURE)
+    return spec.restart is not None and spec.restart.run_once
 
 
 def restart_limit(spec: ServiceSpec) -> int | None:
     """on-failure:N's N (None: no limit, or not on-failure)."""
-    mode = spec.restart or ""
-    if mode.startswith(ON_FAILURE + ":"):
-        return int(mode.split(":", 1)[1])
-    return None
-
-
-def finished(c: ObservedContainer, spec: ServiceSpec) -> bool:
-    """Exited for good: restart "no", or on-failure with exit 0 or no restart left."""
-    if not run_once(spec) or c.state is not ContainerState.EXITED:
-        return False
-    if c.spec_hash != spec.spec_hash:
-        return False
-    if spec.restart == "no" or c.exit_code == 0:
-        return True
-    limit = restart_limit(spec)
-    return limit is not None and c.restarts >= limit
+    r = spec.restart
+    return r.max_retries if r is not None and r.mode is RestartMode.ON_FAILURE else None
 
 
 def verdict(spec: ServiceSpec, done: Sequence[ObservedContainer]) -> tuple[bool, str]:
@@ -57,4 +43,4 @@ def verdict(spec: ServiceSpec, done: Sequence[ObservedContainer]) -> tuple[bool,
     return False, f"{c.name} exited with code {c.exit_code}{gave_up}{more}"
 
 
-__all__ = ["finished", "restart_limit", "run_once", "verdict"]
+__all__ = ["restart_limit", "run_once", "verdict"]

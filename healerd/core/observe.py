@@ -34,8 +34,6 @@ SUSPECT_ACTIONS = frozenset({EngineAction.DIED, EngineAction.PAUSED, EngineActio
 NOT_STOPPING = frozenset(
     {Signals.SIGHUP, Signals.SIGUSR1, Signals.SIGUSR2, Signals.SIGWINCH, Signals.SIGCONT}
 )
-# How long to believe an event that the list does not confirm yet.
-SUSPECT_WINDOW = 2.0
 
 _T = TypeVar("_T")
 
@@ -244,22 +242,22 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
         mem.forgiven.add(event.container_id)
 
 
-# How long a start on its way counts as such without an answer: beyond every engine
-# call's own bound (engine_timeout), so only a lost answer ever reaches it.
-START_ON_ITS_WAY = 120.0
-
-
 def in_flight(
-    mem: Memory, c: ObservedContainer, mono: float, creating: Set[str] = frozenset()
+    mem: Memory,
+    c: ObservedContainer,
+    mono: float,
+    on_its_way: float,
+    creating: Set[str] = frozenset(),
 ) -> ObservedContainer:
     """A container whose start is on its way counts as running and not ready yet: the
     pass plans nothing more for it (a second start, a replacement) and does not call the
-    service converged before it runs. So does one healerd's own create is on its way to
-    start (`creating`: names; a replacement made for a start in place that could not
-    serve, while a pass for the service's news runs: chaos soak seed 748017 started such
-    one in place, and counted a crash)."""
+    service converged before it runs. After `on_its_way` seconds without an answer
+    (Timings.start_on_its_way) it counts as what the list says. So does one healerd's
+    own create is on its way to start (`creating`: names; a replacement made for a start
+    in place that could not serve, while a pass for the service's news runs: chaos soak
+    seed 748017 started such one in place, and counted a crash)."""
     since = mem.starting.get(c.id)
-    if since is not None and mono - since > START_ON_ITS_WAY:
+    if since is not None and mono - since > on_its_way:
         del mem.starting[c.id]
         mem.start_rows.pop(c.id, None)
         since = None
@@ -270,7 +268,7 @@ def in_flight(
 
 
 def unlisted_starts(
-    mem: Memory, service: str, listed: Sequence[ObservedContainer], mono: float
+    mem: Memory, service: str, listed: Sequence[ObservedContainer], mono: float, on_its_way: float
 ) -> list[ObservedContainer]:
     """The service's containers whose start is on its way that the list does not show
     (removed meanwhile: `docker rm -f`), counted as starting: the start ends in their
@@ -279,7 +277,7 @@ def unlisted_starts(
     (it names what it replaces), the replacement is the replica."""
     shown = {c.id for c in listed} | {c.replaces for c in listed if c.replaces}
     rows = [
-        in_flight(mem, row, mono)
+        in_flight(mem, row, mono, on_its_way)
         for cid, row in list(mem.start_rows.items())
         if row.service == service and cid not in shown
     ]
@@ -314,14 +312,15 @@ def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
     mem.runs_dirty = True
 
 
-def as_dead(mem: Memory, c: ObservedContainer, mono: float) -> ObservedContainer:
+def as_dead(mem: Memory, c: ObservedContainer, mono: float, window: float) -> ObservedContainer:
     """A container an event said died counts as exited, even while the list still says
-    running; a later `start` event, or SUSPECT_WINDOW, ends this."""
+    running; a later `start` event, or `window` seconds (Timings.suspect_window), ends
+    this."""
     entry = mem.died.get(c.id) if c.running else None
     if entry is None:
         return c
     died, exit_code = entry
-    if mono - died > SUSPECT_WINDOW:
+    if mono - died > window:
         del mem.died[c.id]
         return c
     # Dead since the event, for the crash backoff and the heal-latency figure.
@@ -330,15 +329,16 @@ def as_dead(mem: Memory, c: ObservedContainer, mono: float) -> ObservedContainer
 
 
 def still_suspect(
-    mem: Memory, service: str, mine: Sequence[ObservedContainer], mono: float
+    mem: Memory, service: str, mine: Sequence[ObservedContainer], mono: float, window: float
 ) -> bool:
-    """True while a container that an event said stopped is still listed as running."""
+    """True while a container that an event said stopped is still listed as running
+    (for at most `window` seconds, Timings.suspect_window)."""
     suspects = mem.suspects.get(service)
     if not suspects:
         return False
     running = {c.id for c in mine if c.running}
     for cid, seen_at in list(suspects.items()):
-        if cid not in running or mono - seen_at > SUSPECT_WINDOW:
+        if cid not in running or mono - seen_at > window:
             del suspects[cid]
     if not suspects:
         del mem.suspects[service]
@@ -347,7 +347,6 @@ def still_suspect(
 
 
 __all__ = [
-    "SUSPECT_WINDOW",
     "Memory",
     "as_dead",
     "in_flight",

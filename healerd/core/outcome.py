@@ -3,21 +3,22 @@
 In the spirit of controller-runtime's `Reconcile(ctx, req) -> (Result, error)`: a
 reconcile returns an `Outcome`, `decide` is the pure rule that picks it from what the
 pass found, and the loop turns it into work-queue calls and a status in one place
-(`healerd.core.controller.Controller._settle`).
+(`healerd.core.controller.Controller._settle`). Every state a status shows is chosen
+by `decide`: the loop's own too (no list, a failed pass), and those it shows between
+passes (a pull under way, a pause, a new replica count: only their state and reason
+are shown, the change that brought them queued the pass).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from healerd.core.state import ServiceState
+from healerd.core.status import converged_counts
+from healerd.core.timings import Timings
 
-# How soon to look again while the list still disagrees with an event.
-SUSPECT_RECHECK = 0.02
-# How often a service waiting for room on the host looks again (pressure has no events).
-RESOURCE_RECHECK = 2.0
-DEPENDENCY_RECHECK = 1.0  # a dependency's readiness is looked at again this often
+_TIMINGS = Timings()
 
 
 class Requeue(StrEnum):
@@ -26,7 +27,10 @@ class Requeue(StrEnum):
     FORGET = "forget"  # done: the error backoff ends; timers in `after` still fire
     AGAIN = "again"  # acted: look again at once (the engine, not memory, says if it worked)
     RATE_LIMITED = "rate-limited"  # failed: per-key exponential backoff
-    BACKOFF = "backoff"  # a backoff of its own length (`Outcome.backoff`), e.g. a pull
+    # The image cannot be had: the same per-key failure count as RATE_LIMITED, on
+    # Timings.pull_backoff's slower curve.
+    PULL_BACKOFF = "pull-backoff"
+    BACKOFF = "backoff"  # a wait of its own length (`Outcome.backoff`), not counted
 
 
 @dataclass(frozen=True)
@@ -55,15 +59,37 @@ class Outcome:
     tally: Tally | None = None
 
 
+class ImageTrouble(StrEnum):
+    """What is wrong with a service's image (healerd.core.images)."""
+
+    NEVER_PULLED = "never-pulled"  # not present, and pull_policy never
+    PULL_FAILED = "pull-failed"  # the registry refused it, or is away
+    NO_DISK = "no-disk"  # the pull was refused: too little room on the engine's disk
+
+
+@dataclass(frozen=True)
+class ImageProblem:
+    trouble: ImageTrouble
+    reason: str
+
+
 @dataclass(frozen=True)
 class Facts:
-    """What a pass found and did, as far as the state decision needs it."""
+    """What a pass found and did, as far as the state decision needs it; and what the
+    loop knows beside a pass (the first five), which passes leave at their defaults."""
 
+    # The pass raised unexpectedly (a bug): the status stays, the pass is tried again.
+    failed_unexpectedly: bool = False
+    unreachable: str = ""  # why the engine cannot be listed (nothing is known)
+    retry_cap: float | None = None  # with `unreachable`: the longest wait
+    # The declared replica count changed (was, is) since the pass that said the service
+    # converged: until the pass that change queued, it is not (`healerctl wait`).
+    resized: tuple[int, int] | None = None
+    pulling: str = ""  # a pull is under way in the pass (it may take minutes)
     declared: bool = True
     has_containers: bool = True
     paused: bool = False
-    # The image cannot be had: (state, reason, seconds until the next try).
-    image_problem: tuple[ServiceState, str, float] | None = None
+    image_problem: ImageProblem | None = None  # the image cannot be had
     actions: int = 0
     first_action: str = ""  # the first action's reason
     error: str = ""  # the first failed action's error
@@ -75,21 +101,30 @@ class Facts:
     backoff_note: str = ""
     halted: str = ""  # why the rollout stopped
     note: str = ""  # the planner's note (orphans held)
-    converged: bool = False  # the plan has nothing to do and every replica is available
+    # The plan has nothing left to do: no action, none held, waiting or stale, every
+    # replica there. Converged when the counts (`tally`) are too (converged_counts).
+    settled: bool = False
+    tally: Tally | None = None  # the service's counts, for the status
     file_error: str = ""  # the service's file is broken now
     progress: str = ""  # what a Progressing service waits for
     # A run-once service whose every replica finished: (all exited 0, why).
     job: tuple[bool, str] | None = None
 
 
-def decide(f: Facts) -> Outcome:
-    """The state machine of one service, in one place."""
+def decide(f: Facts, t: Timings = _TIMINGS) -> Outcome:
+    """The state machine of one service, in one place. `t`: when to look again."""
+    return replace(_decide(f, t), tally=f.tally)
+
+
+def _decide(f: Facts, t: Timings) -> Outcome:
+    beside = _beside_a_pass(f)
+    if beside is not None:
+        return beside
     if f.paused:
         return Outcome(ServiceState.PAUSED, "paused by operator")
     if f.image_problem is not None:
-        state, reason, delay = f.image_problem
-        return Outcome(state, reason, Requeue.BACKOFF, backoff=delay)
-    after: tuple[float, ...] = (SUSPECT_RECHECK,) if f.suspect else ()
+        return _image(f.image_problem, t)
+    after: tuple[float, ...] = (t.suspect_recheck,) if f.suspect else ()
     if f.error:
         return Outcome(ServiceState.DEGRADED, f.error, Requeue.RATE_LIMITED, after)
     if f.actions:
@@ -99,12 +134,43 @@ def decide(f: Facts) -> Outcome:
     if f.wake_in is not None:
         after += (max(0.0, f.wake_in),)
     if f.dependency_wait:
-        after += (DEPENDENCY_RECHECK,)
+        after += (t.dependency_recheck,)
         return Outcome(ServiceState.WAITING, f.dependency_wait, after=after)
     if f.wait_reason:
-        after += (RESOURCE_RECHECK,)
+        after += (t.resource_recheck,)
         return Outcome(ServiceState.WAITING_FOR_RESOURCES, f.wait_reason, after=after)
     return _settled(f, after)
+
+
+def _beside_a_pass(f: Facts) -> Outcome | None:
+    """The loop's own facts: no list, a bug, a reload or a pull under way."""
+    if f.failed_unexpectedly:
+        return Outcome(None, requeue=Requeue.RATE_LIMITED)
+    if f.unreachable:
+        return Outcome(
+            ServiceState.ENGINE_UNREACHABLE, f.unreachable, Requeue.RATE_LIMITED, cap=f.retry_cap
+        )
+    if f.resized is not None:
+        was, now = f.resized
+        reason = f"replicas changed from {was} to {now}; pass pending"
+        return Outcome(ServiceState.PROGRESSING, reason)  # the change queued the pass
+    if f.pulling:
+        return Outcome(ServiceState.PROGRESSING, f.pulling)
+    return None
+
+
+def _image(p: ImageProblem, t: Timings) -> Outcome:
+    if p.trouble is ImageTrouble.NO_DISK:
+        # No failure of the image's: it waits for room, as creates do.
+        return Outcome(
+            ServiceState.WAITING_FOR_RESOURCES,
+            p.reason,
+            Requeue.BACKOFF,
+            backoff=t.pull_disk_recheck,
+        )
+    if p.trouble is ImageTrouble.NEVER_PULLED:
+        return Outcome(ServiceState.ERR_IMAGE_NEVER_PULL, p.reason, Requeue.PULL_BACKOFF)
+    return Outcome(ServiceState.IMAGE_PULL_BACK_OFF, p.reason, Requeue.PULL_BACKOFF)
 
 
 def _settled(f: Facts, after: tuple[float, ...]) -> Outcome:
@@ -122,12 +188,20 @@ def _settled(f: Facts, after: tuple[float, ...]) -> Outcome:
     if f.job is not None:
         ok, why = f.job
         return Outcome(ServiceState.COMPLETED if ok else ServiceState.FAILED, why, after=after)
-    if f.converged and f.file_error:
+    converged = _converged(f)
+    if converged and f.file_error:
         # Running as declared, but by a version of its file that is no longer there.
         return Outcome(ServiceState.CONFIG_ERROR, f.file_error, after=after)
-    if f.converged:
+    if converged:
         return Outcome(ServiceState.CONVERGED, after=after)
     return Outcome(ServiceState.PROGRESSING, f.progress, after=after)
 
 
-__all__ = ["RESOURCE_RECHECK", "SUSPECT_RECHECK", "Facts", "Outcome", "Requeue", "Tally", "decide"]
+def _converged(f: Facts) -> bool:
+    t = f.tally
+    if not f.settled or t is None or t.available is None or t.up_to_date is None:
+        return False
+    return converged_counts(t.desired, t.running, t.up_to_date, t.available)
+
+
+__all__ = ["Facts", "ImageProblem", "ImageTrouble", "Outcome", "Requeue", "Tally", "decide"]

@@ -10,7 +10,7 @@ Words used here:
   place when it still can serve (the current spec, a state a start can leave), else
   replaced by a new container.
 - alive: running and not failed. available: alive, not `unhealthy` or `starting`, and up
-  for `min_ready_seconds`.
+  for `min_ready_seconds` (healerd.core.readiness, with the other readiness notions).
 - current / stale: the spec hash label matches the declared spec, or not.
 """
 
@@ -20,7 +20,9 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from healerd.core.jobs import finished
+from healerd.core import readiness
+from healerd.core.backoff import Backoff
+from healerd.core.readiness import finished
 from healerd.core.runs import exit_words
 from healerd.model import (
     Action,
@@ -110,26 +112,6 @@ class Plan:
 
 def _oldest_first(containers: Sequence[ObservedContainer]) -> list[ObservedContainer]:
     return sorted(containers, key=lambda c: (c.created, c.id))
-
-
-def is_available(c: ObservedContainer, spec: ServiceSpec, now: float) -> bool:
-    """Serving: running, not `starting` or `unhealthy`, and - for the current spec - up
-    for min_ready_seconds. An old-spec container has proven itself already; it is never
-    the one that has to wait before the rollout may count it."""
-    if not c.running or c.health in ("starting", "unhealthy"):
-        return False
-    if c.spec_hash != spec.spec_hash:
-        return True
-    return now >= min_ready_at(c, spec)
-
-
-def min_ready_at(c: ObservedContainer, spec: ServiceSpec) -> float:
-    """When a container of the current spec has run min_ready_seconds. The engine's
-    list gives creation times in whole seconds: such a time is taken as the end of its
-    second, so that a container up for 0.2 s never counts as up for 1.2 s."""
-    started = c.run_started
-    started = started + 1.0 if started == int(started) else started
-    return started + spec.update_config.min_ready_seconds
 
 
 def min_available(spec: ServiceSpec, order: UpdateOrder | None = None) -> int:
@@ -235,7 +217,7 @@ class _Planning:
         pool = self.cur + self.done
         extras: list[ObservedContainer] = []
         if len(pool) > desired:  # converged (the usual pass) needs no ranking
-            ranked = sorted(pool, key=lambda c: (is_available(c, spec, now), -c.created))
+            ranked = sorted(pool, key=lambda c: (readiness.available(c, spec, now), -c.created))
             extras = ranked[: len(pool) - desired]
         for c in extras:
             self.remove(c, f"scale down to {desired}")
@@ -403,9 +385,9 @@ def _rollout_step(
     batch makes at most `room` surge containers (None: no limit)."""
     desired, parallelism = spec.replicas, spec.update_config.parallelism
     # One batch at a time: the previous one must be available first.
-    if any(not is_available(c, spec, now) for c in cur) or held_cur or made:
+    if any(not readiness.available(c, spec, now) for c in cur) or held_cur or made:
         return False
-    available = sum(1 for c in cur + stale if is_available(c, spec, now))
+    available = sum(1 for c in cur + stale if readiness.available(c, spec, now))
     floor = min_available(spec, order)
     if order is UpdateOrder.STOP_FIRST:
         removable = min(parallelism, len(stale), max(0, available - floor))
@@ -431,15 +413,20 @@ def replacement_verdict(
     A container stopped by an operator (`docker kill`/`stop`) or by an engine restart is
     no crash: healed at once, streak unchanged. One whose run lasted `policy.window`
     starts a new streak. Otherwise each quick death in a row doubles the wait:
-    0, delay, 2*delay, ... up to max_delay; it never gives up.
+    0, delay, 2*delay, ... up to max_delay (a `Backoff`, as every backoff of healerd's);
+    it never gives up.
     """
     if forgiven:
         return died_at, c.crash_streak
     if died_at - c.run_started >= policy.window:
         return died_at, 1
     streak = c.crash_streak
-    wait = 0.0 if streak == 0 else min(policy.max_delay, policy.delay * 2 ** min(streak - 1, 32))
-    return died_at + wait, streak + 1
+    return died_at + crash_backoff(policy).delay(streak), streak + 1
+
+
+def crash_backoff(policy: RestartPolicy) -> Backoff:
+    """restart_policy's crash-loop backoff: `delay` doubling up to `max_delay`."""
+    return Backoff(policy.delay, policy.max_delay)
 
 
 def _drop_stale(
@@ -455,10 +442,10 @@ def _drop_stale(
     below the availability floor (a new container still starting does not count)."""
     if not stale or count <= 0:
         return
-    available = sum(1 for c in cur + stale if is_available(c, spec, now))
+    available = sum(1 for c in cur + stale if readiness.available(c, spec, now))
     floor = min(min_available(spec, order), available)
     for c in _stale_victims(stale, spec, now)[:count]:
-        if is_available(c, spec, now):
+        if readiness.available(c, spec, now):
             if available - 1 < floor:
                 break
             available -= 1
@@ -469,7 +456,7 @@ def _stale_victims(
     stale: list[ObservedContainer], spec: ServiceSpec, now: float
 ) -> list[ObservedContainer]:
     """Old containers that serve nothing go first, then the oldest."""
-    return sorted(stale, key=lambda c: (is_available(c, spec, now), c.created, c.id))
+    return sorted(stale, key=lambda c: (readiness.available(c, spec, now), c.created, c.id))
 
 
 def _failure(c: ObservedContainer | None, ctx: PlanContext) -> str:
@@ -521,7 +508,7 @@ def _done(
         converged=converged and len(mine) == spec.replicas,
         held=len(held),
         stale=len(stale_left),
-        available=sum(1 for c in cur + stale if is_available(c, spec, now)),
+        available=sum(1 for c in cur + stale if readiness.available(c, spec, now)),
         alive=len(cur) + len(stale),
         up_to_date=len(cur),
         waiting=waiting,

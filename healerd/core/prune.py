@@ -7,6 +7,7 @@ from __future__ import annotations
 from healerd.config import DesiredState
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
+from healerd.vocabulary import EventKind
 
 
 class PruneRefused(Exception):
@@ -27,7 +28,7 @@ def prune_volumes(
     names = executor.prune_volumes(keep, dry_run)
     if not dry_run:
         for name in names:
-            events.record("volume-pruned", "", f"removed volume {name}")
+            events.record(EventKind.VOLUME_PRUNED, "", f"removed volume {name}")
     return names
 
 

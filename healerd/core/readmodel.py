@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import replace
 
 from healerd.config import DesiredState
@@ -49,9 +49,15 @@ class StatusBook:
         tally: Tally | None = None,
         paused: bool = False,
         next_retry: float | None = None,
+        desired: int | None = None,
+        unless: Callable[[], bool] | None = None,
     ) -> None:
+        """`desired`: the declared count, where no pass counted yet; `unless()`, asked
+        under the book's lock: the status is stale, leave the one there."""
         now = self._clock.time()
         with self._lock:
+            if unless is not None and unless():
+                return
             st = self._status.setdefault(key, ServiceStatus(name=key, since=now))
             changed = st.state != state
             if changed:
@@ -62,7 +68,9 @@ class StatusBook:
                 st.running, st.restarts = tally.running, tally.restarts
                 if tally.available is not None and tally.up_to_date is not None:
                     st.available, st.up_to_date = tally.available, tally.up_to_date
-            running, desired = st.running, st.desired
+            if desired is not None:
+                st.desired = desired
+            running, wanted = st.running, st.desired
         if not changed:
             return
         # A line per change of state, none per pass: the log tells the story.
@@ -72,7 +80,7 @@ class StatusBook:
             key,
             state,
             running,
-            desired,
+            wanted,
             f": {reason}" if reason else "",
             extra={"healerd_service": key, "healerd_state": state.value, "reason": reason},
         )
@@ -87,6 +95,19 @@ class StatusBook:
         with self._lock:
             return {k: s.state for k, s in self._status.items()}
 
+    def resized(
+        self, old: Mapping[str, ServiceSpec], new: Mapping[str, ServiceSpec]
+    ) -> list[tuple[str, int, int]]:
+        """The services whose status says converged on a replica count the declaration
+        no longer has: (name, was, is)."""
+        with self._lock:
+            done = {k for k, s in self._status.items() if is_converged(s)}
+        return [
+            (k, old[k].replicas, s.replicas)
+            for k, s in sorted(new.items())
+            if k in done and k in old and old[k].replicas != s.replicas
+        ]
+
     def statuses(
         self, services: Mapping[str, ServiceSpec], paused: Set[str]
     ) -> list[ServiceStatus]:
@@ -99,9 +120,9 @@ def complete(
     raw: Iterable[ServiceStatus], services: Mapping[str, ServiceSpec], paused: Set[str]
 ) -> list[ServiceStatus]:
     """Passes' statuses (copied) completed with what passes have not looked at yet, by
-    name: a service declared since the last pass is Pending; one whose replica count
-    changed since is not reported converged on the old count (so `healerctl reload &&
-    healerctl wait` cannot return early); a paused one always shows as Paused."""
+    name: a service declared since the last pass is Pending. A state is never changed
+    here: `decide` chose each (a pause and a new replica count show at once, written
+    by the loop when they come)."""
     out = {s.name: replace(s) for s in raw if s.name}
     for name, spec in services.items():
         st = out.get(name)
@@ -113,16 +134,9 @@ def complete(
                 source_file=spec.source_file,
             )
             continue
-        if st.desired != spec.replicas and st.state == ServiceState.CONVERGED:
-            st.state = ServiceState.PROGRESSING
-            st.reason = f"replicas changed from {st.desired} to {spec.replicas}; pass pending"
-            st.desired = spec.replicas
         st.source_file = st.source_file or spec.source_file
     for st in out.values():
         st.paused = st.name in paused
-        if st.paused and st.state != ServiceState.PAUSED:
-            st.state = ServiceState.PAUSED
-            st.reason = st.reason or "paused by an operator: healerd leaves it alone"
     return [out[k] for k in sorted(out)]
 
 
@@ -174,9 +188,10 @@ def container_statuses(
 
 
 def summary(sts: Sequence[ServiceStatus], desired: DesiredState, engine_ok: bool | None) -> str:
-    """One line for logs and sd_notify STATUS=."""
+    """One line for logs and sd_notify STATUS=: converged as the API and healerctl say
+    it (`is_converged`)."""
     declared = [s for s in sts if s.name in desired.services]
-    converged = sum(1 for s in declared if s.state is ServiceState.CONVERGED)
+    converged = sum(1 for s in declared if is_converged(s))
     containers = sum(s.running for s in sts)
     engine = {True: "ok", False: "unreachable", None: "unknown"}[engine_ok]
     errors = len(desired.errors)

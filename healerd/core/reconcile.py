@@ -29,16 +29,19 @@ from healerd.core.observe import (
     still_suspect,
     unlisted_starts,
 )
-from healerd.core.outcome import Facts, Outcome, Tally, decide
+from healerd.core.outcome import Facts, Outcome, decide
 from healerd.core.planner import Plan, PlanContext, plan
+from healerd.core.readiness import finished
 from healerd.core.readmodel import tally
 from healerd.core.report import Reporter
 from healerd.core.rollouts import Rollout
 from healerd.core.room import admit
 from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
+from healerd.core.timings import Timings
 from healerd.core.updates import Updates, follows
 from healerd.model import Action, ActionKind, ObservedContainer, ServiceSpec
+from healerd.vocabulary import EventKind
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,11 @@ class Reconciler:
         spec_now: Callable[[str], ServiceSpec | None] | None = None,
         runbook: RunBook | None = None,
         after_start: Callable[[str, str | None], None] | None = None,
+        timings: Timings | None = None,
     ) -> None:
         """`updates`: the pins of services that follow their tag; `spec_now(key)` the
         service's spec as the loop has it now (after a rollback moved its pin)."""
+        self._t = timings or Timings()
         self._clock = clock
         self._executor = executor
         self._images = images
@@ -117,7 +122,7 @@ class Reconciler:
         if self._is_paused(key):
             self._done_with_room(key)
             self.hold_rollout(key)
-            return _with(decide(Facts(paused=True)), tally(spec, mine))
+            return decide(Facts(paused=True, tally=tally(spec, mine)), self._t)
         if self._updates is not None and spec is not None and follows(spec):
             spec = self._first_pin(key, spec, mine)
         self._track_rollout(key, spec, mine, now, mono)
@@ -136,12 +141,11 @@ class Reconciler:
             problem = self._images.ensure(key, spec, counts)
             if problem is not None:
                 self._done_with_room(key)
-                facts = Facts(image_problem=(problem.state, problem.reason, problem.retry_in))
-                return _with(decide(facts), counts)
+                return decide(Facts(image_problem=problem, tally=counts), self._t)
         p, wait_reason = self._room(key, spec, mine, planned)
         errors = self._act(key, p, mono)
         with self._lock:
-            suspect = still_suspect(self._mem, key, mine, self._clock.monotonic())
+            suspect = self._suspect(key, mine)
             r = self.rollouts.get(key)
         facts = Facts(
             declared=spec is not None,
@@ -157,12 +161,13 @@ class Reconciler:
             backoff_note=planned.backoff_note,
             halted=rollouts.halted(r, spec, self._clock.monotonic()),
             note=p.note,
-            converged=p.converged and spec is not None and p.available >= spec.replicas,
+            settled=p.converged and spec is not None,
+            tally=tally(spec, mine, p.available, p.up_to_date),
             file_error=_file_error(spec, desired),
             progress=_waiting_reason(spec, p),
             job=_job(spec, p, mine),
         )
-        outcome = _with(decide(facts), tally(spec, mine, p.available, p.up_to_date))
+        outcome = decide(facts, self._t)
         return self._with_update_note(key, outcome)
 
     def _mine(self, key: str, obs: Observation, mono: float) -> list[ObservedContainer]:
@@ -172,10 +177,9 @@ class Reconciler:
         creating = self._executor.creating()
         listed = obs.of(key)
         with self._lock:
-            mine = [
-                in_flight(self._mem, as_dead(self._mem, c, mono), mono, creating) for c in listed
-            ]
-            return mine + unlisted_starts(self._mem, key, listed, mono)
+            mine = [self._as_listed(c, mono, creating) for c in listed]
+            late = unlisted_starts(self._mem, key, listed, mono, self._t.start_on_its_way)
+            return mine + late
 
     def preview(self, key: str, obs: Observation) -> list[Action]:
         """What a pass would do right now, without doing it."""
@@ -207,6 +211,19 @@ class Reconciler:
             self._mem.suspects.pop(key, None)
 
     # -- the steps of a pass --------------------------------------------------------
+
+    def _as_listed(
+        self, c: ObservedContainer, mono: float, creating: frozenset[str]
+    ) -> ObservedContainer:
+        """The list's row with what events said since (under the lock): dead if a `die`
+        came, running if a start or a create of ours is on its way."""
+        dead = as_dead(self._mem, c, mono, self._t.suspect_window)
+        return in_flight(self._mem, dead, mono, self._t.start_on_its_way, creating)
+
+    def _suspect(self, key: str, mine: Sequence[ObservedContainer]) -> bool:
+        """(Under the lock.) An event the list does not confirm yet: look again soon."""
+        mono, window = self._clock.monotonic(), self._t.suspect_window
+        return still_suspect(self._mem, key, mine, mono, window)
 
     def _first_pin(
         self, key: str, spec: ServiceSpec, mine: Sequence[ObservedContainer]
@@ -293,10 +310,10 @@ class Reconciler:
                 self.rollouts.pop(key, None)
             else:
                 self.rollouts[key] = r
-        if event == "rollout-started" and spec is not None:
+        if event is EventKind.ROLLOUT_STARTED and spec is not None:
             n = rollouts.stale_count(spec, mine)
             self._report.events.record(event, key, f"{n} container(s) to replace")
-        elif event == "rollout-complete":
+        elif event is EventKind.ROLLOUT_COMPLETE:
             self._report.events.record(event, key, "all containers run the new spec")
 
     def _room(
@@ -437,11 +454,7 @@ def _job(
     """A run-once service with nothing left to do and every replica finished."""
     if spec is None or p.actions or not spec.replicas or p.finished != spec.replicas:
         return None
-    return jobs.verdict(spec, [c for c in mine if jobs.finished(c, spec)])
-
-
-def _with(outcome: Outcome, t: Tally | None) -> Outcome:
-    return replace(outcome, tally=t)
+    return jobs.verdict(spec, [c for c in mine if finished(c, spec)])
 
 
 def _with_rollout(recall: Recall, r: Rollout, offset: float) -> Recall:

@@ -15,6 +15,7 @@ from healerd.core.events import EventLog
 from healerd.core.executor import ActionResult
 from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
 from healerd.model import Action, ActionKind
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
 
@@ -84,7 +85,7 @@ class Reporter:
             message,
             extra={"healerd_service": service, "container_id": container_id, "action": "gone"},
         )
-        self.events.record("gone", service, message, name)
+        self.events.record(EventKind.GONE, service, message, name)
 
     def _reason(self, a: Action) -> str:
         """The action's reason, unless its container was removed by someone else since
@@ -176,7 +177,7 @@ class Reporter:
             error,
             extra={"healerd_service": key, "container_id": cid, "action": kind, "reason": error},
         )
-        self.events.record("failed", key, f"{kind}: {error}")
+        self.events.record(EventKind.FAILED, key, f"{kind}: {error}")
 
     def retrying(self, key: str, exc: Exception, *, unreachable: bool) -> None:
         """The engine failed a pass after its list: an ordinary retry, said rarely."""
@@ -185,10 +186,10 @@ class Reporter:
 
 
 _DONE = {
-    ActionKind.CREATE: "created",
-    ActionKind.REMOVE: "removed",
-    ActionKind.START: "restarted",
-    ActionKind.STOP: "stopped",
+    ActionKind.CREATE: EventKind.CREATED,
+    ActionKind.REMOVE: EventKind.REMOVED,
+    ActionKind.START: EventKind.RESTARTED,
+    ActionKind.STOP: EventKind.STOPPED,
 }
 
 

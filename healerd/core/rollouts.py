@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from healerd.core.planner import is_available
+from healerd.core.readiness import available
 from healerd.model import ObservedContainer, ServiceSpec
+from healerd.vocabulary import EventKind
 
 
 @dataclass
@@ -26,21 +27,21 @@ def track(
     mine: Sequence[ObservedContainer],
     now: float,
     mono: float,
-) -> tuple[Rollout | None, str]:
+) -> tuple[Rollout | None, EventKind | None]:
     """Start, advance or finish the record; returns it (None when no rollout is under
-    way) and the event kind to record ("" if none). `now` is the wall clock the
+    way) and the event kind to record (None if none). `now` is the wall clock the
     containers' ages are read with, `mono` what the record keeps."""
     if spec is None:
-        return None, ""
+        return None, None
     stale = [c for c in mine if c.running and c.spec_hash != spec.spec_hash]
     if not stale:
-        return None, ("rollout-complete" if r is not None else "")
-    ready = sum(1 for c in mine if c.spec_hash == spec.spec_hash and is_available(c, spec, now))
+        return None, (EventKind.ROLLOUT_COMPLETE if r is not None else None)
+    ready = sum(1 for c in mine if c.spec_hash == spec.spec_hash and available(c, spec, now))
     if r is None or r.spec_hash != spec.spec_hash:
-        return Rollout(spec.spec_hash, mono, mono, ready), "rollout-started"
+        return Rollout(spec.spec_hash, mono, mono, ready), EventKind.ROLLOUT_STARTED
     if ready > r.best:
         r.best, r.last_progress = ready, mono
-    return r, ""
+    return r, None
 
 
 def halted(r: Rollout | None, spec: ServiceSpec | None, mono: float) -> str:

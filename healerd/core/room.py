@@ -3,7 +3,7 @@ plan's creates may start now (plan again with what is granted)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 
 from healerd.core.admission import Admission, Claim
@@ -37,11 +37,13 @@ def claims(
     observed: Sequence[ObservedContainer],
     states: Mapping[str, ServiceState],
     admission: Admission,
+    no_image: Set[str] = frozenset(),
 ) -> dict[str, Claim]:
     """Services missing running containers, from the batch's one list call: the priority
     order needs every service's shortfall, not just the batch's keys. Under pressure
     only replacements can start: a claim covers the failed containers listed, not the
-    extras that would wait anyway."""
+    extras that would wait anyway. A service whose state will not create now, or whose
+    image cannot be had (`no_image`), claims nothing."""
     pressure = admission.pressure().any
     running: dict[str, int] = {}
     failed: dict[str, int] = {}
@@ -54,7 +56,7 @@ def claims(
         if pressure:
             missing = min(missing, failed.get(name, 0))
         state = states.get(name)
-        if missing > 0 and (state is None or state.claims_room):
+        if missing > 0 and name not in no_image and (state is None or state.claims_room):
             out[name] = Claim(spec.priority, missing, need(spec, admission))
     return out
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from healerd.vocabulary import EventKind
+
 
 class ServiceState(StrEnum):
     PENDING = "Pending"  # declared, not reconciled yet
@@ -40,7 +42,7 @@ class ServiceState(StrEnum):
         return self in (ServiceState.CRASH_LOOP_BACK_OFF, ServiceState.IMAGE_PULL_BACK_OFF)
 
     @property
-    def event(self) -> str | None:
+    def event(self) -> EventKind | None:
         """The event kind recorded when a service enters this state (None: none)."""
         return _EVENTS.get(self)
 
@@ -60,15 +62,15 @@ _NOT_CLAIMING = frozenset(
     }
 )
 _EVENTS = {
-    ServiceState.CRASH_LOOP_BACK_OFF: "backoff",
-    ServiceState.WAITING_FOR_RESOURCES: "waitingforresources",
-    ServiceState.WAITING: "waiting",
-    ServiceState.ROLLOUT_HALTED: "rollouthalted",
-    ServiceState.DEGRADED: "degraded",
-    ServiceState.IMAGE_PULL_BACK_OFF: "imagepullbackoff",
-    ServiceState.ERR_IMAGE_NEVER_PULL: "errimageneverpull",
-    ServiceState.COMPLETED: "completed",
-    ServiceState.FAILED: "failed",
+    ServiceState.CRASH_LOOP_BACK_OFF: EventKind.BACKOFF,
+    ServiceState.WAITING_FOR_RESOURCES: EventKind.WAITING_FOR_RESOURCES,
+    ServiceState.WAITING: EventKind.WAITING,
+    ServiceState.ROLLOUT_HALTED: EventKind.ROLLOUT_HALTED,
+    ServiceState.DEGRADED: EventKind.DEGRADED,
+    ServiceState.IMAGE_PULL_BACK_OFF: EventKind.IMAGE_PULL_BACKOFF,
+    ServiceState.ERR_IMAGE_NEVER_PULL: EventKind.ERR_IMAGE_NEVER_PULL,
+    ServiceState.COMPLETED: EventKind.COMPLETED,
+    ServiceState.FAILED: EventKind.FAILED,
 }
 
 __all__ = ["ServiceState"]

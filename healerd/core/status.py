@@ -26,17 +26,23 @@ class ServiceStatus:
     next_retry: float | None = None  # wall clock, when a backoff ends
 
 
+def converged_counts(desired: int, running: int, up_to_date: int, available: int) -> bool:
+    """The one rule of convergence, on a service's counts: what runs is what is
+    declared, every replica up to date and available. `decide` (healerd.core.outcome)
+    says Converged by it; `is_converged` reads a status by it."""
+    return running == desired and up_to_date == desired and available >= desired
+
+
 def is_converged(st: ServiceStatus) -> bool:
-    """The one definition of "converged" (status --check, wait, metrics, the API): what
-    runs is what is declared, every container up to date and available, not paused."""
-    if st.state == ServiceState.COMPLETED:
-        return not st.paused  # a run-once service that did its job is what was declared
-    return (
-        st.state == ServiceState.CONVERGED
-        and not st.paused
-        and st.running == st.desired
-        and st.up_to_date == st.desired
-        and st.available >= st.desired
+    """Whether a status says converged (status --check, wait, metrics, the API, the
+    summary line): Converged by `converged_counts`, or a run-once service that did its
+    job (Completed: what was declared); never while paused."""
+    if st.paused:
+        return False
+    if st.state is ServiceState.COMPLETED:
+        return True
+    return st.state is ServiceState.CONVERGED and converged_counts(
+        st.desired, st.running, st.up_to_date, st.available
     )
 
 

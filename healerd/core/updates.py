@@ -29,15 +29,21 @@ from healerd.config import DesiredState
 from healerd.core import jobs
 from healerd.core.events import EventLog
 from healerd.core.persist import StateStore
-from healerd.core.planner import history, is_available
+from healerd.core.planner import history
+from healerd.core.readiness import available, finished
 from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory
 from healerd.engine import EngineError, ImagePullFailed, ImageStore, Registry
 from healerd.engine.reference import split_reference
-from healerd.model import ContainerState, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.model import (
+    ContainerState,
+    ObservedContainer,
+    PullPolicy,
+    RegistryAuth,
+    ServiceSpec,
+)
+from healerd.vocabulary import AutoUpdate, EventKind
 
 log = logging.getLogger("healerd.updates")
-
-REGISTRY = "registry"
 
 
 class DigestEngine(Registry, ImageStore, Protocol):
@@ -55,7 +61,7 @@ class Pin:
 
 def follows(spec: ServiceSpec | None) -> bool:
     """Whether the service follows its tag (an image pinned by digest never moves)."""
-    return spec is not None and spec.auto_update == REGISTRY and "@" not in spec.image
+    return spec is not None and spec.auto_update is AutoUpdate.REGISTRY and "@" not in spec.image
 
 
 def repository(image: str) -> str:
@@ -117,11 +123,7 @@ def proven(spec: ServiceSpec, mine: Sequence[ObservedContainer], now: float) -> 
     one left running."""
     if any(c.running and c.spec_hash != spec.spec_hash for c in mine):
         return False
-    ok = sum(
-        1
-        for c in mine
-        if is_available(c, spec, now) or (jobs.finished(c, spec) and c.exit_code == 0)
-    )
+    ok = sum(1 for c in mine if available(c, spec, now) or (finished(c, spec) and c.exit_code == 0))
     return ok >= spec.replicas
 
 
@@ -301,7 +303,7 @@ class Updates:
                 )
             self._memory.ran(key, pin.declared, pin.digest)
             self._events.record(
-                "image-updated", key, f"all replicas run {pin.declared}@{short(pin.digest)}"
+                EventKind.IMAGE_UPDATED, key, f"all replicas run {pin.declared}@{short(pin.digest)}"
             )
             if self.after_update is not None:
                 keep = [pinned_ref(pin.declared, d) for d in (pin.digest, pin.previous) if d]
@@ -325,7 +327,7 @@ class Updates:
             self._notes[key] = note
         self._memory.failed(key, pin.declared, pin.digest)
         log.warning("%s: %s", key, note)
-        self._events.record("image-rollback", key, note)
+        self._events.record(EventKind.IMAGE_ROLLBACK, key, note)
         self._on_change(key)
 
     # -- the checker -----------------------------------------------------------------
@@ -346,7 +348,7 @@ class Updates:
             self._on_change(key)
         if not follows(spec) or pin is None or pin.declared != spec.image or pin.trying:
             return ""
-        if spec.replicas == 0 or spec.pull_policy == "never":
+        if spec.replicas == 0 or spec.pull_policy is PullPolicy.NEVER:
             return ""  # nothing runs it, or nothing may be pulled for it
         auth = self._auth_for(spec.image)
         self.checks += 1
@@ -364,7 +366,7 @@ class Updates:
         try:
             self._engine.pull(ref, auth)
         except (ImagePullFailed, EngineError) as exc:
-            self._events.record("pull-failed", key, f"update {short(digest)}: {exc}")
+            self._events.record(EventKind.PULL_FAILED, key, f"update {short(digest)}: {exc}")
             return ""
         finally:
             with self._lock:
@@ -378,7 +380,7 @@ class Updates:
             self._pins[key] = new
             self._notes[key] = f"updating to {short(digest)} from {short(pin.digest)}"
         self._events.record(
-            "image-update", key, f"{spec.image} moved to {short(digest)}: rolling out"
+            EventKind.IMAGE_UPDATE, key, f"{spec.image} moved to {short(digest)}: rolling out"
         )
         self._on_change(key)
         return digest
@@ -408,7 +410,7 @@ class Updates:
             self._notes[key] = note
         if not told:
             log.warning("%s: %s", key, note)
-            self._events.record("image-downgrade-held", key, note)
+            self._events.record(EventKind.IMAGE_DOWNGRADE_HELD, key, note)
             self._on_change(key)  # a pass: the status says why
         return True
 

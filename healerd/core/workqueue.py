@@ -62,13 +62,16 @@ class WorkQueue:
                 self._waiting[key] = ready_at
                 self._cond.notify_all()
 
-    def add_rate_limited(self, key: str, cap: float | None = None) -> float:
+    def add_rate_limited(
+        self, key: str, cap: float | None = None, backoff: Backoff | None = None
+    ) -> float:
         """Count one more failure for `key` and queue it after its backoff (at most `cap`
-        seconds); returns the delay."""
+        seconds); returns the delay. `backoff`: a curve of its own for this failure (a
+        pull's, slower), on the same count: a key has one failure count."""
         with self._cond:
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
-            delay = self._backoff.delay(failures)
+            delay = (backoff or self._backoff).delay(failures)
             if cap is not None:
                 delay = min(delay, cap)
             # A retry after failure must wait its full backoff even if an earlier

@@ -26,7 +26,8 @@ from healerd.daemon.api_views import (
     termination_view,
 )
 from healerd.engine import EngineError
-from healerd.model import ServiceSpec
+from healerd.model import ServiceSpec, VolumeSpec
+from healerd.vocabulary import VolumeKind
 
 # How many of the service's events describe shows.
 DESCRIBE_EVENTS = 10
@@ -113,6 +114,12 @@ def _masked(view: dict[str, Any], subs: Subs) -> dict[str, Any]:
     return {k: v if k in _NOT_MASKED else mask_tree(v, subs) for k, v in view.items()}
 
 
+def _mount(v: VolumeSpec) -> str:
+    """`SOURCE:TARGET[:ro]`, `tmpfs:TARGET` or `TARGET` (an anonymous volume)."""
+    source = "tmpfs:" if v.kind is VolumeKind.TMPFS else f"{v.source}:" if v.source else ""
+    return f"{source}{v.target}{':ro' if v.read_only else ''}"
+
+
 def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
     """The spec as declared; describe_payload masks what came from variables."""
     hc = s.healthcheck
@@ -123,11 +130,7 @@ def _spec_view(s: ServiceSpec, tag: Callable[[str], str]) -> dict[str, Any]:
         "entrypoint": list(s.entrypoint) if s.entrypoint is not None else None,
         "environment": [k for k, _ in s.environment],  # names only, never values
         "env_files": list(s.env_files),
-        "volumes": [
-            f"{'tmpfs:' if v.kind == 'tmpfs' else v.source + ':' if v.source else ''}{v.target}"
-            f"{':ro' if v.read_only else ''}"
-            for v in s.volumes
-        ],
+        "volumes": [_mount(v) for v in s.volumes],
         "ports": [
             f"{p.host_ip + ':' if p.host_ip else ''}{p.host_port or ''}"
             f"{':' if p.host_port else ''}{p.container_port}/{p.protocol}"

@@ -42,6 +42,7 @@ from healerd.core.ratelimit import TokenBucket
 from healerd.core.readlanes import ReadBudget, ReadLanes
 from healerd.core.state import ServiceState
 from healerd.core.status import NodeReport
+from healerd.core.timings import Timings
 from healerd.daemon import instance
 from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
@@ -59,6 +60,7 @@ from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine, EngineError
 from healerd.host import HostProbe
 from healerd.host.psutil_probe import PsutilProbe
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd")
 
@@ -141,7 +143,7 @@ def loop_settings(settings: Settings) -> LoopSettings:
     return LoopSettings(
         workers=settings.workers,
         parallel_actions=max(4, settings.workers * 2),
-        backoff=Backoff(settings.backoff_base, settings.backoff_max),
+        timings=Timings(backoff=Backoff(settings.backoff_base, settings.backoff_max)),
         engine_down_log_interval=settings.engine_down_log_interval,
         history_limit=settings.history_limit,
     )
@@ -185,7 +187,10 @@ class Daemon:
         engine.meter.pacer = self.bucket
         self.engine = engine
         self.probe = probe or PsutilProbe()
-        self.admission = Admission(self.probe, self.clock, limits, self._data_root)
+        self.loop = loop_settings(settings)
+        self.admission = Admission(
+            self.probe, self.clock, limits, self._data_root, self.loop.timings
+        )
         self.store = DesiredStore()
         loop_metrics = LoopMetrics()
         self.credentials = CredentialsFile()
@@ -198,9 +203,7 @@ class Daemon:
             self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc,
             lambda: self.settings,
         )  # fmt: skip
-        self.watcher = EventWatcher(
-            self.engine, self.controller, self.clock, log_interval=settings.engine_down_log_interval
-        )
+        self.watcher = EventWatcher(self.engine, self.controller, self.clock, self.loop)
         self._stop = threading.Event()
         self._wake_r, self._wake_w = _self_pipe()
         self._stop_requested = False
@@ -219,7 +222,7 @@ class Daemon:
         return Controller(
             self.engine,
             self.clock,
-            loop_settings(self.settings),
+            self.loop,
             admission=self.admission,
             hooks=[metrics],
             engine_guard=self._before_first_look,
@@ -244,7 +247,7 @@ class Daemon:
         """A container with healerd's labels it cannot prove it made: told once."""
         message = f"container {u.name} ({u.id[:12]}) has healerd's labels but {u.why}: left alone"
         log.warning("%s: %s", u.service, message)
-        self.controller.events.record("Unverified", u.service, message, u.name)
+        self.controller.events.record(EventKind.UNVERIFIED, u.service, message, u.name)
 
     def unverified(self) -> list[Unverified]:
         return self.signed.unverified() if self.signed is not None else []

@@ -5,15 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 
-from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock
-from healerd.core.controller import DISCOVER, Controller
+from healerd.core.controller import DISCOVER, Controller, LoopSettings
 from healerd.core.ratelog import LOOP_WINDOW, RateLimitedLog
 from healerd.engine import EngineError, EventSource
 
 log = logging.getLogger("healerd.watcher")
-
-RECONNECT_BACKOFF = Backoff(0.25, 5.0)
 
 
 class EventWatcher:
@@ -25,15 +22,15 @@ class EventWatcher:
         engine: EventSource,
         controller: Controller,
         clock: Clock,
-        *,
-        backoff: Backoff = RECONNECT_BACKOFF,
-        log_interval: float = 30.0,
+        loop: LoopSettings,
     ) -> None:
+        """`loop`: its timings' reconnect_backoff, and how often a stream that stays
+        lost is said again (engine_down_log_interval)."""
         self._engine = engine
         self._controller = controller
         self._clock = clock
-        self._backoff = backoff
-        self._log_interval = log_interval
+        self._backoff = loop.timings.reconnect_backoff
+        self._log_interval = loop.engine_down_log_interval
         self._kick = threading.Event()
         self._failures = 0
         self._lost = False

@@ -149,7 +149,7 @@ def test_with_room_for_one_container_the_higher_priority_is_healed_first(
     assert cluster.running("cache") == []
     wait_for("cache waits", lambda: service(sock, "cache")["state"] == "WaitingForResources",
              timeout=10)  # fmt: skip
-    waits = [e["message"] for e in events(sock) if e["kind"] == "waitingforresources"]
+    waits = [e["message"] for e in events(sock) if e["kind"] == "waiting-for-resources"]
     print("cache waited:", waits)
     assert waits and waits[-1].endswith("db (priority 10) go first")
     # The room comes back once db's grant lapses (its container takes far less than the

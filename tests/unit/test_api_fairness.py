@@ -37,6 +37,7 @@ from healerd.daemon.api_limits import ConnectionLimits, Refusal, Ticket
 from healerd.daemon.main import Daemon
 from healerd.daemon.ratelog import RateLimitedLog
 from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
+from healerd.vocabulary import EventKind
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_api import FakeDaemon, call, raw
 
@@ -255,7 +256,7 @@ def test_a_long_poll_ends_when_its_client_goes_away(server: ApiServer) -> None:
 def test_a_half_closed_long_poll_still_gets_its_answer(server: ApiServer) -> None:
     """Shutting the write side after the request is not leaving (curl may do it)."""
     log = server.daemon.controller.events
-    threading.Timer(1.0, lambda: log.record("created", "web", "1/2 running")).start()
+    threading.Timer(1.0, lambda: log.record(EventKind.CREATED, "web", "1/2 running")).start()
     t0 = time.monotonic()
     resp = raw(server.path, b"GET /v1/events?after=0&wait=5 HTTP/1.0\r\n\r\n", shut=True)
     assert json.loads(resp.split(b"\r\n\r\n", 1)[1])["events"][0]["kind"] == "created"

@@ -69,7 +69,11 @@ def errors(text: str) -> list[str]:
 
 def test_every_setting_is_read_as_compose_reads_it() -> None:
     s = load(EVERYTHING)
-    assert (s.hostname, s.domainname, s.restart) == ("gateway", "example.lan", "unless-stopped")
+    assert (s.hostname, s.domainname, str(s.restart)) == (
+        "gateway",
+        "example.lan",
+        "unless-stopped",
+    )
     assert s.privileged and s.read_only and s.init and s.tty and s.stdin_open
     assert s.cap_add == ("NET_ADMIN", "SYS_TIME") and s.cap_drop == ("ALL",)
     assert s.dns == ("192.168.1.1",) and s.dns_search == ("lan", "example.org")

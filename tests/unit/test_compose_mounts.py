@@ -15,6 +15,7 @@ import pytest
 from healerd.config import parse_service_text
 from healerd.engine.docker.request import mounts
 from healerd.model import PortSpec, ServiceSpec, VolumeSpec
+from healerd.vocabulary import VolumeKind
 
 FILE = "/etc/healerd/conf.d/stack.yaml"
 
@@ -118,7 +119,7 @@ def test_long_syntax_is_read_with_the_project_volumes() -> None:
         "/etc/healerd/conf.d/conf",
         "/etc/app",
         read_only=True,
-        kind="bind",
+        kind=VolumeKind.BIND,
         propagation="rslave",
         selinux="z",
     )
@@ -127,7 +128,7 @@ def test_long_syntax_is_read_with_the_project_volumes() -> None:
     assert by_target["/strict"].create_host_path is False
     assert by_target["/data"].source == "stack_data" and by_target["/data"].nocopy
     assert by_target["/undeclared"].source == "undeclared"
-    assert by_target["/anon"] == VolumeSpec("", "/anon", kind="volume")
+    assert by_target["/anon"] == VolumeSpec("", "/anon", kind=VolumeKind.VOLUME)
     assert by_target["/cache"].tmpfs_size == 64 * 2**20
     assert by_target["/cache"].tmpfs_mode == 0o1777
     assert (by_target["/scratch"].tmpfs_size, by_target["/scratch"].tmpfs_mode) == (None, 0o700)

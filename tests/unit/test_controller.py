@@ -10,10 +10,12 @@ from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.timings import Timings
 from healerd.model import (
     ContainerState,
     EngineAction,
     EngineEvent,
+    PullPolicy,
     RestartPolicy,
     ServiceSpec,
     UpdateConfig,
@@ -32,7 +34,9 @@ def make() -> tuple[Controller, FakeEngine, FakeClock]:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS | {"pull"})
     settings = LoopSettings(
-        workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(2.0, 8.0)
+        workers=2,
+        parallel_actions=4,
+        timings=Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0)),
     )
     return Controller(engine, clock, settings), engine, clock
 
@@ -99,7 +103,7 @@ def test_one_failing_service_does_not_hold_up_another() -> None:
     ctrl, engine, clock = make()
     engine.images = {"img:1"}
     ctrl.set_desired(
-        desired(spec("bad", 1, image="missing:1", pull_policy="never"), spec("good", 1))
+        desired(spec("bad", 1, image="missing:1", pull_policy=PullPolicy.NEVER), spec("good", 1))
     )
     drive(ctrl, clock, max_seconds=30)
     assert len(engine.running("good")) == 1 and state(ctrl, "good") == "Converged"
@@ -128,7 +132,7 @@ def test_a_failed_pull_backs_off_and_leaves_running_containers_alone() -> None:
 def test_pull_policy_always_pulls_once_per_spec() -> None:
     ctrl, engine, clock = make()
     engine.pullable.add("img:1")
-    ctrl.set_desired(desired(spec("a", 2, pull_policy="always")))
+    ctrl.set_desired(desired(spec("a", 2, pull_policy=PullPolicy.ALWAYS)))
     drive(ctrl, clock)
     (c, _) = engine.running("a")
     engine.kill(c.id)
@@ -301,7 +305,7 @@ def test_a_rollout_to_a_crashing_spec_halts_and_keeps_the_old_ones() -> None:
     drive(ctrl, clock, max_seconds=40)
     assert {c.id for c in engine.running("web")} == olds
     assert (
-        any(e.kind == "rollouthalted" for e in ctrl.events.since(0)) or st.state == "RolloutHalted"
+        any(e.kind == "rollout-halted" for e in ctrl.events.since(0)) or st.state == "RolloutHalted"
     )
 
 
@@ -467,7 +471,7 @@ def test_an_oom_event_does_not_kill_a_container_that_still_runs() -> None:
 def test_always_with_the_registry_away_heals_from_the_local_image() -> None:
     ctrl, engine, clock = make()
     engine.images = {"img:1"}  # present, but not pullable
-    ctrl.set_desired(desired(spec("a", 1, pull_policy="always")))
+    ctrl.set_desired(desired(spec("a", 1, pull_policy=PullPolicy.ALWAYS)))
     drive(ctrl, clock, max_seconds=5)
     assert len(engine.running("a")) == 1 and "pull" in engine.calls
 

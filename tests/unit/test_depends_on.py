@@ -13,6 +13,7 @@ from healerd.config import parse_service_text
 from healerd.core.dependencies import unmet
 from healerd.core.state import ServiceState
 from healerd.model import ContainerState, Dependency, Health, HealthcheckSpec
+from healerd.vocabulary import Condition
 from tests.unit.builders import container, spec
 from tests.unit.test_controller import desired, drive, make
 
@@ -41,8 +42,8 @@ def test_short_and_long_syntax() -> None:
     assert errors == []
     assert services["app"].depends_on == (Dependency("cache"), Dependency("db"))  # type: ignore[attr-defined]
     assert services["worker"].depends_on == (  # type: ignore[attr-defined]
-        Dependency("db", "service_healthy"),
-        Dependency("metrics", "service_started", required=False),
+        Dependency("db", Condition.HEALTHY),
+        Dependency("metrics", Condition.STARTED, required=False),
     )
 
 
@@ -79,7 +80,7 @@ def test_a_cycle_is_refused_naming_it() -> None:
 
 def test_readiness_from_one_observation() -> None:
     db = spec("db", 1, healthcheck=HealthcheckSpec(test=("CMD", "true")))
-    app = spec("app", 1, depends_on=(Dependency("db", "service_healthy"),))
+    app = spec("app", 1, depends_on=(Dependency("db", Condition.HEALTHY),))
     starting = dataclasses.replace(container(db), health=Health.STARTING)
     services = {"db": db, "app": app}
     assert unmet(app, [], services) == "waiting for db to be healthy (depends_on)"
@@ -100,7 +101,7 @@ def test_readiness_from_one_observation() -> None:
 def test_the_loop_waits_for_the_dependency_then_creates() -> None:
     ctrl, engine, clock = make()
     db = spec("db", 1, healthcheck=HealthcheckSpec(test=("CMD", "true")))
-    app = spec("app", 2, depends_on=(Dependency("db", "service_healthy"),))
+    app = spec("app", 2, depends_on=(Dependency("db", Condition.HEALTHY),))
     ctrl.set_desired(desired(db, app))
     drive(ctrl, clock, max_seconds=5)
     (db_c,) = engine.running("db")

@@ -12,6 +12,7 @@ from healerd.daemon.handoff import MARKER, TAKE_BACK_TRIES
 from healerd.daemon.main import Daemon, build_parser, resolve_settings
 from healerd.engine import EngineError
 from healerd.model import ContainerState
+from healerd.vocabulary import Restart
 from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
@@ -21,8 +22,8 @@ CALLS = LOOP_CALLS | {"identity", "set_restart_policy"}
 def test_only_running_replicas_of_long_running_services_it_owns_are_handed_off() -> None:
     web, job, once, paused = (
         spec("web", 2),
-        spec("job", 1, restart="no"),
-        spec("once", 1, restart="on-failure:3"),
+        spec("job", 1, restart=Restart.parse("no")),
+        spec("once", 1, restart=Restart.parse("on-failure:3")),
         spec("paused", 1),
     )
     desired = {s.name: s for s in (web, job, once, paused)}

@@ -28,6 +28,7 @@ from healerd.cli.output import human_age, human_bytes, table
 from healerd.cli.views import engine_host_line
 from healerd.daemon import api as api_module
 from healerd.daemon.api import ApiOptions, ApiServer, Peer
+from healerd.vocabulary import EventKind
 from tests.support.config import trusted_copy
 from tests.unit.test_api import SECRET, FakeDaemon
 
@@ -184,8 +185,8 @@ def test_get_table_and_json(daemon: FakeDaemon) -> None:
 
 def test_events_table_json_and_since(daemon: FakeDaemon) -> None:
     log = daemon.controller.events
-    log.record("created", "web", "1/2 running", "web-abcde-11111")
-    log.record("config-error", "", "bad.yaml:3: image: bad")
+    log.record(EventKind.CREATED, "web", "1/2 running", "web-abcde-11111")
+    log.record(EventKind.CONFIG_ERROR, "", "bad.yaml:3: image: bad")
     code, out, _ = ctl(daemon, "events")
     lines = out.splitlines()
     assert code == EXIT_OK and lines[0].split() == ["TIME", "KIND", "SERVICE", "CONTAINER",
@@ -240,7 +241,7 @@ def test_wait(daemon: FakeDaemon) -> None:
 
 
 def test_no_secret_in_any_output(daemon: FakeDaemon) -> None:
-    daemon.controller.events.record("created", "web", "1/2 running")
+    daemon.controller.events.record(EventKind.CREATED, "web", "1/2 running")
     for argv in (["status"], ["get"], ["events"], ["diff"]):
         for fmt in ("table", "json", "yaml"):
             _, out, err = ctl(daemon, *argv, "-o", fmt)

@@ -10,11 +10,14 @@ import textwrap
 from healerd.config import parse_service_text
 from healerd.core.context import Recall, plan_context
 from healerd.core.dependencies import unmet
-from healerd.core.jobs import finished, restart_limit, run_once, verdict
+from healerd.core.jobs import restart_limit, run_once, verdict
 from healerd.core.planner import PlanContext, plan
+from healerd.core.readiness import finished
 from healerd.model import ActionKind, ContainerState, Dependency, ObservedContainer, ServiceSpec
+from healerd.vocabulary import Condition, Restart
 from tests.unit.builders import container, spec
 
+R = Restart.parse  # as a service file writes it
 EXITED = ContainerState.EXITED
 NOW = PlanContext(now=1000.0)
 
@@ -25,16 +28,16 @@ def exited(s: ServiceSpec, code: int, *, restarts: int = 0, **kw: object) -> Obs
 
 
 def test_the_restart_modes() -> None:
-    assert not run_once(spec()) and not run_once(spec(restart="always"))
-    assert run_once(spec(restart="no")) and run_once(spec(restart="on-failure"))
-    assert restart_limit(spec(restart="on-failure:3")) == 3
-    assert restart_limit(spec(restart="on-failure")) is None
-    assert restart_limit(spec(restart="no")) is None
+    assert not run_once(spec()) and not run_once(spec(restart=R("always")))
+    assert run_once(spec(restart=R("no"))) and run_once(spec(restart=R("on-failure")))
+    assert restart_limit(spec(restart=R("on-failure:3"))) == 3
+    assert restart_limit(spec(restart=R("on-failure"))) is None
+    assert restart_limit(spec(restart=R("no"))) is None
 
 
 def test_a_job_that_exited_is_finished_whatever_its_code_and_never_replaced() -> None:
     for code in (0, 1, 137):
-        s = spec(restart="no")
+        s = spec(restart=R("no"))
         c = exited(s, code)
         assert finished(c, s)
         p = plan("web", s, [c], NOW)
@@ -42,13 +45,13 @@ def test_a_job_that_exited_is_finished_whatever_its_code_and_never_replaced() ->
 
 
 def test_with_always_the_same_exit_is_restarted() -> None:
-    s = spec(restart="always")
+    s = spec(restart=R("always"))
     p = plan("web", s, [exited(s, 0)], NOW)
     assert [a.kind for a in p.actions] == [ActionKind.START]
 
 
 def test_on_failure_restarts_a_non_zero_exit_only() -> None:
-    s = spec(restart="on-failure")
+    s = spec(restart=R("on-failure"))
     assert plan("web", s, [exited(s, 0)], NOW).actions == ()
     p = plan("web", s, [exited(s, 1)], NOW)
     # In place, as Docker's on-failure does; the count goes on: on-failure:N counts them.
@@ -57,7 +60,7 @@ def test_on_failure_restarts_a_non_zero_exit_only() -> None:
 
 
 def test_on_failure_n_gives_up_after_n_restarts() -> None:
-    s = spec(restart="on-failure:2")
+    s = spec(restart=R("on-failure:2"))
     assert [a.kind for a in plan("web", s, [exited(s, 1, restarts=1)], NOW).actions] == [
         ActionKind.START
     ]
@@ -69,7 +72,7 @@ def test_on_failure_n_gives_up_after_n_restarts() -> None:
 
 
 def test_a_finished_job_of_an_older_spec_runs_again_with_the_new_one() -> None:
-    s = spec(restart="no")
+    s = spec(restart=R("no"))
     old = exited(s, 0, spec_hash="old")
     p = plan("web", s, [old], NOW)
     assert [a.kind for a in p.actions] == [ActionKind.CREATE]
@@ -77,7 +80,7 @@ def test_a_finished_job_of_an_older_spec_runs_again_with_the_new_one() -> None:
 
 
 def test_a_running_job_counts_and_replicas_fill_with_finished_ones() -> None:
-    s = spec(restart="no", replicas=3)
+    s = spec(restart=R("no"), replicas=3)
     p = plan("web", s, [exited(s, 0), container(s)], NOW)
     assert [a.kind for a in p.actions] == [ActionKind.CREATE]
     p = plan("web", s, [exited(s, 0), container(s), exited(s, 2)], NOW)
@@ -91,17 +94,17 @@ def test_a_running_job_counts_and_replicas_fill_with_finished_ones() -> None:
 
 
 def test_health_never_replaces_a_job_container() -> None:
-    s = spec(restart="on-failure")
+    s = spec(restart=R("on-failure"))
     c = container(s)
     recall = Recall(unhealthy_since={c.id: 0.0})
     ctx, _, _ = plan_context(s, [c], 1000.0, recall)
     assert ctx.failed_running == frozenset()
-    ctx, _, _ = plan_context(dataclasses.replace(s, restart="always"), [c], 1000.0, recall)
+    ctx, _, _ = plan_context(dataclasses.replace(s, restart=R("always")), [c], 1000.0, recall)
     assert ctx.failed_running == {c.id}
 
 
 def test_verdicts() -> None:
-    s = spec(restart="no", replicas=2)
+    s = spec(restart=R("no"), replicas=2)
     assert verdict(s, [exited(s, 0), exited(s, 0)]) == (True, "2 run(s) exited with code 0")
     bad = exited(s, 3)
     ok, why = verdict(s, [exited(s, 0), bad])
@@ -109,8 +112,8 @@ def test_verdicts() -> None:
 
 
 def test_service_completed_successfully() -> None:
-    job = spec("migrate", restart="no")
-    app = spec("app", depends_on=(Dependency("migrate", "service_completed_successfully"),))
+    job = spec("migrate", restart=R("no"))
+    app = spec("app", depends_on=(Dependency("migrate", Condition.COMPLETED_SUCCESSFULLY),))
     services = {"migrate": job, "app": app}
     waiting = "waiting for migrate to complete successfully (depends_on)"
     assert unmet(app, [], services) == waiting
@@ -144,6 +147,6 @@ def test_the_file_side() -> None:
     )
     assert errors == []
     # Waited for as a job, with no restart of its own: Compose's default, "no".
-    assert services["migrate"].restart == "no"
-    assert services["app"].restart == "on-failure:5"
-    assert services["once"].restart == "no"  # YAML 1.1's false, Compose's "no"
+    assert str(services["migrate"].restart) == "no"
+    assert str(services["app"].restart) == "on-failure:5"
+    assert str(services["once"].restart) == "no"  # YAML 1.1's false, Compose's "no"

@@ -10,8 +10,9 @@ import pytest
 from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
-from healerd.core.controller import DEFAULT_BACKOFF, Controller, LoopSettings
+from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ratelog import RateLimitedLog
+from healerd.core.timings import Timings
 from healerd.engine import EngineUnavailable
 from healerd.model import EngineAction, EngineEvent, ObservedContainer, ServiceSpec
 from tests.unit.builders import spec
@@ -28,7 +29,7 @@ TEST_BACKOFF = Backoff(0.5, 8.0)
 def make(backoff: Backoff = TEST_BACKOFF) -> tuple[Controller, FakeEngine, FakeClock]:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)
-    settings = LoopSettings(workers=2, parallel_actions=4, backoff=backoff)
+    settings = LoopSettings(workers=2, parallel_actions=4, timings=Timings(backoff=backoff))
     return Controller(engine, clock, settings), engine, clock
 
 
@@ -121,7 +122,7 @@ def test_an_engine_that_flaps_then_stays_away_costs_a_few_lines(
     (lists pass, creates and starts fail), then nothing answers: 100-200 lines in 15 s
     (issue 28). Now: the engine lost and back, a few lines per service and one for the
     failed calls, per 10 s window."""
-    ctrl, engine, clock = make(DEFAULT_BACKOFF)  # 5 ms doubling, as healerd runs
+    ctrl, engine, clock = make(Timings().backoff)  # 5 ms doubling, as healerd runs
     services = {"a": 1, "b": 2, "c": 1}
     ctrl.set_desired(desired(*(spec(name, n) for name, n in services.items())))
     settle(ctrl, clock)

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from healerd.config import DesiredState, SettingsError, load_settings
-from healerd.core.admission import RESERVATION_SECONDS, SAMPLE_TTL, Admission, Claim
+from healerd.core.admission import Admission, Claim
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.planner import PlanContext, plan
 from healerd.core.pressure import assess, pull_refusal
 from healerd.core.ratelimit import TokenBucket
+from healerd.core.timings import Timings
 from healerd.engine.pacing import UNPACED, lane
 from healerd.host import HostSample, SelfSample
 from healerd.model import (
@@ -30,6 +31,7 @@ from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 
 Mi = 2**20
+SAMPLE_TTL, RESERVATION_SECONDS = Timings().host_sample_ttl, Timings().reservation
 Gi = 2**30
 
 
@@ -299,7 +301,9 @@ def loop(
     probe = FakeProbe(sample)
     lim = dataclasses.replace(NodeLimits(), **limits)  # type: ignore[arg-type]
     adm = Admission(probe, clock, lim, lambda: "/var/lib/docker")
-    settings = LoopSettings(workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0))
+    settings = LoopSettings(
+        workers=2, parallel_actions=4, timings=Timings(backoff=Backoff(0.5, 8.0))
+    )
     return Controller(engine, clock, settings, admission=adm), engine, clock, probe
 
 
@@ -336,7 +340,7 @@ def test_a_scale_up_waits_under_memory_pressure_and_goes_on_when_it_ends() -> No
         "threshold of 100Mi"
     )
     kinds = [e.kind for e in ctrl.events.since(0)]
-    assert "pressure" in kinds and "waitingforresources" in kinds
+    assert "pressure" in kinds and "waiting-for-resources" in kinds
     probe.host = host()
     drive(ctrl, clock, 10)
     assert len(engine.running("web")) == 3 and status(ctrl, "web")[0] == "Converged"
@@ -388,7 +392,7 @@ def test_with_room_for_one_the_higher_priority_service_is_healed_first() -> None
     ctrl.queue.add("db")
     drive(ctrl, clock, 3)
     assert len(engine.running("db")) == 1 and engine.running("cache") == []
-    waits = [e.message for e in ctrl.events.since(0) if e.kind == "waitingforresources"]
+    waits = [e.message for e in ctrl.events.since(0) if e.kind == "waiting-for-resources"]
     assert waits[0].endswith("db (priority 10) go first"), waits
     assert status(ctrl, "cache")[0] == "WaitingForResources"
     # The db container's memory now shows in the sample: no room is left for cache.

@@ -17,6 +17,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ownership import HostKey, Signer, Unverified, sign
+from healerd.core.timings import Timings
 from healerd.daemon.hostkey import KEY_FILE, HostKeyError, load_or_create
 from healerd.model import (
     LABEL_IMAGE,
@@ -84,7 +85,9 @@ def make(clock: FakeClock) -> tuple[Controller, FakeEngine, Signer, list[Unverif
     told: list[Unverified] = []
     key = HostKey(b"s" * 32, born=clock.time())
     signer = sign(engine, key, clock.time, told.append)
-    settings = LoopSettings(workers=1, parallel_actions=2, backoff=Backoff(0.5, 8.0))
+    settings = LoopSettings(
+        workers=1, parallel_actions=2, timings=Timings(backoff=Backoff(0.5, 8.0))
+    )
     ctrl = Controller(engine, clock, settings, name_tag=key.name_tag)
     return ctrl, engine, signer, told
 

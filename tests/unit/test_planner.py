@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from healerd.core.backoff import Backoff
 from healerd.core.planner import (
     Plan,
     PlanContext,
     Replacement,
-    is_available,
     min_available,
     plan,
     replacement_verdict,
 )
+from healerd.core.readiness import available
 from healerd.model import (
     Action,
     ActionKind,
@@ -254,6 +255,22 @@ def test_backoff_first_crash_at_once_then_doubling_to_the_cap() -> None:
     assert waits == [0, 10, 20, 40, 80, 160, 300, 300]
 
 
+@given(
+    st.integers(0, 200),
+    st.floats(0.0, 100.0),
+    st.floats(0.0, 1e9),
+)
+# The formula of its own stopped doubling at 2**32 * delay, short of a far cap.
+@example(40, 1e-6, 1e6)
+def test_the_crash_loop_wait_is_a_backoff(streak: int, delay: float, max_delay: float) -> None:
+    """The crash-loop wait is what `Backoff` says for the streak (one formula for every
+    backoff of healerd's), however long the streak and the policy's cap."""
+    policy = RestartPolicy(delay=delay, max_delay=max_delay, window=1e12)
+    c = dataclasses.replace(container(spec(), EXITED, created=0), crash_streak=streak)
+    ready_at, _ = replacement_verdict(c, 5.0, policy, forgiven=False)
+    assert ready_at == 5.0 + Backoff(delay, max_delay).delay(streak)
+
+
 def test_backoff_resets_after_a_long_run_and_ignores_operator_stops() -> None:
     s = spec()
     c = dataclasses.replace(container(s, EXITED, created=0), crash_streak=5)
@@ -313,7 +330,7 @@ def simulate(s, cs: list[ObservedContainer], hold: bool):  # type: ignore[no-unt
             # Availability right after the stops and removes, before any create.
             down = stopped(p) | removed(p)
             alive = [c for c in engine.values() if c.id not in down]
-            after_removals = sum(1 for c in alive if is_available(c, s, 1000.0))
+            after_removals = sum(1 for c in alive if available(c, s, 1000.0))
             floor_seen = after_removals if floor_seen is None else min(floor_seen, after_removals)
 
         def make(a: Action, step: int = step) -> ObservedContainer:
@@ -344,7 +361,7 @@ def test_a_rollout_never_drops_below_its_availability_floor(sc) -> None:  # type
     s, cs, hold = sc
     if s is None:
         return
-    available_before = sum(1 for c in cs if is_available(c, s, 1000.0))
+    available_before = sum(1 for c in cs if available(c, s, 1000.0))
     _, _, floor_seen = simulate(s, list(cs), hold)
     if floor_seen is not None:
         assert floor_seen >= min(min_available(s), available_before)

@@ -36,7 +36,7 @@ from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
 from healerd.config import DesiredState
-from healerd.core import rollouts
+from healerd.core import readiness, rollouts
 from healerd.core.clock import FakeClock
 from healerd.core.context import plan_context
 from healerd.core.controller import Controller, LoopSettings
@@ -45,7 +45,6 @@ from healerd.core.planner import (
     Plan,
     PlanContext,
     Replacement,
-    is_available,
     min_available,
     plan,
 )
@@ -506,7 +505,7 @@ def alive(cs: Iterable[ObservedContainer], ctx: PlanContext) -> list[ObservedCon
 
 
 def available(cs: Sequence[ObservedContainer], spec: ServiceSpec, now: float) -> int:
-    return sum(1 for c in cs if c.service == SERVICE and is_available(c, spec, now))
+    return sum(1 for c in cs if c.service == SERVICE and readiness.available(c, spec, now))
 
 
 def pass_bound(s: Sim) -> int:

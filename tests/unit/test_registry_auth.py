@@ -23,6 +23,7 @@ from healerd.config.settings import load_settings
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.timings import Timings
 from healerd.daemon.credentials import CredentialsFile
 from healerd.model import RegistryAuth
 from tests.unit.builders import spec
@@ -224,7 +225,9 @@ def test_a_pull_gets_the_credentials_of_its_registry_and_new_ones_retry_at_once(
     engine.images = set()
     creds = CredentialsFile()
     settings = LoopSettings(
-        workers=2, parallel_actions=4, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(60, 300)
+        workers=2,
+        parallel_actions=4,
+        timings=Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(60, 300)),
     )
     ctrl = Controller(engine, clock, settings, credentials=creds.for_image)
     image = "127.0.0.1:5000/app:1"

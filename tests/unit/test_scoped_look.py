@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from healerd.core.admission import SAMPLE_TTL, Claim
+from healerd.core.admission import Claim
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.observe import Memory, observe
 from healerd.core.ownership import Unverified, sign
+from healerd.core.timings import Timings
 from healerd.engine.docker.listing import RowCache
 from healerd.host import HostSample
 from healerd.model import LABEL_SERVICE, ContainerState, Dependency, EngineAction, EngineEvent
@@ -157,7 +158,7 @@ def _both_killed(mem_avail: int) -> tuple[FakeEngine, Controller]:
     ctrl.set_desired(desired(spec("cache", 1), spec("db", 1, priority=10)))
     node_drive(ctrl, clock, 10)
     probe.host = host(mem_avail=mem_avail)
-    clock.advance(SAMPLE_TTL)
+    clock.advance(Timings().host_sample_ttl)
     for c in engine.running("cache") + engine.running("db"):
         engine.kill(c.id)
     engine.list_scopes.clear()

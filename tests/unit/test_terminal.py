@@ -19,6 +19,7 @@ from healerd.config import ConfigError, DesiredState
 from healerd.daemon.api import ApiOptions, ApiServer
 from healerd.engine import LogStream
 from healerd.model import ContainerState, ObservedContainer
+from healerd.vocabulary import EventKind
 from tests.unit.test_api import FakeDaemon
 
 # What the review's e11_escapes.py printed through healerctl: a window title, a cleared
@@ -85,7 +86,7 @@ def test_table_cells_show_control_characters_wherever_they_go() -> None:
 
 
 def test_status_and_events_on_a_terminal_show_escapes(daemon: FakeDaemon) -> None:
-    daemon.controller.events.record("failed", "web", REASON, "web-abcde-11111")
+    daemon.controller.events.record(EventKind.FAILED, "web", REASON, "web-abcde-11111")
     for argv in (["status"], ["events"], ["describe", "web"]):
         out = Terminal()
         run(daemon, out, *argv)

@@ -11,8 +11,9 @@ from healerd.config.servicefile import parse_service_text
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.core.planner import is_available
+from healerd.core.readiness import available
 from healerd.core.state import ServiceState
+from healerd.core.timings import Timings
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
 from healerd.model import (
     ContainerState,
@@ -23,6 +24,7 @@ from healerd.model import (
     UpdateConfig,
     UpdateOrder,
 )
+from healerd.vocabulary import AutoUpdate
 from tests.unit.builders import container, spec
 from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import drive, state
@@ -41,7 +43,7 @@ def desired(*specs: ServiceSpec) -> DesiredState:
 
 def follower(replicas: int = 2, **kw: object) -> ServiceSpec:
     update = UpdateConfig(order=UpdateOrder.START_FIRST, progress_deadline=60.0)
-    return spec("app", replicas, TAG, auto_update="registry", update_config=update, **kw)
+    return spec("app", replicas, TAG, auto_update=AutoUpdate.REGISTRY, update_config=update, **kw)
 
 
 def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
@@ -50,7 +52,8 @@ def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
     engine.registry[TAG] = registry
     engine.repo_digests[TAG] = (f"{REPO}@{V1}",)
     engine.pullable = {f"{REPO}@{d}" for d in (V1, V2, V3, V4)}
-    settings = LoopSettings(workers=2, backoff=Backoff(0.5, 8.0), image_backoff=Backoff(2.0, 8.0))
+    timings = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0))
+    settings = LoopSettings(workers=2, timings=timings)
     return Controller(engine, clock, settings), engine, clock
 
 
@@ -245,7 +248,7 @@ def test_docker_hub_names_find_their_local_digest() -> None:
     ctrl, engine, clock = make()
     hub = "docker.io/library/nginx:1.25"
     engine.repo_digests[hub] = (f"nginx@{V2}",)
-    s = spec("web", 1, hub, auto_update="registry")
+    s = spec("web", 1, hub, auto_update=AutoUpdate.REGISTRY)
     ctrl.set_desired(desired(s))
     drive(ctrl, clock)
     assert images(engine) == [pinned_ref(hub, V2)]
@@ -283,6 +286,6 @@ def test_a_whole_second_creation_time_is_taken_as_the_end_of_its_second() -> Non
     # The list call gives Created in whole seconds: a container made at 100.9 reads 100.
     s = dataclasses.replace(follower(1), update_config=UpdateConfig(min_ready_seconds=1.0))
     c = container(s, created=100.0)
-    assert not is_available(c, s, 101.5), "it may have run for 0.6 s only"
-    assert is_available(c, s, 102.0)
-    assert is_available(container(s, created=100.5), s, 101.5)  # a precise time as it is
+    assert not available(c, s, 101.5), "it may have run for 0.6 s only"
+    assert available(c, s, 102.0)
+    assert available(container(s, created=100.5), s, 101.5)  # a precise time as it is

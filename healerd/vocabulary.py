@@ -1,0 +1,131 @@
+"""The closed sets of words healerd reads and says, each as one enum.
+
+What a service file may say (a dependency's condition, `restart`, `auto_update`, a
+mount's type) is parsed into these once, by healerd.config, so that no other code
+compares strings; what healerd says it did (`/v1/events`, `healerctl events`) is an
+`EventKind`, in one naming style. The lowest layer: the model and everything above it
+may use them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    """What an event of `/v1/events` says healerd did or saw (kebab-case, all of them)."""
+
+    # What a pass did to a container (healerd.core.report).
+    CREATED = "created"
+    RESTARTED = "restarted"  # started again in place
+    STOPPED = "stopped"
+    REMOVED = "removed"
+    GONE = "gone"  # removed by someone else
+    # An action failed; also a run-once service that failed for good (state Failed).
+    FAILED = "failed"
+    # Images (healerd.core.images, healerd.core.updates, healerd.core.imagegc).
+    PULLED = "pulled"
+    PULL_FAILED = "pull-failed"
+    IMAGE_UPDATE = "image-update"  # a followed tag moved: rolling out
+    IMAGE_UPDATED = "image-updated"  # every replica runs the new digest
+    IMAGE_ROLLBACK = "image-rollback"
+    IMAGE_DOWNGRADE_HELD = "image-downgrade-held"
+    IMAGE_REMOVED = "image-removed"
+    VOLUME_PRUNED = "volume-pruned"
+    ROLLOUT_STARTED = "rollout-started"
+    ROLLOUT_COMPLETE = "rollout-complete"
+    # The operator, the config, the engine, the host.
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    CONFIG_ERROR = "config-error"
+    ENGINE_LOST = "engine-lost"
+    ENGINE_BACK = "engine-back"
+    PRESSURE = "pressure"
+    PRESSURE_ENDED = "pressure-ended"
+    UNVERIFIED = "unverified"  # healerd's labels on a container it cannot prove it made
+    # A service entered a state (healerd.core.state.ServiceState.event).
+    BACKOFF = "backoff"  # CrashLoopBackOff
+    WAITING_FOR_RESOURCES = "waiting-for-resources"
+    WAITING = "waiting"  # for a dependency
+    ROLLOUT_HALTED = "rollout-halted"
+    DEGRADED = "degraded"
+    IMAGE_PULL_BACKOFF = "image-pull-backoff"
+    ERR_IMAGE_NEVER_PULL = "err-image-never-pull"
+    COMPLETED = "completed"
+
+
+class Condition(StrEnum):
+    """Compose's depends_on condition: what a dependency must be before its dependents
+    are created (healerd.core.readiness.dependency_unmet)."""
+
+    STARTED = "service_started"
+    HEALTHY = "service_healthy"
+    COMPLETED_SUCCESSFULLY = "service_completed_successfully"
+
+
+class AutoUpdate(StrEnum):
+    """`x-healerd: {auto_update: ...}`. A spec holds NEVER or REGISTRY: DISABLED is what
+    a file may say (it also turns Podman's label off), and the spec keeps it as NEVER."""
+
+    NEVER = ""
+    REGISTRY = "registry"  # follow the tag's digest in its registry (healerd.core.updates)
+    DISABLED = "disabled"
+
+
+class VolumeKind(StrEnum):
+    """A mount's type: SHORT is Compose's short syntax (a bind or a named volume, sent
+    as a bind string); the others are the long syntax's `type`."""
+
+    SHORT = ""
+    BIND = "bind"
+    VOLUME = "volume"
+    TMPFS = "tmpfs"
+
+
+class RestartMode(StrEnum):
+    ALWAYS = "always"
+    UNLESS_STOPPED = "unless-stopped"
+    NO = "no"
+    ON_FAILURE = "on-failure"
+
+
+_RESTART_RE = re.compile(r"(no|always|unless-stopped|on-failure)(?::([1-9][0-9]{0,5}))?")
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Compose's `restart`, parsed: its mode and on-failure's N (`max_retries`)."""
+
+    mode: RestartMode
+    max_retries: int | None = None  # on-failure:N; None: no limit
+
+    @classmethod
+    def parse(cls, text: str) -> Restart:
+        """`always`, `unless-stopped`, `no`, `on-failure` or `on-failure:N` (N >= 1);
+        ValueError otherwise."""
+        m = _RESTART_RE.fullmatch(text)
+        if m is None or (m.group(2) is not None and m.group(1) != RestartMode.ON_FAILURE):
+            raise ValueError(f"{text!r} is not always, unless-stopped, on-failure[:N] or no")
+        limit = m.group(2)
+        return cls(RestartMode(m.group(1)), int(limit) if limit is not None else None)
+
+    @property
+    def run_once(self) -> bool:
+        """Its containers may finish: "no", or on-failure (healerd.core.jobs)."""
+        return self.mode in (RestartMode.NO, RestartMode.ON_FAILURE)
+
+    def __str__(self) -> str:
+        """As a Compose file writes it."""
+        return self.mode if self.max_retries is None else f"{self.mode}:{self.max_retries}"
+
+
+__all__ = [
+    "AutoUpdate",
+    "Condition",
+    "EventKind",
+    "Restart",
+    "RestartMode",
+    "VolumeKind",
+]
