@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from healerd import __version__, paths
-from healerd.cli import export_verbs, inspect_verbs, update_verb
+from healerd.cli import inspect_verbs, update_verb
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable, service_path
+from healerd.cli.export import verbs as export_verbs
 from healerd.cli.output import clock_time, dump, human_age, one_line, table
 from healerd.cli.terminal import on_terminal
 from healerd.cli.views import reload_text, service_converged, status_text
@@ -444,9 +445,9 @@ def _add_steering_verbs(verb: AddVerb) -> None:
 
 
 def _export(ctl: Ctl) -> int:
-    from healerd.cli import export
+    from healerd.cli.export import command
 
-    return export.export(ctl)
+    return command.export(ctl)
 
 
 VERBS: dict[str, Callable[[Ctl], int]] = {

@@ -18,7 +18,7 @@ from healerd.cli.terminal import LogWriter, VisibleText
 from healerd.cli.views import describe_text
 
 FOLLOW_INTERVAL = 1.0
-# As the daemon's default (daemon/api_logs.py): healerctl does not import the daemon.
+# As the daemon's default (daemon/api/logs.py): healerctl does not import the daemon.
 DEFAULT_TAIL = 1000
 
 

@@ -12,7 +12,7 @@ The price: a short value masks every occurrence of itself in what is shown of th
 service (`${W}` for each 4 when W=4 is in its command). Environment and label values
 are never shown, and numbers stay numbers, so theirs mask nothing. What is written to be
 deployed again (healerctl export) cannot pay it: there a value goes back only into the
-field it came from (`related`, healerd.cli.export_vars).
+field it came from (`related`, healerd.cli.export.variables).
 """
 
 from __future__ import annotations

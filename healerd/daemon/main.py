@@ -44,7 +44,7 @@ from healerd.core.state import ServiceState
 from healerd.core.status import NodeReport
 from healerd.core.timings import Timings
 from healerd.daemon import instance
-from healerd.daemon.api import ApiOptions, ApiServer, parse_listen
+from healerd.daemon.api.server import ApiOptions, ApiServer, parse_listen
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.credentials import CredentialsFile
 from healerd.daemon.engineaddr import connect, engine_url

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 from healerd import __version__
 from healerd.core.state import ServiceState
 from healerd.core.status import NodeReport, is_converged
-from healerd.daemon.api_views import ControllerLike
+from healerd.daemon.api.views import ControllerLike
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # From a replica's loss to its replacement running: sub-second is the goal.

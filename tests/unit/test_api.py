@@ -27,8 +27,8 @@ from healerd.core.readmodel import complete
 from healerd.core.runs import Termination
 from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
-from healerd.daemon import api as api_module
-from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer, parse_listen
+from healerd.daemon.api import server as api_module
+from healerd.daemon.api.server import AdminPolicy, ApiOptions, ApiServer, Peer, parse_listen
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.engine import EngineUnavailable, LogStream
 from healerd.host.psutil_probe import PsutilProbe

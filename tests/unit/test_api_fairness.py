@@ -31,9 +31,9 @@ from healerd.config import Settings
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ratelimit import LastLook
-from healerd.daemon import api as api_module
-from healerd.daemon.api import AdminPolicy, ApiOptions, ApiServer, Peer
-from healerd.daemon.api_limits import ConnectionLimits, Refusal, Ticket
+from healerd.daemon.api import server as api_module
+from healerd.daemon.api.limits import ConnectionLimits, Refusal, Ticket
+from healerd.daemon.api.server import AdminPolicy, ApiOptions, ApiServer, Peer
 from healerd.daemon.main import Daemon
 from healerd.daemon.ratelog import RateLimitedLog
 from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer

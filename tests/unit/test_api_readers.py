@@ -23,8 +23,8 @@ import pytest
 from healerd.config import Settings
 from healerd.core.clock import FakeClock, SystemClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.daemon import api as api_module
-from healerd.daemon.api import AdminPolicy, ApiServer, Peer
+from healerd.daemon.api import server as api_module
+from healerd.daemon.api.server import AdminPolicy, ApiServer, Peer
 from healerd.daemon.main import Daemon
 from healerd.engine import LogStream
 from healerd.model import ContainerState, ObservedContainer

@@ -256,8 +256,10 @@ def test_a_cycle_through_links_is_an_error() -> None:
 def test_the_exports_carry_them_or_report_them_lost(tmp_path: Any) -> None:
     import yaml
 
-    from healerd.cli import export_compose, export_kubernetes, export_swarm
-    from healerd.cli.export_common import Options
+    from healerd.cli.export import compose as export_compose
+    from healerd.cli.export import kubernetes as export_kubernetes
+    from healerd.cli.export import swarm as export_swarm
+    from healerd.cli.export.common import Options
 
     (tmp_path / "pw").write_text("x\n")
     text = (

@@ -346,8 +346,10 @@ def test_the_schema_takes_what_the_loader_takes() -> None:
 def test_exports_keep_the_mounts_or_report_them_lost() -> None:
     import yaml
 
-    from healerd.cli import export_compose, export_kubernetes, export_swarm
-    from healerd.cli.export_common import Options
+    from healerd.cli.export import compose as export_compose
+    from healerd.cli.export import kubernetes as export_kubernetes
+    from healerd.cli.export import swarm as export_swarm
+    from healerd.cli.export.common import Options
 
     s = load(LONG)
     compose = yaml.safe_load(export_compose.render([s], Options()).text)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from healerd.cli import healerctl
-from healerd.cli.export import load
+from healerd.cli.export.command import load
 from healerd.model import ServiceSpec, UpdateOrder
 
 REPO = Path(__file__).resolve().parents[2]

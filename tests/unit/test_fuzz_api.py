@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from healerd.daemon.api import ApiOptions, ApiServer
+from healerd.daemon.api.server import ApiOptions, ApiServer
 from tests.unit.test_api import FakeDaemon
 
 IO_TIMEOUT = 1.0

@@ -26,8 +26,8 @@ from healerd.cli.healerctl import (
 )
 from healerd.cli.output import human_age, human_bytes, table
 from healerd.cli.views import engine_host_line
-from healerd.daemon import api as api_module
-from healerd.daemon.api import ApiOptions, ApiServer, Peer
+from healerd.daemon.api import server as api_module
+from healerd.daemon.api.server import ApiOptions, ApiServer, Peer
 from healerd.vocabulary import EventKind
 from tests.support.config import trusted_copy
 from tests.unit.test_api import SECRET, FakeDaemon

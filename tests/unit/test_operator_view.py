@@ -17,7 +17,7 @@ from healerd.cli import healerctl
 from healerd.cli.healerctl import EXIT_NO, EXIT_OK
 from healerd.config import ConfigError, DesiredState
 from healerd.core.status import ServiceStatus
-from healerd.daemon.api import ApiOptions, ApiServer
+from healerd.daemon.api.server import ApiOptions, ApiServer
 from healerd.model import HealthcheckSpec, PortSpec, VolumeSpec
 from tests.unit.test_api import SECRET, FakeDaemon, spec
 
@@ -170,7 +170,7 @@ def test_reload_reports_a_refused_healerd_yaml(
 def test_a_reload_not_applied_in_time_is_no_success(
     daemon: FakeDaemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from healerd.daemon import api_routes
+    from healerd.daemon.api import routes as api_routes
 
     monkeypatch.setattr(api_routes, "RELOAD_APPLY_WAIT", 0.2)
     monkeypatch.setattr(daemon, "request_reload", lambda: None)

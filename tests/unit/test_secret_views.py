@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from healerd.core.clock import FakeClock
-from healerd.daemon.api_access import AdminPolicy, Peer
-from healerd.daemon.api_logs import Streamed
-from healerd.daemon.api_routes import Api, ApiError, Request
+from healerd.daemon.api.access import AdminPolicy, Peer
+from healerd.daemon.api.logs import Streamed
+from healerd.daemon.api.routes import Api, ApiError, Request
 from healerd.daemon.main import Daemon
 from healerd.engine import EngineError
 from healerd.model import ServiceSpec

@@ -16,7 +16,7 @@ import pytest
 from healerd.cli import healerctl
 from healerd.cli.output import one_line, table
 from healerd.config import ConfigError, DesiredState
-from healerd.daemon.api import ApiOptions, ApiServer
+from healerd.daemon.api.server import ApiOptions, ApiServer
 from healerd.engine import LogStream
 from healerd.model import ContainerState, ObservedContainer
 from healerd.vocabulary import EventKind

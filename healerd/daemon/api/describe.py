@@ -1,4 +1,4 @@
-"""`GET /v1/services/NAME/describe` (and what `.../logs`, in api_logs, shares with it):
+"""`GET /v1/services/NAME/describe` (and what `.../logs`, in api.logs, shares with it):
 what an operator asks after a failure.
 
 Values of the environment never appear (only variable names), nor do values that came
@@ -17,7 +17,7 @@ from healerd.core.executor import plain_tag
 from healerd.core.inspect import Dead
 from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.status import ContainerStatus
-from healerd.daemon.api_views import (
+from healerd.daemon.api.views import (
     ControllerLike,
     Subs,
     container_view,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from healerd.cli.export_common import (
+from healerd.cli.export.attachments import compose_more, top_level
+from healerd.cli.export.common import (
     Loss,
     Options,
     Rendered,
@@ -21,9 +22,8 @@ from healerd.cli.export_common import (
     size_text,
     user_networks,
 )
-from healerd.cli.export_host import compose_fields, depends_on, networks_with_aliases
-from healerd.cli.export_more import compose_more, top_level
-from healerd.cli.export_vars import all_substitutions, argv_warnings, env_note, written_back
+from healerd.cli.export.hostopts import compose_fields, depends_on, networks_with_aliases
+from healerd.cli.export.variables import all_substitutions, argv_warnings, env_note, written_back
 from healerd.model import ServiceSpec
 
 KEPT = (
@@ -84,7 +84,7 @@ def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
     projects = {s.project for s in specs}
     if len(projects) == 1 and "" not in projects:
         doc["name"] = projects.pop()  # the same `<project>_default` network
-    # `${VAR}` where the files had it, and the .env kept (healerd.cli.export_vars).
+    # `${VAR}` where the files had it, and the .env kept (healerd.cli.export.variables).
     doc["services"] = {
         s.name: written_back(_service(s, losses), s.substitutions, f"services.{s.name}")
         for s in specs

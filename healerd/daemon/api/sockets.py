@@ -1,7 +1,7 @@
 """The local API's socket servers, and how the Unix socket is bound.
 
 A client cannot stall the daemon: connections are bounded in number, per user too (with
-room kept for root and the admin group, see api_limits), and a reaper cuts off any whose
+room kept for root and the admin group, see api.limits), and a reaper cuts off any whose
 request has not arrived by its deadline. Refusals are logged at most once per kind per
 10 s (ratelog). The socket is bound under a temporary name and renamed into place, so it
 is never reachable with looser permissions.
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from healerd.daemon.api_access import Peer
-from healerd.daemon.api_limits import ConnectionLimits, Refusal, Ticket
-from healerd.daemon.api_logs import InspectLimits
-from healerd.daemon.api_routes import Api
+from healerd.daemon.api.access import Peer
+from healerd.daemon.api.limits import ConnectionLimits, Refusal, Ticket
+from healerd.daemon.api.logs import InspectLimits
+from healerd.daemon.api.routes import Api
 
 log = logging.getLogger("healerd.api")
 
@@ -52,7 +52,7 @@ class ApiOptions:
     # The request line and the headers together (the stdlib alone allows 100 lines
     # of 64 KiB each: 6.4 MiB a connection).
     max_head: int = 64 * 1024
-    # Logs and describe: at once per user, a log's bytes and time (api_logs).
+    # Logs and describe: at once per user, a log's bytes and time (api.logs).
     inspect: InspectLimits = field(default_factory=InspectLimits)
 
 

@@ -1,13 +1,13 @@
 """Compose's container settings (issue 16) in the exports: Compose syntax for a Compose
 file and a stack file, with what Swarm ignores as losses, and Kubernetes' few
 equivalents (securityContext, tty, stdin) with losses for the rest. None is dropped
-silently (export_common's rule)."""
+silently (export.common's rule)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from healerd.cli.export_common import DEFAULT_SPEC, Loss, size_text
+from healerd.cli.export.common import DEFAULT_SPEC, Loss, size_text
 from healerd.config.hostopts import HOST_FIELDS
 from healerd.model import ServiceSpec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from healerd.cli.export_common import Loss
+from healerd.cli.export.common import Loss
 from healerd.model import DeviceRequest, SecretMount, ServiceSpec
 
 

@@ -20,8 +20,8 @@ from typing import Any
 from healerd.config.masking import mask_free, shown
 from healerd.core.inspect import Dead
 from healerd.core.readlanes import Reader
-from healerd.daemon.api_inspect import EngineAway, known
-from healerd.daemon.api_views import ControllerLike, Subs, termination_view
+from healerd.daemon.api.describe import EngineAway, known
+from healerd.daemon.api.views import ControllerLike, Subs, termination_view
 from healerd.engine import EngineError, LogStream
 
 # Lines sent when the request names no tail (as `healerctl logs` without --tail).

@@ -1,5 +1,5 @@
 """`healerctl export`'s arguments, apart from the export itself: building the parser
-must not load the config package (healerd.cli.export), which every healerctl call
+must not load the config package (healerd.cli.export.command), which every healerctl call
 would pay for."""
 
 from __future__ import annotations

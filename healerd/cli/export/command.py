@@ -5,7 +5,7 @@ PATHs are read as by `healerctl validate`: a service file, a conf.d directory or
 directory (default /etc/healerd/conf.d), through the daemon's own loader and merge.
 `${VAR}`s take their values from the files' `.env` and, for the names given with
 --environment only, from the caller's environment. Values that came from variables are
-written back as `${VAR}` or moved into a Secret (healerd.cli.export_vars). An output
+written back as `${VAR}` or moved into a Secret (healerd.cli.export.variables). An output
 file is written whole or not at all, mode 0600, never through a symbolic link.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from healerd.cli import export_compose, export_kubernetes, export_swarm, export_verbs
-from healerd.cli.export_common import Options, Rendered
-from healerd.cli.export_vars import all_substitutions
+from healerd.cli.export import compose, kubernetes, swarm, verbs
+from healerd.cli.export.common import Options, Rendered
+from healerd.cli.export.variables import all_substitutions
 from healerd.config import (
     ConfigError,
     DesiredStore,
@@ -38,11 +38,11 @@ from healerd.model import ServiceSpec, Substitution
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 5
 SETTINGS_FILE = "healerd.yaml"
 TARGETS: dict[str, Callable[[list[ServiceSpec], Options], Rendered]] = {
-    "swarm": export_swarm.render,
-    "kubernetes": export_kubernetes.render,
-    "compose": export_compose.render,
+    "swarm": swarm.render,
+    "kubernetes": kubernetes.render,
+    "compose": compose.render,
 }
-assert sorted(TARGETS) == sorted(export_verbs.TARGET_NAMES)
+assert sorted(TARGETS) == sorted(verbs.TARGET_NAMES)
 
 
 class CtlLike(Protocol):

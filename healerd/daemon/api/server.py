@@ -10,10 +10,10 @@ the request line and headers together and the body are limited in size, and a lo
 poll ends when its client goes away.
 
 This module holds the HTTP request handling and `ApiServer`, which runs it; the routes
-are in api_routes, the socket servers in api_servers, the caller's credentials and the
-admin policy in api_access, the per-user connection limits in api_limits, the streamed
-logs in api_logs. Their public names are importable from here too. The server reads
-`peer_of` from this module when it accepts a connection, so patching `api.peer_of`
+are in api.routes, the socket servers in api.sockets, the caller's credentials and the
+admin policy in api.access, the per-user connection limits in api.limits, the streamed
+logs in api.logs. Their public names are importable from here too. The server reads
+`peer_of` from this module when it accepts a connection, so patching `server.peer_of`
 reaches it."""
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from healerd import __version__
-from healerd.daemon.api_access import AdminPolicy, Decision, Peer, peer_label, peer_of
-from healerd.daemon.api_logs import Streamed
-from healerd.daemon.api_routes import Api, ApiError, Request, check_service_name
-from healerd.daemon.api_servers import (
+from healerd.daemon.api.access import AdminPolicy, Decision, Peer, peer_label, peer_of
+from healerd.daemon.api.logs import Streamed
+from healerd.daemon.api.routes import Api, ApiError, Request, check_service_name
+from healerd.daemon.api.sockets import (
     ApiOptions,
     BoundedServer,
     TcpMetricsServer,
@@ -43,7 +43,7 @@ from healerd.daemon.api_servers import (
     bind_socket,
     parse_listen,
 )
-from healerd.daemon.api_views import DaemonLike
+from healerd.daemon.api.views import DaemonLike
 from healerd.daemon.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from healerd.daemon.ratelog import RateLimitedLog
 
@@ -246,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
             log.debug("could not answer %s: %s", self.address_string(), exc)
 
     def _stream(self, code: int, payload: Streamed) -> None:
-        """Headers, then each chunk as it is made (a container's output: api_logs); the
+        """Headers, then each chunk as it is made (a container's output: api.logs); the
         connection's close ends the body. A client that goes away ends it early."""
         self.close_connection = True
         try:
@@ -300,7 +300,7 @@ class ApiServer:
     def start(self) -> None:
         """Bind and serve in threads; never blocks. Raises OSError if the socket cannot
         be bound (another healerd serving it, a non-socket file in the way, ...)."""
-        # Looked up at each connection, so that patching api.peer_of (tests) reaches it.
+        # Looked up at each connection, so that patching server.peer_of (tests) reaches it.
         server = UnixApiServer(self.api, self.options, _Handler, lambda s: peer_of(s))
         try:
             self._bind(server)

@@ -1,7 +1,7 @@
 """`healerctl export --to kubernetes`: per service a Deployment, a Service when it
 publishes ports (so that its name still resolves), and (only with --include-secrets) a
 Secret with its env file values and the values that came from `${VAR}`s, which the
-Deployment reads through `secretKeyRef` (healerd.cli.export_vars). One multi-document
+Deployment reads through `secretKeyRef` (healerd.cli.export.variables). One multi-document
 YAML.
 
 Volumes: an anonymous volume becomes an emptyDir (scratch space that lives as long as
@@ -17,7 +17,8 @@ import base64
 import re
 from typing import Any
 
-from healerd.cli.export_common import (
+from healerd.cli.export.attachments import kubernetes_losses
+from healerd.cli.export.common import (
     Loss,
     Options,
     Rendered,
@@ -28,9 +29,8 @@ from healerd.cli.export_common import (
     user_networks,
     whole_seconds,
 )
-from healerd.cli.export_host import kubernetes_fields, order_lost
-from healerd.cli.export_more import kubernetes_losses
-from healerd.cli.export_vars import KubernetesVars, argv_warnings
+from healerd.cli.export.hostopts import kubernetes_fields, order_lost
+from healerd.cli.export.variables import KubernetesVars, argv_warnings
 from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder, VolumeSpec
 from healerd.vocabulary import VolumeKind
 

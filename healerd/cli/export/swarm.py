@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from healerd.cli.export_common import (
+from healerd.cli.export.attachments import swarm_more, top_level
+from healerd.cli.export.common import (
     Loss,
     Options,
     Rendered,
@@ -20,9 +21,8 @@ from healerd.cli.export_common import (
     user_networks,
     volume_entry,
 )
-from healerd.cli.export_host import networks_with_aliases, order_lost, swarm_fields
-from healerd.cli.export_more import swarm_more, top_level
-from healerd.cli.export_vars import all_substitutions, argv_warnings, env_note, written_back
+from healerd.cli.export.hostopts import networks_with_aliases, order_lost, swarm_fields
+from healerd.cli.export.variables import all_substitutions, argv_warnings, env_note, written_back
 from healerd.model import PortSpec, ServiceSpec
 from healerd.vocabulary import RestartMode
 

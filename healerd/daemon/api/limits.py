@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from healerd.daemon.api_access import Peer, peer_label
+from healerd.daemon.api.access import Peer, peer_label
 
 ADMIN_CACHE_SECONDS = 5.0
 

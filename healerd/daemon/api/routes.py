@@ -19,11 +19,11 @@ from healerd import __version__
 from healerd.core.controller import PruneRefused
 from healerd.core.events import Event
 from healerd.core.readlanes import PRIVILEGED, Reader, ReadThrottled
-from healerd.daemon.api_access import AdminPolicy, Decision, Peer, peer_label
-from healerd.daemon.api_inspect import EngineAway, NoSuchService, describe_payload
-from healerd.daemon.api_limits import InFlight
-from healerd.daemon.api_logs import InspectLimits, Streamed, logs_response, parse_tail
-from healerd.daemon.api_views import (
+from healerd.daemon.api.access import AdminPolicy, Decision, Peer, peer_label
+from healerd.daemon.api.describe import EngineAway, NoSuchService, describe_payload
+from healerd.daemon.api.limits import InFlight
+from healerd.daemon.api.logs import InspectLimits, Streamed, logs_response, parse_tail
+from healerd.daemon.api.views import (
     DaemonLike,
     action_view,
     config_error_view,
