@@ -177,7 +177,6 @@ class Executor:
         return ActionResult(action, container_id=c.id, container_name=c.name)
 
     def _create(self, action: Action, spec: ServiceSpec) -> ActionResult:
-        last: NameConflict | None = None
         labels = {
             LABEL_SPEC_HASH: spec.spec_hash,
             LABEL_RESTARTS: str(action.restarts),
@@ -202,6 +201,17 @@ class Executor:
                 raise EngineError(f"secrets: {exc}") from None
         if spec.container_name:
             return self._create_named(action, spec, labels, inherit)
+        return self._create_generated(action, spec, labels, inherit)
+
+    def _create_generated(
+        self,
+        action: Action,
+        spec: ServiceSpec,
+        labels: dict[str, str],
+        inherit: Sequence[tuple[str, str]],
+    ) -> ActionResult:
+        """A create under a generated name, another name if the engine has it already."""
+        last: NameConflict | None = None
         for _ in range(_NAME_ATTEMPTS):
             name = container_name(spec, self._name_tag)
             if self._own is not None:
@@ -211,6 +221,10 @@ class Executor:
                 return ActionResult(action, container_id=cid, container_name=name)
             except NameConflict as exc:
                 last = exc
+            except EngineError:
+                if self._own is not None:
+                    self._own.create_failed(name)
+                raise
         raise EngineError(f"no free container name after {_NAME_ATTEMPTS} tries: {last}")
 
     def _create_named(

@@ -35,6 +35,14 @@ class OwnActions:
             self._names[name] = self._clock.monotonic()
             self._expire()
 
+    def create_failed(self, name: str) -> None:
+        """The create-and-start call for `name` failed: a container it left `created`
+        (the engine restarted between the create and the start) is not on its way to
+        start, and must not count as such until the memory expires (the service stayed
+        short of its replicas: integration test_engine_restart_mid_rollout_...)."""
+        with self._lock:
+            self._names.pop(name, None)
+
     def creating_names(self) -> frozenset[str]:
         """Containers announced by `creating` whose start event has not come yet."""
         with self._lock:

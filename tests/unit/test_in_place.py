@@ -645,3 +645,29 @@ def test_a_container_removed_while_its_start_is_on_its_way_is_replaced_once() ->
         stop.set()
         loop.join(5)
         ctrl.shutdown()
+
+
+def test_a_create_whose_start_failed_is_not_counted_as_on_its_way() -> None:
+    """The engine restarted between healerd's create and its start: the container is
+    left `created`. Once that call has failed it is no replica on its way to start (it
+    was counted as one for good, and the service stayed short of its replicas: CI,
+    test_engine_restart_mid_rollout_ends_converged_on_the_new_spec)."""
+    from healerd.engine.api import EngineUnavailable
+
+    ctrl, engine, clock = make()
+    real_create = engine.create_and_start
+    failed: list[str] = []
+
+    def create_then_lose_the_engine(s: ServiceSpec, name: str, *args: object, **kw: object) -> str:
+        cid = real_create(s, name, *args, **kw)  # type: ignore[arg-type]
+        if not failed:
+            engine.set(cid, state=ContainerState.CREATED)  # made, its start lost
+            failed.append(cid)
+            raise EngineUnavailable("engine unreachable (ConnectionError)")
+        return cid
+
+    engine.create_and_start = create_then_lose_the_engine  # type: ignore[method-assign,assignment]
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock, max_seconds=30)
+    assert failed
+    assert len(engine.running("web")) == 1, {k: v.state for k, v in engine.containers.items()}
