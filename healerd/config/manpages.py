@@ -136,7 +136,7 @@ def services_page() -> str:
 
 def settings_page() -> str:
     """healerd.yaml(5): every setting of the daemon."""
-    out = _header("healerd.yaml", "settings of the healerd daemon", "healerd/config/settings.py")
+    out = _header("healerd.yaml", "settings of the healerd daemon", "healerd/config/settingkeys.py")
     out += [".SH SYNOPSIS", ".I /etc/healerd/healerd.yaml", ".SH DESCRIPTION"]
     see_above = "(see above)"
     assert see_above in SETTINGS_TEXT, "keydocs.SETTINGS_TEXT changed: point at SECURITY again"
