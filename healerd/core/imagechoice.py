@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from healerd.engine import LocalImage
+from healerd.engine.api import LocalImage
 
 # Docker Hub's names, shortened as the engine lists them (its "familiar" form).
 _HUB_PREFIXES = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
