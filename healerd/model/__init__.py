@@ -8,13 +8,12 @@ names from `healerd.model`; the modules hold them by job:
 | `labels.py` | the io.healerd.* labels, the signed ones, the spec hash's lengths |
 | `parts.py` | the parts of a spec and a project (ports, mounts, networks, pacing, ...) |
 | `spec.py` | `ServiceSpec` and its spec hash (`STEERING` fields stay out of it) |
-| `host.py` | what healerd.yaml says of the host: floors, engine budget, TLS, registry auth |
+| `nodeconf.py` | what healerd.yaml says of the node: floors, engine budget, TLS, registry auth |
 | `observed.py` | what the engine reports: containers, their health, events |
 | `actions.py` | the planner's steps for the executor |
 """
 
 from healerd.model.actions import Action, ActionKind
-from healerd.model.host import DockerTLS, NodeLimits, RegistryAuth, Threshold
 from healerd.model.labels import (
     LABEL_CRASH_STREAK,
     LABEL_IMAGE,
@@ -29,6 +28,7 @@ from healerd.model.labels import (
     SIGNED_LABELS,
     SPEC_HASH_LEN,
 )
+from healerd.model.nodeconf import DockerTLS, NodeLimits, RegistryAuth, Threshold
 from healerd.model.observed import (
     ContainerState,
     EngineAction,

@@ -1,4 +1,4 @@
-"""What healerd.yaml says about the host and the engine: resource floors, the engine's
+"""What healerd.yaml says about the node and its engine: resource floors, the engine's
 request budget, TLS to a tcp:// engine, registry credentials.
 """
 
