@@ -1,7 +1,7 @@
 """The published forms of the config's key tables: a JSON Schema and the reference page.
 
 Both are generated from the tables the checker itself runs on (fields.SERVICE_FIELDS
-and its nested tables, settings.SETTINGS_FIELDS), as are the man pages
+and its nested tables, settingkeys.SETTINGS_FIELDS), as are the man pages
 (healerd.config.manpages), and unit tests hold the committed files equal to what is
 generated. To regenerate them all:
 
@@ -40,7 +40,7 @@ from healerd.config.keys import Key
 from healerd.config.manpages import MAN_PAGES, man_text
 from healerd.config.project import PROJECT_NAME_RE
 from healerd.config.servicefile import MAX_SERVICES_PER_FILE, SERVICE_NAME_RE
-from healerd.config.settings import SETTINGS_FIELDS
+from healerd.config.settingkeys import SETTINGS_FIELDS
 from healerd.config.units import format_duration
 from healerd.model import HealthcheckSpec, RestartPolicy, UpdateConfig
 
