@@ -1,7 +1,7 @@
 """The man pages healerd-services(5) and healerd.yaml(5), in roff, from the key tables.
 
 Generated as docs/reference/config.md is (`python -m healerd.config.schema` writes
-both), from the same rows (fields.SERVICE_FIELDS, settings.SETTINGS_FIELDS) and the
+both), from the same rows (fields.SERVICE_FIELDS, settingkeys.SETTINGS_FIELDS) and the
 same prose (healerd.config.keydocs), so that `man healerd.yaml` on a host says what the
 installed healerd checks. packaging/build-deb installs them with the version filled in
 (@VERSION@); tests/unit/test_manpages.py holds the committed pages equal to these.
@@ -24,7 +24,7 @@ from healerd.config.keydocs import (
     setting_default,
 )
 from healerd.config.keys import Key
-from healerd.config.settings import SETTINGS_FIELDS
+from healerd.config.settingkeys import SETTINGS_FIELDS
 
 MAN_DIR = Path("packaging") / "man"
 SERVICES_PAGE = MAN_DIR / "healerd-services.5"
@@ -136,7 +136,7 @@ def services_page() -> str:
 
 def settings_page() -> str:
     """healerd.yaml(5): every setting of the daemon."""
-    out = _header("healerd.yaml", "settings of the healerd daemon", "healerd/config/settings.py")
+    out = _header("healerd.yaml", "settings of the healerd daemon", "healerd/config/settingkeys.py")
     out += [".SH SYNOPSIS", ".I /etc/healerd/healerd.yaml", ".SH DESCRIPTION"]
     see_above = "(see above)"
     assert see_above in SETTINGS_TEXT, "keydocs.SETTINGS_TEXT changed: point at SECURITY again"

@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from healerd.core.imagegc import parse_ref
+from healerd.core.imagechoice import parse_ref
 from healerd.engine import Engine
 from healerd.model import (
     LABEL_IMAGE,

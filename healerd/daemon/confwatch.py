@@ -17,6 +17,7 @@ still open for writing `WRITE_BOUND` seconds after its first change is applied a
 stands then, with a warning naming it (a writer that never closes, or a close lost in an
 event queue overflow); from then on each of its writes applies (debounced), until its
 writer is done with it (close, rename, delete) and a new change holds it again.
+Which files are being written is healerd.daemon.confwriters' `Writers`.
 
 A burst of completions (a package install, `cp -r`) is debounced: the callback runs once
 `QUIET` seconds pass without a new one, and at most `MAX_DELAY` seconds after the first.
@@ -47,13 +48,13 @@ import errno
 import logging
 import os
 import select
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from healerd.config import is_config_name
+from healerd.daemon.confwriters import WRITE_BOUND, Writers
 from healerd.daemon.inotify import (
     IN_ATTRIB,
     IN_CLOSE_WRITE,
@@ -71,13 +72,24 @@ from healerd.daemon.inotify import (
     Inotify,
 )
 
+__all__ = [
+    "CONF_D",
+    "MODE_ENV",
+    "SETTINGS_FILE",
+    "WRITE_BOUND",
+    "ConfigWatcher",
+    "Inotify",
+    "Writers",
+    "inotify_wanted",
+    "is_variables_name",
+]
+
 log = logging.getLogger("healerd.confwatch")
 
 QUIET = 0.2
 MAX_DELAY = 0.8
 POLL_INTERVAL = 1.0
 RETRY_INTERVAL = 1.0  # how often to try to watch a directory that does not exist
-WRITE_BOUND = 5.0  # a file open for writing longer than this is applied as it stands
 SETTINGS_FILE = "healerd.yaml"
 
 
@@ -102,7 +114,6 @@ _DIR_EVENTS = (
     | IN_MOVE_SELF
     | IN_ONLYDIR
 )
-_DONE = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE
 
 _Snapshot = dict[Path, tuple[int, ...]]
 
@@ -112,90 +123,8 @@ def inotify_wanted() -> bool:
     return os.environ.get(MODE_ENV, "").strip().lower() != "polling"
 
 
-def _being_created(path: Path) -> bool:
-    """A new regular file of one link: its writer has it open (a hard link or a symlink
-    arrives complete, and no close will follow)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
-
-
 class _Fallback(Exception):
     """inotify cannot go on (the watch limit): poll instead."""
-
-
-class Writers:
-    """Config files being written, each with when its first change was seen, and those
-    past the bound (applied as they stand until their writer is done).
-
-    The watcher's thread changes it; reloads read `writing()` from another thread.
-    """
-
-    def __init__(
-        self, bound: float = WRITE_BOUND, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.bound = bound
-        self._clock = clock
-        self._since: dict[Path, float] = {}
-        self._late: set[Path] = set()
-        self._lock = threading.Lock()
-
-    def on_event(self, path: Path, mask: int) -> bool:
-        """One inotify event on a config file: True when a reload should follow (the file
-        is complete, gone, or its mode changed), False while it is being written."""
-        if mask & IN_MODIFY or (mask & IN_CREATE and _being_created(path)):
-            return not self.begin(path)
-        if mask & _DONE:
-            self.end(path)
-        return True
-
-    def begin(self, path: Path) -> bool:
-        """A change: True when it holds the file, False past the bound."""
-        with self._lock:
-            if path in self._late:
-                return False
-            self._since.setdefault(path, self._clock())
-            return True
-
-    def end(self, path: Path) -> None:
-        """The writer is done (or the file gone): the next change holds it again."""
-        with self._lock:
-            self._since.pop(path, None)
-            self._late.discard(path)
-
-    def end_under(self, directory: Path) -> None:
-        """The directory went away: so did the files being written in it."""
-        with self._lock:
-            for path in [p for p in self._since if p.parent == directory]:
-                del self._since[path]
-            self._late = {p for p in self._late if p.parent != directory}
-
-    def expire(self) -> list[Path]:
-        """Files that have just passed the bound: no longer held, applied as they stand."""
-        now = self._clock()
-        with self._lock:
-            late = [p for p, since in self._since.items() if now >= since + self.bound]
-            for path in late:
-                del self._since[path]
-            self._late.update(late)
-        return sorted(late)
-
-    def late(self) -> frozenset[Path]:
-        """Files past the bound whose writer is not done yet."""
-        with self._lock:
-            return frozenset(self._late)
-
-    def next_expiry(self) -> float | None:
-        with self._lock:
-            return min(self._since.values(), default=None) if self._since else None
-
-    def writing(self) -> frozenset[Path]:
-        """Files being written now: changed, not yet complete, within the bound."""
-        now = self._clock()
-        with self._lock:
-            return frozenset(p for p, since in self._since.items() if now < since + self.bound)
 
 
 class ConfigWatcher:
