@@ -38,7 +38,7 @@ from healerd.daemon.main import Daemon
 from healerd.daemon.ratelog import RateLimitedLog
 from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
 from healerd.vocabulary import EventKind
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_api import FakeDaemon, call, raw
 
 NOBODY = 65534

@@ -20,8 +20,8 @@ from healerd.model import (
     ServiceSpec,
     UpdateConfig,
 )
-from tests.unit.builders import spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 
 def desired(*specs: ServiceSpec, hold: bool = False) -> DesiredState:

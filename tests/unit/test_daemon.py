@@ -11,7 +11,7 @@ import pytest
 from healerd.config import SettingsError
 from healerd.core.clock import FakeClock
 from healerd.daemon.main import Daemon, build_parser, resolve_settings
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 
 def settings_for(tmp_path: Path, *argv: str, file: str = ""):  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from healerd.core.hints import LookHints
 from healerd.engine.api import EngineUnavailable
 from healerd.model import EngineAction, EngineEvent, ObservedContainer
 from tests.support.polling import wait_for
-from tests.unit.builders import spec
+from tests.unit.harness.builders import spec
 from tests.unit.test_controller import desired, drive
 from tests.unit.test_in_place import make
 

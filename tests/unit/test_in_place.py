@@ -24,8 +24,8 @@ from healerd.model import (
     RestartPolicy,
     ServiceSpec,
 )
-from tests.unit.builders import spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, state
 
 
@@ -508,7 +508,7 @@ def test_no_start_through_an_open_connection_of_an_engine_that_shuts_down(
     from healerd.engine import EngineUnavailable
     from healerd.engine.docker import DockerEngine
     from healerd.engine.docker.client import listening
-    from tests.unit.builders import container
+    from tests.unit.harness.builders import container
 
     path = tmp_path / "d.sock"
     server = socket.socket(socket.AF_UNIX)

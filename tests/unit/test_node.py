@@ -27,8 +27,8 @@ from healerd.model import (
     Threshold,
     UpdateConfig,
 )
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 Mi = 2**20
 SAMPLE_TTL, RESERVATION_SECONDS = Timings().host_sample_ttl, Timings().reservation

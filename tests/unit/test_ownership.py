@@ -31,8 +31,8 @@ from healerd.model import (
     EngineEvent,
     ObservedContainer,
 )
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive
 
 KEY = HostKey(b"k" * 32, born=1_700_000_500.0)

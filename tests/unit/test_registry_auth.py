@@ -26,8 +26,8 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.timings import Timings
 from healerd.daemon.credentials import CredentialsFile
 from healerd.model import RegistryAuth
-from tests.unit.builders import spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, state
 from tests.unit.test_security_config import trusted_tmp_dir
 

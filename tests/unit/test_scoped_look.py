@@ -14,8 +14,8 @@ from healerd.core.timings import Timings
 from healerd.engine.docker.listing import RowCache
 from healerd.host import HostSample
 from healerd.model import LABEL_SERVICE, ContainerState, Dependency, EngineAction, EngineEvent
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import desired, drive, make
 from tests.unit.test_listing import row
 from tests.unit.test_node import Gi, Mi, admission, host, loop

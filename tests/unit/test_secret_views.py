@@ -18,7 +18,7 @@ from healerd.daemon.api.routes import Api, ApiError, Request
 from healerd.daemon.main import Daemon
 from healerd.engine import EngineError
 from healerd.model import ServiceSpec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_daemon import settings_for
 
 PASSWORD = "hunter2-from-dot-env"

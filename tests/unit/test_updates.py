@@ -25,8 +25,8 @@ from healerd.model import (
     UpdateOrder,
 )
 from healerd.vocabulary import AutoUpdate
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.test_controller import drive, state
 
 TAG = "reg.local:5000/app:stable"
