@@ -15,7 +15,7 @@ from healerd.core.state import ServiceState
 from healerd.model import ContainerState, Dependency, Health, HealthcheckSpec
 from healerd.vocabulary import Condition
 from tests.unit.harness.builders import container, spec
-from tests.unit.test_controller import desired, drive, make
+from tests.unit.harness.loop import desired, drive, make
 
 
 def parsed(text: str) -> tuple[dict[str, object], list[str]]:

@@ -10,7 +10,7 @@ from healerd.engine import EngineError
 from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
 from tests.unit.harness.builders import spec
 from tests.unit.harness.fake_engine import FakeEngine
-from tests.unit.test_controller import desired, drive, make
+from tests.unit.harness.loop import desired, drive, make
 
 
 def test_a_failed_replacement_keeps_the_dead_container_and_its_restart_count() -> None:

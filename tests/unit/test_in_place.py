@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -26,33 +25,8 @@ from healerd.model import (
 )
 from tests.unit.harness.builders import spec
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_controller import desired, drive, state
-
-
-class DictBook:
-    """A run book in memory that outlives one Controller (a restart of healerd)."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, Run] = {}
-        self.saves = 0
-
-    def load(self) -> Mapping[str, Run]:
-        return dict(self.runs)
-
-    def save(self, runs: Mapping[str, Run]) -> None:
-        self.runs = dict(runs)
-        self.saves += 1
-
-
-def make(
-    clock: FakeClock | None = None,
-    engine: FakeEngine | None = None,
-    book: DictBook | None = None,
-) -> tuple[Controller, FakeEngine, FakeClock]:
-    clock = clock or FakeClock()
-    engine = engine or FakeEngine(clock, allow=LOOP_CALLS)
-    ctrl = Controller(engine, clock, LoopSettings(workers=2), runbook=book)
-    return ctrl, engine, clock
+from tests.unit.harness.in_place import DictBook, make
+from tests.unit.harness.loop import desired, drive, state
 
 
 def die(ctrl: Controller, engine: FakeEngine, cid: str, code: int) -> None:
