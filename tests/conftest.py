@@ -1,6 +1,6 @@
 """Checks around every test.
 
-A FakeEngine (tests/unit/fake_engine.py) raises at a call its test did not allow, but
+A FakeEngine (tests/unit/harness/fake_engine.py) raises at a call its test did not allow, but
 the loop catches exceptions in a pass (and a daemon's threads swallow them): so a test in
 which any FakeEngine refused a call fails here, in the phase (setup, call, teardown)
 where the call was made, whoever caught the error.
@@ -27,7 +27,7 @@ if os.geteuid() == 0 and "PYTEST_DEBUG_TEMPROOT" not in os.environ:
 
 
 def _refusals() -> list[str]:
-    fake = sys.modules.get("tests.unit.fake_engine")
+    fake = sys.modules.get("tests.unit.harness.fake_engine")
     refused: list[str] = fake.new_refusals() if fake is not None else []
     return refused
 
@@ -53,7 +53,7 @@ def _checked() -> Generator[None, object, object]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
-    fake = sys.modules.get("tests.unit.fake_engine")
+    fake = sys.modules.get("tests.unit.harness.fake_engine")
     if fake is not None:
         fake.forget_engines()
     return (yield from _checked())

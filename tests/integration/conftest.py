@@ -11,6 +11,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.integration.harness import IMAGE
 from tests.support.busybox_image import COMMAND, build
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -18,7 +19,6 @@ from tests.support.dockerd import PrivateDockerd
 from tests.support.healerd_process import Healerd
 from tests.support.registry import Registry
 
-IMAGE = "healerd-test/busybox:1"
 PRIVATE_ROOT = Path("/var/lib/healerd-test")
 
 
@@ -116,7 +116,3 @@ def forwarding() -> Iterator[Callable[[docker.APIClient, str], None]]:
     yield allow
     for rule in rules:
         subprocess.run(["iptables", "-D", *rule], check=False)
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(2)}"

@@ -24,8 +24,7 @@ from pathlib import Path
 import pytest
 
 from healerd.cli.client import ApiFailure, Client, DaemonUnreachable
-from tests.integration.conftest import unique
-from tests.integration.test_heal import HEAL_DEADLINE, heal_latency
+from tests.integration.harness import HEAL_DEADLINE, heal_latency, unique
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import REPO, Healerd

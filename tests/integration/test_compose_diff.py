@@ -32,7 +32,7 @@ from typing import Any
 import docker
 import pytest
 
-from tests.integration.conftest import IMAGE
+from tests.integration.harness import IMAGE, normalised
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -143,53 +143,6 @@ services:
 volumes:
   data: {{}}
 """
-
-HOST_KEYS = (
-    "Privileged", "ReadonlyRootfs", "Init", "CapAdd", "CapDrop", "SecurityOpt", "Dns",
-    "DnsSearch", "DnsOptions", "ExtraHosts", "GroupAdd", "Devices", "DeviceCgroupRules",
-    "Tmpfs", "Sysctls", "Ulimits", "ShmSize", "PidsLimit", "Memory", "MemoryReservation",
-    "MemorySwap", "CpuShares", "CpusetCpus", "OomScoreAdj", "IpcMode", "PidMode",
-    "UsernsMode", "Runtime", "LogConfig", "PortBindings", "Binds", "Mounts", "NanoCpus",
-)  # fmt: skip
-CONFIG_KEYS = (
-    "Hostname", "Domainname", "Tty", "OpenStdin", "StdinOnce", "StopSignal", "StopTimeout",
-    "ExposedPorts", "Env", "Cmd", "Entrypoint", "User", "WorkingDir", "Image", "Healthcheck",
-)  # fmt: skip
-
-
-def as_bind(mount: dict[str, Any]) -> str:
-    """The bind string healerd sends for the long-syntax bind docker-compose 1.29.2 sends
-    as this Mount (the difference docs/reference/compose.md explains)."""
-    words = ["ro" if mount.get("ReadOnly") else "rw"]
-    words += [
-        (mount.get("BindOptions") or {}).get("Propagation", ""),
-        str(mount.get("Consistency") or ""),
-    ]
-    return f"{mount['Source']}:{mount['Target']}:{','.join(w for w in words if w)}"
-
-
-def normalised(info: dict[str, Any], service: str, *, compose: bool = False) -> dict[str, Any]:
-    host, config = dict(info["HostConfig"]), info["Config"]
-    binds, found = list(host.get("Binds") or []), []
-    for m in host.get("Mounts") or []:
-        if compose and m["Type"] == "bind":
-            binds.append(as_bind(m))
-        else:
-            found.append(m)
-    host["Binds"] = sorted(binds)
-    host["Mounts"] = sorted(found, key=lambda m: str(m["Target"]))
-    out = {f"HostConfig.{k}": host.get(k) for k in HOST_KEYS}
-    out |= {f"Config.{k}": config.get(k) for k in CONFIG_KEYS}
-    out = {k: v if v else None for k, v in out.items()}  # [] and {} are "not set" too
-    out["Config.Env"] = sorted(config.get("Env") or [])
-    out["HostConfig.NetworkMode"] = host.get("NetworkMode")
-    # The networks joined and each one's aliases (the engine adds the short id: not ours).
-    networks = info["NetworkSettings"]["Networks"] or {}
-    out["Networks"] = {
-        net: sorted(set(ep.get("Aliases") or []) - {info["Id"][:12]})
-        for net, ep in networks.items()
-    }
-    return out
 
 
 @pytest.fixture

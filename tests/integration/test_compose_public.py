@@ -26,8 +26,7 @@ import docker
 import pytest
 import yaml
 
-from tests.integration.conftest import IMAGE
-from tests.integration.test_compose_diff import normalised
+from tests.integration.harness import IMAGE, normalised
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

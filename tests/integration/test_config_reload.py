@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from tests.integration.conftest import IMAGE, unique
+from tests.integration.harness import IMAGE, unique
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

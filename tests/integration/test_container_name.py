@@ -8,7 +8,7 @@ import textwrap
 
 import docker
 
-from tests.integration.conftest import IMAGE
+from tests.integration.harness import IMAGE
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd

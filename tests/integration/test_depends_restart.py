@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 import time
 
-from tests.integration.conftest import IMAGE
+from tests.integration.harness import IMAGE
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

@@ -24,7 +24,7 @@ import docker
 import yaml
 
 from healerd.cli import healerctl
-from tests.integration.conftest import unique
+from tests.integration.harness import unique
 from tests.support.busybox_image import COMMAND, build
 from tests.support.dockerd import PrivateDockerd
 from tests.support.netprobe import fetch_by_name

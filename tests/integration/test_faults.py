@@ -27,9 +27,8 @@ import pytest
 
 from healerd.cli.client import Client, DaemonUnreachable
 from healerd.model import LABEL_SERVICE, LABEL_SPEC_HASH
-from tests.integration.conftest import IMAGE
 from tests.integration.faultproxy import CREATE, EVENTS, LIST, START, FaultProxy, Request
-from tests.integration.test_heal import started_again
+from tests.integration.harness import IMAGE, started_again
 from tests.support.busybox_image import COMMAND, build
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

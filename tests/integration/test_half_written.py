@@ -33,7 +33,7 @@ import pytest
 
 from healerd.config import parse_service_text
 from healerd.daemon.confwatch import MODE_ENV
-from tests.integration.conftest import IMAGE, unique
+from tests.integration.harness import IMAGE, unique
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import time
 from pathlib import Path
@@ -10,46 +9,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from healerd.config import load_service_file
+from tests.integration.harness import current_hash, started_again
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd
 from tests.support.polling import holds_for, wait_for
-
-HEAL_DEADLINE = 2.0
-
-
-def current_hash(path: Path, service: str) -> str:
-    result = load_service_file(path)
-    assert result.services is not None, result.errors
-    return result.services[service].spec_hash
-
-
-def heal_latency(cluster: Cluster, service: str, old_id: str, disrupt: object) -> float:
-    """Disrupt the one replica; seconds until it runs again: the same container started
-    again in place (a new StartedAt), or another container of the service."""
-    before = cluster.api.inspect_container(old_id)["State"]["StartedAt"]
-
-    def healed() -> bool:
-        for c in cluster.running(service):
-            if c["Id"] != old_id:
-                return True
-            with contextlib.suppress(docker.errors.NotFound):
-                if cluster.api.inspect_container(old_id)["State"]["StartedAt"] != before:
-                    return True
-        return False
-
-    t0 = time.monotonic()
-    disrupt()  # type: ignore[operator]
-    wait_for(f"{old_id[:12]} healed", healed, timeout=10, interval=0.01)
-    return time.monotonic() - t0
-
-
-def started_again(api: docker.APIClient, cid: str, started_before: str) -> bool:
-    """The container runs again after a start later than `started_before` (its StartedAt):
-    healed in place, as itself."""
-    state = api.inspect_container(cid)["State"]
-    return bool(state["Running"]) and state["StartedAt"] != started_before
 
 
 def test_replicas_follow_edits_with_sighup(

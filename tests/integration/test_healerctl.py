@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 from healerd.cli.client import Client
-from tests.integration.conftest import unique
-from tests.integration.test_heal import started_again
+from tests.integration.harness import started_again, unique
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir, trusted_copy
 from tests.support.healerd_process import REPO, Healerd

@@ -14,7 +14,7 @@ from typing import Any
 
 import docker
 
-from tests.integration.test_heal import current_hash
+from tests.integration.harness import current_hash
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd

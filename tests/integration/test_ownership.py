@@ -17,7 +17,7 @@ from typing import Any
 import docker
 
 from healerd.model import LABEL_IMAGE, LABEL_SERVICE, LABEL_SIGNATURE, LABEL_SPEC_HASH
-from tests.integration.conftest import IMAGE
+from tests.integration.harness import IMAGE
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

@@ -9,7 +9,7 @@ import textwrap
 
 import docker
 
-from tests.integration.conftest import IMAGE
+from tests.integration.harness import IMAGE
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir

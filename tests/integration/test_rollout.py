@@ -11,7 +11,7 @@ import docker
 import pytest
 
 from healerd.model import LABEL_SPEC_HASH
-from tests.integration.conftest import IMAGE
+from tests.integration.harness import IMAGE
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd

@@ -8,227 +8,22 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from types import MappingProxyType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from healerd.config import ConfigError, DesiredState, Settings
-from healerd.core.clock import SystemClock
-from healerd.core.events import EventLog
-from healerd.core.inspect import Dead
-from healerd.core.ownership import Unverified
-from healerd.core.pressure import assess
-from healerd.core.readlanes import PRIVILEGED, Reader
-from healerd.core.readmodel import complete
-from healerd.core.runs import Termination
-from healerd.core.state import ServiceState
-from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.daemon.api import server as api_module
 from healerd.daemon.api.server import AdminPolicy, ApiOptions, ApiServer, Peer, parse_listen
-from healerd.daemon.metrics import LoopMetrics, Metrics
-from healerd.engine import EngineUnavailable, LogStream
-from healerd.host.psutil_probe import PsutilProbe
-from healerd.model import Action, ActionKind, NodeLimits, ObservedContainer, ServiceSpec
 from healerd.vocabulary import EventKind
-
-SECRET = "s3cr3t-value-never-shown"
-
-
-def spec(name: str, replicas: int = 1) -> ServiceSpec:
-    return ServiceSpec(
-        name=name,
-        image="img:1",
-        replicas=replicas,
-        environment=(("TOKEN", SECRET),),
-        source_file=f"/etc/healerd/conf.d/{name}.yaml",
-    )
-
-
-@dataclass
-class FakeStats:
-    passes: int = 3
-    list_calls: int = 5
-    reused_looks: int = 2
-
-
-@dataclass
-class FakeController:
-    terminations: dict[str, Termination] = field(default_factory=dict)
-    desired: DesiredState = field(
-        default_factory=lambda: DesiredState(
-            services=MappingProxyType({"web": spec("web", 2), "db": spec("db")}),
-            errors=(ConfigError("/etc/healerd/conf.d/bad.yaml", 3, "services.x.image", "bad"),),
-            hold_orphans=False,
-            broken_files=("/etc/healerd/conf.d/bad.yaml",),
-        )
-    )
-    events: EventLog = field(default_factory=lambda: EventLog(SystemClock()))
-    engine_ok: bool | None = True
-    engine_version: str | None = "28.2.2"
-    stats: FakeStats = field(default_factory=FakeStats)
-    engine_down: bool = False
-    paused: set[str] = field(default_factory=set)
-    calls: list[tuple[str, Any]] = field(default_factory=list)
-    hooks: list[object] = field(default_factory=list)
-    pruned: list[bool] = field(default_factory=list)  # prune_volumes' dry_run, per call
-    readers: list[Reader] = field(default_factory=list)  # whose budget each read took
-    # What logs() answers, made at each call (None: no container); deaths(): the
-    # history, newest first.
-    output: Callable[[], tuple[ObservedContainer, LogStream]] | None = None
-    dead: list[Dead] = field(default_factory=list)
-
-    def statuses(self) -> list[ServiceStatus]:
-        # Completed by the real read model, as the Controller does.
-        return complete(self.raw_statuses(), self.desired.services, self.paused)
-
-    def raw_statuses(self) -> list[ServiceStatus]:
-        now = time.time()
-        return [
-            ServiceStatus(
-                "db",
-                desired=1,
-                running=1,
-                available=1,
-                up_to_date=1,
-                state=ServiceState.CONVERGED,
-                since=now,
-            ),
-            ServiceStatus(
-                "web",
-                desired=2,
-                running=1,
-                available=1,
-                up_to_date=1,
-                restarts=4,
-                state=ServiceState.CRASH_LOOP_BACK_OFF,
-                reason="containers keep stopping; next replacement in 3.0s",
-                since=now - 90,
-                next_retry=now + 3,
-            ),
-        ]
-
-    def container_statuses(
-        self, service: str | None = None, reader: Reader = PRIVILEGED
-    ) -> list[ContainerStatus]:
-        self.readers.append(reader)
-        if self.engine_down:
-            raise EngineUnavailable("connection refused")
-        rows = [
-            ContainerStatus(
-                "c1" * 32, "web-abcde-11111", "web", "running", "Up 1 minute", None, 4, None,
-                time.time() - 60, "img:1", True,
-            ),
-            ContainerStatus(
-                "c2" * 32, "db-abcde-22222", "db", "exited", "Exited (1)", "unhealthy", 0, 1,
-                time.time() - 5, "img:1", True,
-            ),
-        ]  # fmt: skip
-        return [c for c in rows if service is None or c.service == service]
-
-    def paused_services(self) -> set[str]:
-        return set(self.paused)
-
-    def pause(self, service: str) -> None:
-        self.calls.append(("pause", service))
-        self.paused.add(service)
-
-    def resume(self, service: str) -> None:
-        self.calls.append(("resume", service))
-        self.paused.discard(service)
-
-    def reconcile_now(self, service: str | None) -> None:
-        self.calls.append(("reconcile", service))
-
-    def logs(
-        self,
-        service: str,
-        *,
-        previous: bool,
-        tail: int | None,
-        since: float | None,
-        until: float | None = None,
-        reader: Reader = PRIVILEGED,
-    ) -> tuple[ObservedContainer | None, LogStream]:
-        self.readers.append(reader)
-        self.calls.append(("logs", (service, previous, tail, since)))
-        if self.output is None:
-            return None, LogStream([])
-        return self.output()
-
-    def deaths(
-        self, service: str, reader: Reader = PRIVILEGED, limit: int | None = None
-    ) -> list[Dead]:
-        self.readers.append(reader)
-        return list(self.dead[:limit])
-
-    def termination(self, container_id: str) -> Termination | None:
-        return self.terminations.get(container_id)
-
-    def prune_volumes(self, dry_run: bool) -> list[str]:
-        self.pruned.append(dry_run)
-        return ["p_data"]
-
-    def preview(self, service: str | None, reader: Reader = PRIVILEGED) -> list[Action]:
-        self.readers.append(reader)
-        if self.engine_down:
-            raise EngineUnavailable("connection refused")
-        return [Action(ActionKind.CREATE, "web", "1/2 running", spec=spec("web", 2))]
-
-
-class FakeImages:
-    """ImageWork's `update_now`: the services that follow a tag, and the calls made."""
-
-    def __init__(self) -> None:
-        self.following = {"web"}
-        self.updates: list[tuple[str, bool, bool]] = []
-
-    def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool:
-        if service not in self.following:
-            return False
-        self.updates.append((service, downgrade, retry_failed))
-        return True
-
-
-class FakeDaemon:
-    def __init__(self, socket_path: Path) -> None:
-        # Wired as the Daemon wires it: the loop's hooks are handed to the controller.
-        loop_metrics = LoopMetrics()
-        self.controller = FakeController(hooks=[loop_metrics])
-        self.images = FakeImages()
-        self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
-        self.settings = Settings(socket_path=socket_path)
-        self.reloads = 0
-        self.settings_errors: tuple[str, ...] = ()
-        self.unverified_containers: list[Unverified] = []
-
-    def name_tag(self, spec_hash: str) -> str:
-        return spec_hash[:5]
-
-    def unverified(self) -> list[Unverified]:
-        return list(self.unverified_containers)
-
-    def node_report(self) -> NodeReport:
-        probe, limits = PsutilProbe(), NodeLimits()
-        sample = probe.sample("/")
-        return NodeReport(
-            sample,
-            assess(sample, limits),
-            limits,
-            probe.self_sample(),
-            waiting={"web": "1 container(s) wait for resources"},
-            engine_calls=42,
-            settings_errors=self.settings_errors,
-        )
-
-    def request_reload(self) -> None:
-        self.reloads += 1
-        c = self.controller
-        # What the main loop does: a new desired-state object.
-        c.desired = DesiredState(dict(c.desired.services), (), False, ())
+from tests.unit.harness.api import (
+    SECRET,
+    FakeDaemon,
+    call,
+    raw,
+)
 
 
 @pytest.fixture
@@ -238,42 +33,6 @@ def served(tmp_path: Path) -> Iterator[tuple[FakeDaemon, ApiServer]]:
     server.start()
     yield d, server
     server.stop()
-
-
-def raw(path: Path, data: bytes, *, shut: bool = True, timeout: float = 5.0) -> bytes:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.connect(str(path))
-    try:
-        s.sendall(data)
-        if shut:
-            s.shutdown(socket.SHUT_WR)
-    except (BrokenPipeError, ConnectionResetError):
-        # The server answered (a 431, say) and closed before reading it all: its answer
-        # is still there to read.
-        pass
-    chunks = []
-    while True:
-        try:
-            b = s.recv(65536)
-        except (ConnectionResetError, TimeoutError):
-            break
-        if not b:
-            break
-        chunks.append(b)
-    s.close()
-    return b"".join(chunks)
-
-
-def call(path: Path, method: str, target: str, body: bytes = b"") -> tuple[int, Any]:
-    head = f"{method} {target} HTTP/1.0\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-    resp = raw(path, head + body)
-    status = int(resp.split(b" ", 2)[1])
-    payload = resp.split(b"\r\n\r\n", 1)[1]
-    try:
-        return status, json.loads(payload)
-    except ValueError:
-        return status, payload.decode()
 
 
 # -- routes -------------------------------------------------------------------------------

@@ -14,8 +14,6 @@ import contextlib
 import gc
 import json
 import logging
-import os
-import secrets
 import select
 import socket
 import threading
@@ -38,29 +36,15 @@ from healerd.daemon.main import Daemon
 from healerd.daemon.ratelog import RateLimitedLog
 from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
 from healerd.vocabulary import EventKind
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_api import FakeDaemon, call, raw
-
-NOBODY = 65534
-REAL_PEER_OF = api_module.peer_of
-TAG = b"\0healerd-test-uid-"
-
-
-def fake_peer_of(sock: socket.socket) -> Peer | None:
-    """The uid a test client named in its bound address; else the real peer."""
-    name = sock.getpeername()
-    if isinstance(name, bytes) and name.startswith(TAG):
-        uid = int(name[len(TAG) :].split(b"-", 1)[0])
-        return Peer(os.getpid(), uid, uid)
-    return REAL_PEER_OF(sock)
-
-
-def connect_as(path: Path, uid: int, timeout: float = 5.0) -> socket.socket:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(TAG.decode() + f"{uid}-{secrets.token_hex(6)}")
-    s.connect(str(path))  # blocking: waits for room in the listen backlog
-    s.settimeout(timeout)
-    return s
+from tests.unit.harness.api import (
+    FakeDaemon,
+    call,
+    connect_as,
+    fake_peer_of,
+    raw,
+)
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.files import NOBODY, UNIT, service_section
 
 
 def answer(s: socket.socket) -> tuple[int, Any]:
@@ -553,24 +537,7 @@ def test_api_reads_take_no_token_from_the_heal_budget(tmp_path: Path) -> None:
 
 # -- finding 10: the unit bounds healerd ------------------------------------------------------
 
-UNIT = Path(__file__).resolve().parents[2] / "systemd" / "healerd.service"
 MIB = {"K": 1 / 1024, "M": 1, "G": 1024}
-
-
-def service_section(path: Path) -> dict[str, list[str]]:
-    """[Service] of a unit file: each key with its values, in order (keys may repeat)."""
-    out: dict[str, list[str]] = {}
-    section = ""
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("["):
-            section = line
-        elif section == "[Service]":
-            key, _, value = line.partition("=")
-            out.setdefault(key, []).append(value)
-    return out
 
 
 def test_the_unit_caps_memory_and_tasks_and_hides_proc_and_core_dumps() -> None:

@@ -28,9 +28,9 @@ from healerd.daemon.api.server import AdminPolicy, ApiServer, Peer
 from healerd.daemon.main import Daemon
 from healerd.engine import LogStream
 from healerd.model import ContainerState, ObservedContainer
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_api import FakeDaemon, call, raw
-from tests.unit.test_api_fairness import NOBODY, connect_as, fake_peer_of
+from tests.unit.harness.api import FakeDaemon, call, connect_as, fake_peer_of, raw
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.files import NOBODY
 
 ADMIN, LOGS_READER, OTHER = 1000, 2000, 3000  # uids; each one's gid is its uid
 MIB = 2**20

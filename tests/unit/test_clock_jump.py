@@ -17,9 +17,9 @@ import pytest
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.model import EngineAction, EngineEvent, RestartPolicy, ServiceSpec, UpdateConfig
-from tests.unit.builders import spec
-from tests.unit.fake_engine import FakeEngine
-from tests.unit.test_controller import desired, drive, make, state
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import FakeEngine
+from tests.unit.harness.loop import desired, drive, make, state
 
 DAY = 86_400.0
 JUMPS = [pytest.param(DAY, id="forward-1d"), pytest.param(-DAY, id="back-1d")]

@@ -10,49 +10,7 @@ import pytest
 from healerd.config import parse_service_text
 from healerd.engine.docker.request import container_options, exposed, host_options, network_mode
 from healerd.model import LoggingSpec, ServiceSpec, Ulimit
-
-EVERYTHING = """\
-services:
-  gw:
-    image: busybox:1.36
-    restart: unless-stopped
-    hostname: gateway
-    domainname: example.lan
-    privileged: true
-    read_only: true
-    init: true
-    tty: true
-    stdin_open: true
-    cap_add: [NET_ADMIN, SYS_TIME]
-    cap_drop: [ALL]
-    security_opt: ["no-new-privileges:true", "apparmor:unconfined"]
-    dns: 192.168.1.1
-    dns_search: [lan, example.org]
-    dns_opt: [use-vc]
-    extra_hosts: ["broker:10.0.0.5", "gw=host-gateway"]
-    group_add: [dialout, 20]
-    devices: ["/dev/null:/dev/xnull:rw", /dev/zero]
-    device_cgroup_rules: ["c 188:* rmw"]
-    tmpfs: [/run, "/tmp:size=64m"]
-    sysctls: {net.core.somaxconn: 1024}
-    ulimits: {nofile: {soft: 20000, hard: 40000}, nproc: 65535}
-    shm_size: 64m
-    stop_signal: SIGINT
-    logging: {driver: json-file, options: {max-size: 10m, max-file: 3}}
-    pids_limit: 200
-    mem_reservation: 32m
-    memswap_limit: -1
-    cpu_shares: 512
-    cpuset: "0-1"
-    oom_score_adj: -500
-    ipc: shareable
-    pid: host
-    userns_mode: host
-    runtime: runc
-    platform: linux/amd64
-    network_mode: host
-    expose: [1883, "5683-5684/udp"]
-"""
+from tests.unit.harness.documents import EVERYTHING
 
 
 def load(text: str) -> ServiceSpec:

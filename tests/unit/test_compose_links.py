@@ -12,37 +12,7 @@ import pytest
 from healerd.config import parse_service_text
 from healerd.engine.docker import DockerEngine, request
 from healerd.model import Dependency, IpamPool, NetworkEndpoint, ServiceSpec
-
-STACK = """\
-name: iot
-networks:
-  back:
-    enable_ipv6: true
-    ipam:
-      driver: default
-      config:
-        - {subnet: 10.77.0.0/24, ip_range: 10.77.0.128/25, gateway: 10.77.0.1}
-        - {subnet: "fd00:77::/64"}
-services:
-  db:
-    image: busybox
-    networks:
-      back:
-        ipv4_address: 10.77.0.10
-        ipv6_address: "fd00:77::10"
-        link_local_ips: [169.254.8.8]
-      default: {priority: 10}
-  web:
-    image: busybox
-    links: [db, "db:database"]
-    depends_on: {db: {condition: service_started}}
-  side:
-    image: busybox
-    network_mode: service:db
-  peer:
-    image: busybox
-    network_mode: container:legacy-vpn
-"""
+from tests.unit.harness.documents import STACK
 
 
 def load(text: str = STACK) -> dict[str, ServiceSpec]:

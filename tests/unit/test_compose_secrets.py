@@ -185,9 +185,9 @@ def test_a_secret_may_not_take_a_volumes_target(project: Path) -> None:
 
 
 def test_the_shipped_schema_accepts_these_files(project: Path) -> None:
-    from tests.unit.test_compose_links import STACK as NETWORK_STACK
-    from tests.unit.test_schema import load as load_yaml
-    from tests.unit.test_schema import validator
+    from tests.unit.harness.documents import STACK as NETWORK_STACK
+    from tests.unit.harness.documents import load as load_yaml
+    from tests.unit.harness.documents import validator
 
     deploy = "  d:\n    image: busybox\n    scale: 1\n    gpus: all\n    deploy:\n"
     deploy += "      resources: {limits: {cpus: '0.5', memory: 64m, pids: 10}, "

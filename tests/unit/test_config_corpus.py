@@ -11,16 +11,12 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from healerd.config import load_service_file
-from tests.unit.test_security_config import trusted_tmp_dir
-
-CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "invalid"
-INDEX = CORPUS / "EXPECTED.yaml"
+from tests.unit.harness.documents import CASES, CORPUS, INDEX
+from tests.unit.harness.files import trusted_tmp_dir
 
 
 @pytest.fixture
@@ -29,15 +25,6 @@ def tmp_path() -> Iterator[Path]:
     (world-writable): these tests get a directory that passes (test_security_config)."""
     with trusted_tmp_dir() as path:
         yield path
-
-
-def load_index() -> dict[str, dict[str, Any]]:
-    with INDEX.open(encoding="utf-8") as f:
-        index: dict[str, dict[str, Any]] = yaml.safe_load(f)
-    return index
-
-
-CASES = load_index()
 
 
 def test_the_index_and_the_directory_agree() -> None:

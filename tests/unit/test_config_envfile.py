@@ -17,7 +17,7 @@ from healerd.config import (
 )
 from healerd.config.envfile import parse_env_text
 from healerd.model import ServiceSpec
-from tests.unit.test_security_config import trusted_tmp_dir
+from tests.unit.harness.files import trusted_tmp_dir
 
 SECRET = "s3cr3t-value"
 

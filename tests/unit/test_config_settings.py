@@ -11,7 +11,7 @@ import pytest
 from healerd.config import Settings, SettingsError, check_settings, load_settings
 from healerd.config.yamlload import load_yaml
 from tests.support.config import trusted_copy
-from tests.unit.test_security_config import trusted_tmp_dir
+from tests.unit.harness.files import trusted_tmp_dir
 
 REPO = Path(__file__).resolve().parents[2]
 

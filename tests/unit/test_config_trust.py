@@ -10,7 +10,7 @@ import pytest
 
 from healerd.config import DesiredStore, SettingsError, load_conf_dir, load_settings
 from healerd.config.trust import mode_problem
-from tests.unit.test_security_config import trusted_tmp_dir
+from tests.unit.harness.files import trusted_tmp_dir
 
 GOOD = "services:\n  web: {image: busybox}\n"
 

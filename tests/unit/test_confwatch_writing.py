@@ -27,16 +27,7 @@ from healerd.daemon.inotify import (
     IN_MOVED_TO,
     Inotify,
 )
-from tests.unit.test_confwatch import GOOD, Calls, settle, wait_until
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
+from tests.unit.harness.confwatch import GOOD, Calls, Clock, settle, wait_until
 
 # -- the rules, on a fake clock ---------------------------------------------------------
 

@@ -11,8 +11,8 @@ from healerd.config import parse_service_text
 from healerd.core.executor import Executor
 from healerd.core.planner import PlanContext, plan
 from healerd.model import Action, ActionKind, ContainerState, UpdateConfig, UpdateOrder
-from tests.unit.builders import container, spec
-from tests.unit.test_controller import desired, drive, make
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.loop import desired, drive, make
 
 START_FIRST = UpdateOrder.START_FIRST
 

@@ -15,7 +15,7 @@ from healerd.core.outcome import Facts, Tally, decide
 from healerd.core.readmodel import StatusBook, summary
 from healerd.core.state import ServiceState
 from healerd.core.status import ServiceStatus, is_converged
-from tests.unit.builders import spec
+from tests.unit.harness.builders import spec
 
 
 def declared(*names: str) -> DesiredState:

@@ -10,19 +10,8 @@ import pytest
 
 from healerd.config import SettingsError
 from healerd.core.clock import FakeClock
-from healerd.daemon.main import Daemon, build_parser, resolve_settings
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-
-
-def settings_for(tmp_path: Path, *argv: str, file: str = ""):  # type: ignore[no-untyped-def]
-    (tmp_path / "conf.d").mkdir(exist_ok=True)
-    if file:
-        (tmp_path / "healerd.yaml").write_text(file)
-    # Never the host's /var/lib/healerd: a hand-off marker there is a real healerd's.
-    state = ["--state-dir", str(tmp_path / "state")]
-    return resolve_settings(
-        build_parser().parse_args(["--config-dir", str(tmp_path), *state, *argv])
-    )
+from healerd.daemon.main import Daemon
+from tests.unit.harness.daemon import daemon, settings_for
 
 
 def test_flags_override_the_settings_file(tmp_path: Path) -> None:
@@ -46,11 +35,6 @@ def test_socket_flag_is_accepted(tmp_path: Path) -> None:
 def test_bad_flags_are_checked_like_the_file(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="workers"):
         settings_for(tmp_path, "--workers", "0")
-
-
-def daemon(tmp_path: Path) -> tuple[Daemon, FakeEngine]:
-    engine = FakeEngine(allow=LOOP_CALLS | {"identity"})
-    return Daemon(settings_for(tmp_path), engine, FakeClock()), engine
 
 
 def test_reload_applies_files_and_keeps_last_good_of_a_broken_one(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from healerd.core.dependencies import unmet
 from healerd.core.state import ServiceState
 from healerd.model import ContainerState, Dependency, Health, HealthcheckSpec
 from healerd.vocabulary import Condition
-from tests.unit.builders import container, spec
-from tests.unit.test_controller import desired, drive, make
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.loop import desired, drive, make
 
 
 def parsed(text: str) -> tuple[dict[str, object], list[str]]:
@@ -124,7 +124,7 @@ def test_restart_true_recreates_dependents_made_before_the_dependency_was_replac
     from healerd.core.dependencies import outdated
     from healerd.core.planner import PlanContext, plan
     from healerd.model import ActionKind
-    from tests.unit.builders import container, spec
+    from tests.unit.harness.builders import container, spec
 
     db = spec("db")
     app = spec("app", depends_on=(Dependency("db", restart=True),))
@@ -148,7 +148,7 @@ def test_a_container_whose_network_owner_is_gone_is_recreated_once_it_runs_again
     import dataclasses
 
     from healerd.core.dependencies import outdated
-    from tests.unit.builders import container, spec
+    from tests.unit.harness.builders import container, spec
 
     vpn = spec("vpn")
     app = spec("app", network_mode="service:vpn")
@@ -167,7 +167,7 @@ def test_a_container_that_joined_a_network_owner_restarted_in_place_is_recreated
     import dataclasses
 
     from healerd.core.dependencies import outdated
-    from tests.unit.builders import container, spec
+    from tests.unit.harness.builders import container, spec
 
     vpn = spec("vpn")
     app = spec("app", network_mode="service:vpn")

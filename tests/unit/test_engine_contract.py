@@ -14,7 +14,7 @@ from healerd.core.clock import FakeClock
 from healerd.model import ContainerState, ObservedContainer, ServiceSpec
 from tests.contract.suite import EngineContract
 from tests.support.polling import wait_for
-from tests.unit.fake_engine import ALL_CALLS, FakeEngine
+from tests.unit.harness.fake_engine import ALL_CALLS, FakeEngine
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from healerd.config import Settings, SettingsError, check_settings, load_setting
 from healerd.daemon.engineaddr import connect, engine_tls
 from healerd.engine.docker import DockerEngine
 from healerd.model import DockerTLS
-from tests.unit.test_security_config import NOBODY, as_root, trusted_tmp_dir
+from tests.unit.harness.files import NOBODY, as_root, trusted_tmp_dir
 
 
 @pytest.fixture

@@ -302,7 +302,7 @@ def test_output_file(multi: Path, tmp_path: Path) -> None:
 
 
 def test_container_settings_are_exported_or_reported_lost(tmp_path: Path) -> None:
-    from tests.unit.test_compose_fields import EVERYTHING
+    from tests.unit.harness.documents import EVERYTHING
 
     path = tmp_path / "gw.yaml"
     path.write_text(EVERYTHING.replace("    network_mode: host\n", ""))

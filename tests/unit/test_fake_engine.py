@@ -9,7 +9,7 @@ from healerd.config import DesiredState
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.model import PullPolicy, ServiceSpec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine, new_refusals
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine, new_refusals
 
 
 def test_a_call_outside_the_allowed_set_raises_and_is_recorded() -> None:

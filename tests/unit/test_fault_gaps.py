@@ -8,9 +8,9 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.engine import EngineError
 from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
-from tests.unit.builders import spec
-from tests.unit.fake_engine import FakeEngine
-from tests.unit.test_controller import desired, drive, make
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import FakeEngine
+from tests.unit.harness.loop import desired, drive, make
 
 
 def test_a_failed_replacement_keeps_the_dead_container_and_its_restart_count() -> None:
@@ -164,7 +164,7 @@ def test_after_an_engine_restart_what_it_stopped_takes_the_slot_before_an_old_fa
     from healerd.core.context import Recall, plan_context
     from healerd.core.planner import plan
     from healerd.model import ActionKind
-    from tests.unit.builders import container
+    from tests.unit.harness.builders import container
 
     s = spec("checked", 1)
     failed = dc_replace(container(s, ContainerState.EXITED, created=100.0), exit_code=137)
@@ -187,7 +187,7 @@ def test_a_container_started_in_place_and_then_killed_is_a_death_of_its_own() ->
     # an engine restart; `docker kill` came before any list saw it running, so it was
     # still remembered as stopped by the engine and started in place once more.
     from healerd.core.observe import Memory, note_event, observe
-    from tests.unit.builders import container
+    from tests.unit.harness.builders import container
 
     s = spec("solo", 1)
     c = container(s, ContainerState.EXITED, created=100.0)
@@ -212,7 +212,7 @@ def test_a_failed_container_of_another_spec_is_replaced_at_once_with_a_new_strea
     from healerd.core.context import Recall, plan_context
     from healerd.core.planner import plan
     from healerd.model import ActionKind
-    from tests.unit.builders import container
+    from tests.unit.harness.builders import container
 
     s = spec("edge", 1)
     old = dc_replace(

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from healerd.daemon.api.server import ApiOptions, ApiServer
-from tests.unit.test_api import FakeDaemon
+from tests.unit.harness.api import FakeDaemon
 
 IO_TIMEOUT = 1.0
 REQUEST_DEADLINE = 0.5

@@ -46,7 +46,7 @@ from healerd.config.servicefile import SERVICE_NAME_RE
 from healerd.config.units import MAX_DURATION
 from healerd.config.values import MAX_CPUS, MAX_REPLICAS, MIN_CPUS, PULL_POLICIES
 from healerd.model import ServiceSpec
-from tests.unit.test_security_config import trusted_tmp_dir
+from tests.unit.harness.files import trusted_tmp_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus" / "invalid"

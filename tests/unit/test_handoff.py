@@ -13,8 +13,8 @@ from healerd.daemon.main import Daemon, build_parser, resolve_settings
 from healerd.engine import EngineError
 from healerd.model import ContainerState
 from healerd.vocabulary import Restart
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 CALLS = LOOP_CALLS | {"identity", "set_restart_policy"}
 

@@ -30,7 +30,7 @@ from healerd.daemon.api import server as api_module
 from healerd.daemon.api.server import ApiOptions, ApiServer, Peer
 from healerd.vocabulary import EventKind
 from tests.support.config import trusted_copy
-from tests.unit.test_api import SECRET, FakeDaemon
+from tests.unit.harness.api import SECRET, FakeDaemon
 
 REPO = Path(__file__).resolve().parents[2]
 

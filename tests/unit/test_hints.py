@@ -9,9 +9,9 @@ from healerd.core.hints import LookHints
 from healerd.engine.api import EngineUnavailable
 from healerd.model import EngineAction, EngineEvent, ObservedContainer
 from tests.support.polling import wait_for
-from tests.unit.builders import spec
-from tests.unit.test_controller import desired, drive
-from tests.unit.test_in_place import make
+from tests.unit.harness.builders import spec
+from tests.unit.harness.in_place import make
+from tests.unit.harness.loop import desired, drive
 
 
 def test_queued_before_the_look_is_shown() -> None:

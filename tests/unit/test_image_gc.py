@@ -29,8 +29,8 @@ from healerd.core.imagegc import (
 )
 from healerd.core.persist import MemoryStore
 from healerd.engine import LocalImage
-from tests.unit.fake_engine import IMAGE_GC_CALLS, FakeEngine
-from tests.unit.test_security_config import trusted_tmp_dir
+from tests.unit.harness.fake_engine import IMAGE_GC_CALLS, FakeEngine
+from tests.unit.harness.files import trusted_tmp_dir
 
 REG = "127.0.0.1:5000"
 APP = f"{REG}/app"

@@ -13,8 +13,8 @@ from healerd.cli.validate import validate
 from healerd.config import SettingsError, load_settings
 from healerd.core.clock import FakeClock
 from healerd.daemon.main import Daemon
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_daemon import settings_for
+from tests.unit.harness.daemon import settings_for
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 CALLER = "daemon-env-secret-AKIA"
 APP = """\

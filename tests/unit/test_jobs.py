@@ -15,7 +15,7 @@ from healerd.core.planner import PlanContext, plan
 from healerd.core.readiness import finished
 from healerd.model import ActionKind, ContainerState, Dependency, ObservedContainer, ServiceSpec
 from healerd.vocabulary import Condition, Restart
-from tests.unit.builders import container, spec
+from tests.unit.harness.builders import container, spec
 
 R = Restart.parse  # as a service file writes it
 EXITED = ContainerState.EXITED

@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 from healerd.engine import EngineUnavailable
 from healerd.engine.docker import DockerEngine
 from healerd.engine.docker.listing import RowCache, rows_of
-from healerd.model import LABEL_SERVICE, ContainerState, Health
-
-
-def row(cid: str, **over: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "Id": cid * 64,
-        "Names": [f"/web-{cid}"],
-        "Labels": {LABEL_SERVICE: "web"},
-        "State": "running",
-        "Status": "Up 5 seconds (healthy)",
-        "Image": "web:1",
-        "Created": 100,
-        "Mounts": [{"Type": "volume", "Name": "f" * 64, "Destination": "/data"}],
-    }
-    return {**base, **over}
+from healerd.model import ContainerState, Health
+from tests.unit.harness.builders import row
 
 
 def test_an_unchanged_row_is_the_object_of_the_last_list() -> None:

@@ -15,8 +15,8 @@ from healerd.core.ratelog import RateLimitedLog
 from healerd.core.timings import Timings
 from healerd.engine import EngineUnavailable
 from healerd.model import EngineAction, EngineEvent, ObservedContainer, ServiceSpec
-from tests.unit.builders import spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 
 def desired(*specs: ServiceSpec) -> DesiredState:

@@ -9,16 +9,15 @@ from pathlib import Path
 import pytest
 
 from healerd.config import DesiredState, SettingsError, load_settings
-from healerd.core.admission import Admission, Claim
-from healerd.core.backoff import Backoff
+from healerd.core.admission import Claim
 from healerd.core.clock import FakeClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import Controller
 from healerd.core.planner import PlanContext, plan
 from healerd.core.pressure import assess, pull_refusal
 from healerd.core.ratelimit import TokenBucket
 from healerd.core.timings import Timings
 from healerd.engine.pacing import UNPACED, lane
-from healerd.host import HostSample, SelfSample
+from healerd.host import HostSample
 from healerd.model import (
     ActionKind,
     ContainerState,
@@ -27,41 +26,11 @@ from healerd.model import (
     Threshold,
     UpdateConfig,
 )
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import FakeEngine
+from tests.unit.harness.node import Gi, Mi, admission, drive, host, loop
 
-Mi = 2**20
 SAMPLE_TTL, RESERVATION_SECONDS = Timings().host_sample_ttl, Timings().reservation
-Gi = 2**30
-
-
-def host(
-    mem_avail: int = 4 * Gi, disk_free: int = 50 * Gi, inodes_free: int = 900_000
-) -> HostSample:
-    return HostSample(
-        memory_total=8 * Gi,
-        memory_available=mem_avail,
-        disk_path="/var/lib/docker",
-        disk_total=100 * Gi,
-        disk_free=disk_free,
-        inodes_total=1_000_000,
-        inodes_free=inodes_free,
-        load=(0.5, 0.4, 0.3),
-        cpus=2,
-    )
-
-
-class FakeProbe:
-    def __init__(self, sample: HostSample) -> None:
-        self.host = sample
-        self.samples = 0
-
-    def sample(self, disk_path: str) -> HostSample:
-        self.samples += 1
-        return self.host
-
-    def self_sample(self) -> SelfSample:
-        return SelfSample(rss=40 * Mi, cpu_percent=0.5, cpu_seconds=1.0, open_fds=12, threads=6)
 
 
 # -- pressure rules ------------------------------------------------------------------
@@ -119,12 +88,6 @@ def test_pull_is_refused_when_it_would_cross_the_disk_threshold() -> None:
 
 
 # -- admission -------------------------------------------------------------------------
-
-
-def admission(sample: HostSample, **limits: object) -> tuple[Admission, FakeProbe, FakeClock]:
-    clock, probe = FakeClock(), FakeProbe(sample)
-    lim = dataclasses.replace(NodeLimits(), **limits)  # type: ignore[arg-type]
-    return Admission(probe, clock, lim, lambda: "/var/lib/docker"), probe, clock
 
 
 def test_without_pressure_and_with_room_everything_is_granted() -> None:
@@ -291,31 +254,6 @@ def test_the_engine_meter_counts_and_paces_every_request() -> None:
 
 def desired(*specs: ServiceSpec) -> DesiredState:
     return DesiredState({s.name: s for s in specs}, (), False, ())
-
-
-def loop(
-    sample: HostSample, **limits: object
-) -> tuple[Controller, FakeEngine, FakeClock, FakeProbe]:
-    clock = FakeClock()
-    engine = FakeEngine(clock, allow=LOOP_CALLS | {"image_size_hint", "pull"})
-    probe = FakeProbe(sample)
-    lim = dataclasses.replace(NodeLimits(), **limits)  # type: ignore[arg-type]
-    adm = Admission(probe, clock, lim, lambda: "/var/lib/docker")
-    settings = LoopSettings(
-        workers=2, parallel_actions=4, timings=Timings(backoff=Backoff(0.5, 8.0))
-    )
-    return Controller(engine, clock, settings, admission=adm), engine, clock, probe
-
-
-def drive(ctrl: Controller, clock: FakeClock, seconds: float) -> None:
-    end = clock.monotonic() + seconds
-    while clock.monotonic() < end:
-        if ctrl.process_once():
-            continue
-        delay = ctrl.queue.next_delay()
-        if delay is None:
-            return
-        clock.advance(min(delay, max(0.0, end - clock.monotonic())) or 0.01)
 
 
 def status(ctrl: Controller, name: str) -> tuple[str, str]:

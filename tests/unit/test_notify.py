@@ -17,7 +17,7 @@ from healerd.daemon import notify
 from healerd.daemon.main import Daemon, build_parser, resolve_settings
 from healerd.daemon.notify import Notifier, sd_notify, watchdog_interval
 from healerd.model import ObservedContainer
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 
 class Listener:

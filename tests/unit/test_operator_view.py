@@ -19,7 +19,7 @@ from healerd.config import ConfigError, DesiredState
 from healerd.core.status import ServiceStatus
 from healerd.daemon.api.server import ApiOptions, ApiServer
 from healerd.model import HealthcheckSpec, PortSpec, VolumeSpec
-from tests.unit.test_api import SECRET, FakeDaemon, spec
+from tests.unit.harness.api import SECRET, FakeDaemon, spec
 
 # What the engine said when a start failed on a host port another process holds: its
 # last words are the ones that matter.

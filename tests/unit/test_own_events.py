@@ -7,8 +7,8 @@ from healerd.core.clock import FakeClock
 from healerd.core.own import EXPECT_FOR, OwnActions
 from healerd.model import EngineAction, EngineEvent
 from healerd.model import EngineAction as A
-from tests.unit.builders import spec
-from tests.unit.test_controller import desired, drive, make
+from tests.unit.harness.builders import spec
+from tests.unit.harness.loop import desired, drive, make
 
 
 def ev(action: EngineAction, name: str = "", cid: str = "c1") -> EngineEvent:

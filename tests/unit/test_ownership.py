@@ -31,18 +31,9 @@ from healerd.model import (
     EngineEvent,
     ObservedContainer,
 )
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_controller import desired, drive
-
-KEY = HostKey(b"k" * 32, born=1_700_000_500.0)
-
-
-def signed(c: ObservedContainer, key: HostKey = KEY, **labels: str) -> ObservedContainer:
-    own = {LABEL_SERVICE: c.service, LABEL_SPEC_HASH: c.spec_hash, **labels}
-    return dataclasses.replace(
-        c, owner_labels=tuple(sorted({**own, LABEL_SIGNATURE: key.sign(c.name, own)}.items()))
-    )
+from tests.unit.harness.builders import KEY, container, signed, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.loop import desired, drive
 
 
 def test_a_signed_container_verifies_and_its_copies_do_not() -> None:

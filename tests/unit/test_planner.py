@@ -27,7 +27,7 @@ from healerd.model import (
     RestartPolicy,
     UpdateConfig,
 )
-from tests.unit.builders import apply_plan, container, live, spec
+from tests.unit.harness.builders import apply_plan, container, live, spec
 
 RUNNING = ContainerState.RUNNING
 EXITED = ContainerState.EXITED

@@ -62,8 +62,8 @@ from healerd.model import (
     UpdateConfig,
     UpdateOrder,
 )
-from tests.unit.builders import apply_plan, live
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import apply_plan, live
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 SERVICE = "web"
 T0 = 1_700_000_000.0
@@ -288,7 +288,7 @@ class Sim:
         return p, wake
 
     def _apply(self, p: Plan) -> int:
-        """As healerd.core.executor.Executor.apply (tests/unit/builders.apply_plan)."""
+        """As healerd.core.executor.Executor.apply (tests/unit/harness/builders.apply_plan)."""
         conflicts = 0
 
         def make(a: Action) -> ObservedContainer | None:

@@ -26,10 +26,10 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.timings import Timings
 from healerd.daemon.credentials import CredentialsFile
 from healerd.model import RegistryAuth
-from tests.unit.builders import spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_controller import desired, drive, state
-from tests.unit.test_security_config import trusted_tmp_dir
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.files import trusted_tmp_dir
+from tests.unit.harness.loop import desired, drive, state
 
 SECRET = "s3cr3t-Pa55"
 
@@ -336,7 +336,7 @@ def test_a_failing_credential_helper_is_named_with_its_exit_code_and_nothing_it_
 
 
 def test_the_daemon_reads_the_file_healerd_yaml_names_at_each_reload(tmp_path: Path) -> None:
-    from tests.unit.test_daemon import daemon
+    from tests.unit.harness.daemon import daemon
 
     d, _ = daemon(tmp_path)
     default = write(tmp_path / "auth.json", doc(auths={"h:1": {"auth": b64("dflt:p")}}))

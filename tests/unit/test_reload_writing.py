@@ -10,8 +10,8 @@ import pytest
 from healerd.config import DesiredStore, FileResult, load_conf_dir
 from healerd.daemon.confwatch import Writers
 from healerd.daemon.inotify import IN_CLOSE_WRITE, IN_MODIFY
-from tests.unit.test_confwatch_writing import Clock
-from tests.unit.test_daemon import daemon
+from tests.unit.harness.confwatch import Clock
+from tests.unit.harness.daemon import daemon
 
 THREE = "services:\n  web:\n    image: img:1\n    replicas: 3\n"
 PREFIX = "services:\n  web:\n    image: img:1\n    replicas: 1"  # ... of `replicas: 10`

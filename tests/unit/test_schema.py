@@ -9,10 +9,8 @@ marked there, with why).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
@@ -35,24 +33,10 @@ from healerd.config.servicefile import parse_service_text
 from healerd.config.settings import SETTING_KEYS as SETTINGS_DOCS
 from healerd.config.settings import SETTING_KEYS as _CHECKS
 from healerd.config.units import format_duration
-from healerd.config.yamlload import load_yaml
 from healerd.model import RestartPolicy, ServiceSpec, UpdateConfig
-from tests.unit.test_config_corpus import CASES, CORPUS
+from tests.unit.harness.documents import CASES, CORPUS, REPO, load, validator
 
-REPO = Path(__file__).resolve().parents[2]
 REGENERATE = "regenerate with: python -m healerd.config.schema"
-
-
-def validator() -> jsonschema.Draft7Validator:
-    schema = json.loads((REPO / SCHEMA_FILE).read_text(encoding="utf-8"))
-    jsonschema.Draft7Validator.check_schema(schema)
-    return jsonschema.Draft7Validator(schema)
-
-
-def load(text: str, file: str) -> Any:
-    data, errors = load_yaml(text, file)
-    assert errors == [], [str(e) for e in errors]
-    return data
 
 
 # --- one table drives the checker, the schema and the reference ------------------------------

@@ -14,13 +14,11 @@ from healerd.core.timings import Timings
 from healerd.engine.docker.listing import RowCache
 from healerd.host import HostSample
 from healerd.model import LABEL_SERVICE, ContainerState, Dependency, EngineAction, EngineEvent
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_controller import desired, drive, make
-from tests.unit.test_listing import row
-from tests.unit.test_node import Gi, Mi, admission, host, loop
-from tests.unit.test_node import drive as node_drive
-from tests.unit.test_ownership import KEY, signed
+from tests.unit.harness.builders import KEY, container, row, signed, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.loop import desired, drive, make
+from tests.unit.harness.node import Gi, Mi, admission, host, loop
+from tests.unit.harness.node import drive as node_drive
 
 
 def _heal_one(name: str = "a") -> tuple[list[str | None], FakeEngine]:

@@ -18,8 +18,8 @@ from healerd.daemon.api.routes import Api, ApiError, Request
 from healerd.daemon.main import Daemon
 from healerd.engine import EngineError
 from healerd.model import ServiceSpec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_daemon import settings_for
+from tests.unit.harness.daemon import settings_for
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 PASSWORD = "hunter2-from-dot-env"
 TAG = "7-tagsekrit"

@@ -41,9 +41,16 @@ from healerd.core.executor import Executor
 from healerd.daemon.credentials import CredentialsFile
 from healerd.engine import ImagePullFailed
 from healerd.model import Action, ActionKind, ServiceSpec
-from tests.unit.fake_engine import FakeEngine
-from tests.unit.test_api_fairness import UNIT, service_section
-from tests.unit.test_security_config import NOBODY, as_root, conf_d, trusted_tmp_dir, user_dir
+from tests.unit.harness.fake_engine import FakeEngine
+from tests.unit.harness.files import (
+    NOBODY,
+    UNIT,
+    as_root,
+    conf_d,
+    service_section,
+    trusted_tmp_dir,
+    user_dir,
+)
 
 PAYMENTS = "STRIPE_KEY=sk_live_payments_only"
 

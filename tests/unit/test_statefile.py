@@ -14,7 +14,7 @@ import pytest
 
 from healerd.daemon.imagework import IMAGES_FILE, UPDATES_FILE
 from healerd.daemon.statefile import StateFile
-from tests.unit.test_security_config import trusted_tmp_dir
+from tests.unit.harness.files import trusted_tmp_dir
 
 
 @pytest.fixture

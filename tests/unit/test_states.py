@@ -19,8 +19,8 @@ from healerd.core.reconcile import Observation
 from healerd.core.state import ServiceState
 from healerd.core.status import ServiceStatus, is_converged
 from healerd.model import ServiceSpec
-from tests.unit.builders import spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 # Where a state may be named other than in a comparison: defined, and decided.

@@ -20,7 +20,7 @@ from healerd.daemon.api.server import ApiOptions, ApiServer
 from healerd.engine import LogStream
 from healerd.model import ContainerState, ObservedContainer
 from healerd.vocabulary import EventKind
-from tests.unit.test_api import FakeDaemon
+from tests.unit.harness.api import FakeDaemon
 
 # What the review's e11_escapes.py printed through healerctl: a window title, a cleared
 # screen, fake coloured text and an OSC 52 write to the clipboard.

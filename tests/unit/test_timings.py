@@ -16,8 +16,8 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.outcome import Facts, decide
 from healerd.core.timings import Timings
-from tests.unit.builders import spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,9 +11,9 @@ from healerd.core.controller import Controller
 from healerd.core.persist import MemoryStore
 from healerd.core.updatememory import MAX_BAD, DigestMemory
 from healerd.core.updates import pinned_ref
-from tests.unit.fake_engine import FakeEngine
-from tests.unit.test_controller import drive
-from tests.unit.test_updates import TAG, V1, V2, V3, V4, desired, follower, images, make, reason
+from tests.unit.harness.fake_engine import FakeEngine
+from tests.unit.harness.loop import drive
+from tests.unit.harness.updates import TAG, V1, V2, V3, V4, desired, follower, images, make, reason
 
 
 def kinds(ctrl: Controller, kind: str) -> int:

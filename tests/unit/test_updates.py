@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from healerd.config import DesiredState
 from healerd.config.servicefile import parse_service_text
-from healerd.core.backoff import Backoff
-from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.readiness import available
 from healerd.core.state import ServiceState
-from healerd.core.timings import Timings
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
 from healerd.model import (
     ContainerState,
@@ -22,43 +18,23 @@ from healerd.model import (
     EngineEvent,
     ServiceSpec,
     UpdateConfig,
-    UpdateOrder,
 )
 from healerd.vocabulary import AutoUpdate
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
-from tests.unit.test_controller import drive, state
-
-TAG = "reg.local:5000/app:stable"
-REPO = "reg.local:5000/app"
-V1, V2, V3, V4 = (f"sha256:{c * 64}" for c in "1234")
-UPDATE_CALLS = LOOP_CALLS | {"pull", "registry_digest", "local_digests"}
-
-
-def desired(*specs: ServiceSpec) -> DesiredState:
-    return DesiredState(
-        services={s.name: s for s in specs}, errors=(), hold_orphans=False, broken_files=()
-    )
-
-
-def follower(replicas: int = 2, **kw: object) -> ServiceSpec:
-    update = UpdateConfig(order=UpdateOrder.START_FIRST, progress_deadline=60.0)
-    return spec("app", replicas, TAG, auto_update=AutoUpdate.REGISTRY, update_config=update, **kw)
-
-
-def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
-    clock = FakeClock()
-    engine = FakeEngine(clock, allow=UPDATE_CALLS)
-    engine.registry[TAG] = registry
-    engine.repo_digests[TAG] = (f"{REPO}@{V1}",)
-    engine.pullable = {f"{REPO}@{d}" for d in (V1, V2, V3, V4)}
-    timings = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0))
-    settings = LoopSettings(workers=2, timings=timings)
-    return Controller(engine, clock, settings), engine, clock
-
-
-def images(engine: FakeEngine) -> list[str]:
-    return sorted(c.image for c in engine.containers.values() if c.running)
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.loop import drive, state
+from tests.unit.harness.updates import (
+    REPO,
+    TAG,
+    V1,
+    V2,
+    V3,
+    V4,
+    desired,
+    follower,
+    images,
+    make,
+    reason,
+)
 
 
 def test_the_pure_rules() -> None:
@@ -105,10 +81,6 @@ def test_a_new_digest_rolls_out_and_a_check_is_one_manifest_request() -> None:
     assert "image-update" in kinds and "image-updated" in kinds
     assert "updated to 222222222222 (from 111111111111)" in reason(ctrl)
     assert ctrl.updates.protected() == {pinned_ref(TAG, V2), pinned_ref(TAG, V1)}
-
-
-def reason(ctrl: Controller) -> str:
-    return {s.name: s.reason for s in ctrl.statuses()}["app"]
 
 
 def test_a_failing_digest_is_rolled_back_and_not_tried_again_until_the_tag_moves() -> None:

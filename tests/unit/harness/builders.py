@@ -7,8 +7,18 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from healerd.core.ownership import HostKey
 from healerd.core.planner import history
-from healerd.model import Action, ActionKind, ContainerState, ObservedContainer, ServiceSpec
+from healerd.model import (
+    LABEL_SERVICE,
+    LABEL_SIGNATURE,
+    LABEL_SPEC_HASH,
+    Action,
+    ActionKind,
+    ContainerState,
+    ObservedContainer,
+    ServiceSpec,
+)
 
 _ids = itertools.count(1)
 
@@ -86,3 +96,27 @@ def live(containers: Iterable[ObservedContainer]) -> list[ObservedContainer]:
 def _set(containers: dict[str, ObservedContainer], cid: str, **changes: Any) -> None:
     if cid in containers:
         containers[cid] = dataclasses.replace(containers[cid], **changes)
+
+
+KEY = HostKey(b"k" * 32, born=1_700_000_500.0)
+
+
+def signed(c: ObservedContainer, key: HostKey = KEY, **labels: str) -> ObservedContainer:
+    own = {LABEL_SERVICE: c.service, LABEL_SPEC_HASH: c.spec_hash, **labels}
+    return dataclasses.replace(
+        c, owner_labels=tuple(sorted({**own, LABEL_SIGNATURE: key.sign(c.name, own)}.items()))
+    )
+
+
+def row(cid: str, **over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "Id": cid * 64,
+        "Names": [f"/web-{cid}"],
+        "Labels": {LABEL_SERVICE: "web"},
+        "State": "running",
+        "Status": "Up 5 seconds (healthy)",
+        "Image": "web:1",
+        "Created": 100,
+        "Mounts": [{"Type": "volume", "Name": "f" * 64, "Destination": "/data"}],
+    }
+    return {**base, **over}
