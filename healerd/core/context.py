@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
+from healerd.core.crashloop import Replacement, replacement_verdict
 from healerd.core.jobs import run_once
-from healerd.core.planner import PlanContext, Replacement, replacement_verdict
+from healerd.core.planner import PlanContext
 from healerd.core.readiness import min_ready_at
 from healerd.model import ObservedContainer, ServiceSpec
 

@@ -13,9 +13,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from healerd import model
 from healerd.config import DesiredState
+from healerd.core.act import Acting
 from healerd.core.admission import Admission
 from healerd.core.clock import Clock
 from healerd.core.engine_health import EngineHealth
@@ -23,6 +25,8 @@ from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.hints import LookHints
 from healerd.core.images import ImagePolicy
+from healerd.core.memdelta import apply as apply_delta
+from healerd.core.memdelta import snapshot
 from healerd.core.observe import Memory, note_event, observe
 from healerd.core.outcome import Facts, Outcome, Requeue, Tally, decide
 from healerd.core.own import OwnActions
@@ -34,7 +38,7 @@ from healerd.core.readmodel import StatusBook
 from healerd.core.reads import ReadSide
 from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.report import LoopHooks, Reporter, Stats
-from healerd.core.room import ahead_may_claim, claims
+from healerd.core.room import ahead_may_claim, claims, room_for
 from healerd.core.runs import NoRunBook, RunBook
 from healerd.core.state import ServiceState
 from healerd.core.timings import Timings
@@ -136,13 +140,25 @@ class Controller(ReadSide):
             admission.subscribe(self._pressure_changed)
 
     def _build_reconciler(self, runbook: RunBook) -> Reconciler:
-        """The pass, on the memory a healerd before this one left in the run book."""
+        """The pass, on the memory a healerd before this one left in the run book; what
+        it changes there comes back as a delta, applied under the loop's lock (`_share`)."""
         self._mem.load_runs(runbook.load(), self._clock.monotonic(), self._clock.time())
+        self._share = partial(apply_delta, self._lock, self._mem, runbook)
+        acting = Acting(
+            self._clock, self._executor, self._report, self._share, self._started_in_place
+        )
         return Reconciler(
-            self._clock, self._executor, self._images, self._report, self.admission,
-            self._mem, self._lock, self._is_paused, self._settings.history_limit,
-            self.updates, self._spec_now, runbook, self._started_in_place, self._settings.timings,
-        )  # fmt: skip
+            self._clock,
+            self._images,
+            self._report,
+            acting,
+            room_for(self.admission),
+            self.updates,
+            self._spec_now,
+            self._is_paused,
+            self._settings.history_limit,
+            self._settings.timings,
+        )
 
     # -- what the daemon and the API read ----------------------------------------------
 
@@ -462,7 +478,11 @@ class Controller(ReadSide):
             elif key == DISCOVER:
                 self._discover(obs)
             else:
-                self._settle(key, self._reconciler.reconcile(key, obs))
+                with self._lock:
+                    memory = snapshot(self._mem, key, (c.id for c in obs.of(key)))
+                outcome, delta = self._reconciler.reconcile(key, obs, memory)
+                self._share(delta)
+                self._settle(key, outcome)
         except EngineError as exc:
             # The engine went away mid-pass (after its list): an ordinary retry.
             self._report.retrying(key, exc, unreachable=isinstance(exc, EngineUnavailable))

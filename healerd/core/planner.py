@@ -17,19 +17,20 @@ Words used here:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from healerd.core import readiness
-from healerd.core.backoff import Backoff
+from healerd.core.crashloop import READY, Replacement, replacement_verdict
+from healerd.core.lineage import depths, history
 from healerd.core.readiness import finished
+from healerd.core.rolling import at_most, drop_stale, min_available, rollout_step
 from healerd.core.runs import exit_words
 from healerd.model import (
     Action,
     ActionKind,
     ContainerState,
     ObservedContainer,
-    RestartPolicy,
     ServiceSpec,
     UpdateOrder,
 )
@@ -42,14 +43,6 @@ _HOLDING = frozenset({ContainerState.RUNNING, ContainerState.PAUSED, ContainerSt
 _STARTABLE = _HOLDING | {ContainerState.EXITED, ContainerState.CREATED}
 # How the reason of every start in place begins (events, logs, status).
 IN_PLACE = "restarted in place: "
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """What the crash-loop backoff says about one failed container."""
-
-    ready: bool  # may be replaced now
-    crash_streak: int  # the streak its replacement carries
 
 
 @dataclass(frozen=True)
@@ -114,13 +107,6 @@ def _oldest_first(containers: Sequence[ObservedContainer]) -> list[ObservedConta
     return sorted(containers, key=lambda c: (c.created, c.id))
 
 
-def min_available(spec: ServiceSpec, order: UpdateOrder | None = None) -> int:
-    """The floor a rollout keeps: all replicas start-first, `parallelism` fewer stop-first."""
-    if (order or spec.update_order) is UpdateOrder.STOP_FIRST:
-        return max(0, spec.replicas - spec.update_config.parallelism)
-    return spec.replicas
-
-
 def plan(
     service: str,
     spec: ServiceSpec | None,
@@ -170,7 +156,7 @@ class _Planning:
         self._replaced: list[ObservedContainer] = []
 
     def _verdict(self, c: ObservedContainer) -> Replacement:
-        return self.ctx.replacements.get(c.id, _READY)
+        return self.ctx.replacements.get(c.id, READY)
 
     def remove(self, c: ObservedContainer, reason: str) -> None:
         self.actions.append(
@@ -186,7 +172,7 @@ class _Planning:
         excess = len(self.history) + becoming - keep
         if excess <= 0:
             return
-        depth = _depths(self.history)
+        depth = depths(self.history)
         oldest = sorted(self.history, key=lambda c: (depth[c.id], c.created, c.id))
         for c in oldest[:excess]:
             self.remove(c, f"history beyond history_limit ({keep})")
@@ -197,7 +183,7 @@ class _Planning:
         if replaces is not None:
             self._replaced.append(replaces)
             reason = f"replace {_failure(replaces, self.ctx)}"
-        verdict = self._verdict(replaces) if replaces else _READY
+        verdict = self._verdict(replaces) if replaces else READY
         self.actions.append(
             Action(
                 ActionKind.CREATE,
@@ -223,7 +209,7 @@ class _Planning:
             self.remove(c, f"scale down to {desired}")
         kept = [c for c in self.cur if c not in extras]
         self.prune_history()
-        _drop_stale(spec, kept, self.stale, len(self.stale), now, self.remove, self.order)
+        drop_stale(spec, kept, self.stale, len(self.stale), now, self.remove, self.order)
         for c in _oldest_first(self.failed):
             self.remove(c, f"{_failure(c, self.ctx)}, not needed")
         self._recreate_outdated(kept)
@@ -248,8 +234,8 @@ class _Planning:
         )
         n_repl = min(missing, len(to_replace))
         n_extra = missing - n_repl
-        a_repl = _at_most(n_repl, ctx.max_replacements)
-        a_extra = _at_most(n_extra, ctx.max_extras)
+        a_repl = at_most(n_repl, ctx.max_replacements)
+        a_extra = at_most(n_extra, ctx.max_extras)
         waiting = (n_repl - a_repl) + (n_extra - a_extra)
         made = a_repl + a_extra
         # Failed containers beyond what is missing: a surge create may stand in for them.
@@ -258,7 +244,7 @@ class _Planning:
         step = False
         if surplus > 0 and stale:
             # More alive than wanted (a surge container is up): old ones go.
-            _drop_stale(spec, cur, stale, surplus, self.now, self.remove, self.order)
+            drop_stale(spec, cur, stale, surplus, self.now, self.remove, self.order)
         elif stale and ctx.rollout_allowed and not waiting:
             room = None if ctx.max_extras is None else ctx.max_extras - a_extra
             held_cur = [c for c in held if c.spec_hash == spec.spec_hash]
@@ -319,7 +305,7 @@ class _Planning:
         self.prune_history(becoming=len(self._replaced))
 
     def _rollout_step(self, held_cur: list[ObservedContainer], made: int, room: int | None) -> bool:
-        return _rollout_step(
+        return rollout_step(
             self.spec,
             self.cur,
             self.stale,
@@ -362,101 +348,6 @@ class _Planning:
             waiting,
             done=self.done,
         )
-
-
-def _at_most(n: int, limit: int | None) -> int:
-    return n if limit is None else max(0, min(n, limit))
-
-
-def _rollout_step(
-    spec: ServiceSpec,
-    cur: list[ObservedContainer],
-    stale: list[ObservedContainer],
-    held_cur: list[ObservedContainer],
-    made: int,
-    now: float,
-    remove: Callable[[ObservedContainer, str], None],
-    create: Callable[[str], None],
-    room: int | None,
-    order: UpdateOrder,
-    recreate: Callable[[ObservedContainer], None],
-) -> bool:
-    """One batch of a rolling update, never going below `min_available`; a start-first
-    batch makes at most `room` surge containers (None: no limit)."""
-    desired, parallelism = spec.replicas, spec.update_config.parallelism
-    # One batch at a time: the previous one must be available first.
-    if any(not readiness.available(c, spec, now) for c in cur) or held_cur or made:
-        return False
-    available = sum(1 for c in cur + stale if readiness.available(c, spec, now))
-    floor = min_available(spec, order)
-    if order is UpdateOrder.STOP_FIRST:
-        removable = min(parallelism, len(stale), max(0, available - floor))
-        for c in _stale_victims(stale, spec, now)[:removable]:
-            if c.anon_volumes:
-                recreate(c)
-            else:
-                remove(c, "spec changed: stop-first replacement")
-        # The replacements are created on the next pass, once the ports are free.
-        return removable > 0
-    surge_room = desired + parallelism - len(cur) - len(stale)
-    n = _at_most(max(0, min(surge_room, desired - len(cur))), room)
-    for _ in range(n):
-        create("spec changed: start a replacement first")
-    return n > 0
-
-
-def replacement_verdict(
-    c: ObservedContainer, died_at: float, policy: RestartPolicy, *, forgiven: bool
-) -> tuple[float, int]:
-    """When a failed container may be replaced, and the crash streak its replacement gets.
-
-    A container stopped by an operator (`docker kill`/`stop`) or by an engine restart is
-    no crash: healed at once, streak unchanged. One whose run lasted `policy.window`
-    starts a new streak. Otherwise each quick death in a row doubles the wait:
-    0, delay, 2*delay, ... up to max_delay (a `Backoff`, as every backoff of healerd's);
-    it never gives up.
-    """
-    if forgiven:
-        return died_at, c.crash_streak
-    if died_at - c.run_started >= policy.window:
-        return died_at, 1
-    streak = c.crash_streak
-    return died_at + crash_backoff(policy).delay(streak), streak + 1
-
-
-def crash_backoff(policy: RestartPolicy) -> Backoff:
-    """restart_policy's crash-loop backoff: `delay` doubling up to `max_delay`."""
-    return Backoff(policy.delay, policy.max_delay)
-
-
-def _drop_stale(
-    spec: ServiceSpec,
-    cur: list[ObservedContainer],
-    stale: list[ObservedContainer],
-    count: int,
-    now: float,
-    remove: Callable[[ObservedContainer, str], None],
-    order: UpdateOrder | None = None,
-) -> None:
-    """Remove up to `count` old containers, those that serve nothing first, but never
-    below the availability floor (a new container still starting does not count)."""
-    if not stale or count <= 0:
-        return
-    available = sum(1 for c in cur + stale if readiness.available(c, spec, now))
-    floor = min(min_available(spec, order), available)
-    for c in _stale_victims(stale, spec, now)[:count]:
-        if readiness.available(c, spec, now):
-            if available - 1 < floor:
-                break
-            available -= 1
-        remove(c, "replaced by a container with the current spec")
-
-
-def _stale_victims(
-    stale: list[ObservedContainer], spec: ServiceSpec, now: float
-) -> list[ObservedContainer]:
-    """Old containers that serve nothing go first, then the oldest."""
-    return sorted(stale, key=lambda c: (readiness.available(c, spec, now), c.created, c.id))
 
 
 def _failure(c: ObservedContainer | None, ctx: PlanContext) -> str:
@@ -516,26 +407,6 @@ def _done(
     )
 
 
-def history(mine: Sequence[ObservedContainer]) -> list[ObservedContainer]:
-    """Stopped containers that another container of the service replaced: kept for their
-    logs and exit codes, never counted, never replaced again."""
-    replaced = {c.replaces for c in mine if c.replaces}
-    return [c for c in mine if c.id in replaced and not c.running]
-
-
-def _depths(old: Sequence[ObservedContainer]) -> dict[str, int]:
-    """How far each history container is from the oldest of its line."""
-    parent = {c.id: c.replaces for c in old}
-    depth: dict[str, int] = {}
-    for c in old:
-        n, cid, seen = 0, c.replaces, {c.id}
-        while cid in parent and cid not in seen:
-            seen.add(cid)
-            n, cid = n + 1, parent[cid]
-        depth[c.id] = n
-    return depth
-
-
 def _plan_undeclared(service: str, mine: list[ObservedContainer], ctx: PlanContext) -> Plan:
     if not mine:
         return Plan(actions=(), converged=True)
@@ -553,4 +424,13 @@ def _plan_undeclared(service: str, mine: list[ObservedContainer], ctx: PlanConte
     return Plan(actions=removes, converged=False)
 
 
-_READY = Replacement(ready=True, crash_streak=0)
+__all__ = [
+    "IN_PLACE",
+    "Plan",
+    "PlanContext",
+    "Replacement",
+    "history",
+    "min_available",
+    "plan",
+    "replacement_verdict",
+]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from healerd.config import DesiredState
 from healerd.core.clock import Clock
 from healerd.core.inspect import Dead, deaths, earlier_run, last_lines, pick
+from healerd.core.memdelta import snapshot
 from healerd.core.observe import Memory, shown
 from healerd.core.ratelimit import LastLook
 from healerd.core.readlanes import PRIVILEGED, Reader, ReadLanes
@@ -114,7 +115,9 @@ class ReadSide:
         container_statuses): reconcile without acting."""
         obs = Observation(self._look(reader), self.desired)
         keys = {service} if service else set(obs.desired.services) | _services(obs.containers)
-        return [a for key in sorted(keys) for a in self._reconciler.preview(key, obs)]
+        with self._lock:
+            memory = {k: snapshot(self._mem, k, (c.id for c in obs.of(k))) for k in keys}
+        return [a for k in sorted(keys) for a in self._reconciler.preview(k, obs, memory[k])]
 
     def summary(self) -> str:
         """One line for logs and sd_notify STATUS=."""

@@ -92,4 +92,66 @@ def admit(
     return plan(key, spec, mine, limited), g.reason
 
 
-__all__ = ["admit", "claims", "need"]
+class HostRoom:
+    """A pass's way to the host's admission: how much of a plan may start now."""
+
+    def __init__(self, admission: Admission) -> None:
+        self._admission = admission
+
+    def pressured(self) -> bool:
+        return self._admission.pressure().any
+
+    def done(self, key: str) -> None:
+        """The service claims no room any more (paused, gone, nothing to create)."""
+        self._admission.done(key)
+
+    def trim(
+        self,
+        key: str,
+        spec: ServiceSpec | None,
+        mine: Sequence[ObservedContainer],
+        ctx: PlanContext,
+        p: Plan,
+    ) -> tuple[Plan, str]:
+        """The plan the host has room for, and why some of it waits ("" if none)."""
+        wait_reason = ""
+        if spec is not None and (p.creates or p.starts):
+            p, wait_reason = admit(self._admission, key, spec, mine, ctx, p)
+        else:
+            self._admission.done(key)
+        pressure = self._admission.pressure()
+        if not wait_reason and pressure.any and p.stale:
+            wait_reason = f"the rolling update waits: {pressure.describe()}"
+        return p, wait_reason
+
+
+class NoRoomCheck:
+    """No admission configured: every plan starts whole."""
+
+    def pressured(self) -> bool:
+        return False
+
+    def done(self, key: str) -> None:
+        pass
+
+    def trim(
+        self,
+        key: str,
+        spec: ServiceSpec | None,
+        mine: Sequence[ObservedContainer],
+        ctx: PlanContext,
+        p: Plan,
+    ) -> tuple[Plan, str]:
+        return p, ""
+
+
+RoomCheck = HostRoom | NoRoomCheck
+
+
+def room_for(admission: Admission | None) -> RoomCheck:
+    """The pass's room check: the host's admission, or none (the composition root's
+    one choice, so that no pass asks whether there is an admission)."""
+    return NoRoomCheck() if admission is None else HostRoom(admission)
+
+
+__all__ = ["HostRoom", "NoRoomCheck", "RoomCheck", "admit", "claims", "need", "room_for"]

@@ -13,6 +13,8 @@ import pytest
 from healerd.config import DesiredState
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.memdelta import MemoryDelta
+from healerd.core.observe import Memory
 from healerd.core.outcome import Outcome
 from healerd.core.readmodel import complete
 from healerd.core.reconcile import Observation
@@ -94,10 +96,10 @@ def while_a_pass_runs(
     obs = ctrl._observe(["web"])
     reconcile = ctrl._reconciler.reconcile
 
-    def racing(key: str, o: Observation) -> Outcome:
-        outcome = reconcile(key, o)
+    def racing(key: str, o: Observation, memory: Memory) -> tuple[Outcome, MemoryDelta]:
+        done = reconcile(key, o, memory)
         change()
-        return outcome
+        return done
 
     with monkeypatch.context() as m:
         m.setattr(ctrl._reconciler, "reconcile", racing)
