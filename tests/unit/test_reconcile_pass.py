@@ -32,8 +32,8 @@ from healerd.model import (
     UpdateOrder,
 )
 from healerd.vocabulary import AutoUpdate
-from tests.unit.builders import container, spec
-from tests.unit.fake_engine import LOOP_CALLS, FakeEngine
+from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 TAG = "reg.local:5000/app:stable"
 V1, V3 = (f"sha256:{c * 64}" for c in "13")
