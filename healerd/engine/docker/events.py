@@ -86,6 +86,8 @@ class DockerEvents:
         api = self._client.new_api(timeout=None)
         try:
             with translated("events"):
+                # The version negotiated (made with the floor, the client may be older).
+                sdk.speak(api, self._client.negotiated())
                 # Not api.events(): its chunk reader can hold the last event back until
                 # the next one arrives (docker-py over urllib3 2), and a held-back `die`
                 # is a missed heal. requests yields each chunk as it arrives.

@@ -1,0 +1,176 @@
+"""The Docker API version healerd speaks (issue 31): negotiated with the engine's
+/version, against a tiny HTTP server on a unix socket that plays the engine."""
+
+from __future__ import annotations
+
+import json
+import socketserver
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import docker.constants
+import pytest
+
+from healerd.engine.api import EngineError, EngineUnavailable
+from healerd.engine.docker import apiversion
+from healerd.engine.docker.apiversion import EngineTooOld
+from healerd.engine.docker.client import DockerClient
+from healerd.engine.docker.engine import DockerEngine
+from healerd.engine.pacing import Meter
+
+
+class FakeDockerd:
+    """Answers /version with `api` and `low` (MinAPIVersion), /_ping, and an empty
+    container list at any API version; records every path asked."""
+
+    def __init__(self, path: Path, api: str, low: str = "1.12") -> None:
+        self.path, self.api, self.low = path, api, low
+        self.asked: list[str] = []
+        self._server: socketserver.UnixStreamServer | None = None
+
+    def start(self) -> None:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                fake.asked.append(self.path)
+                if self.path == "/version":
+                    body = {"Version": "fake", "ApiVersion": fake.api, "MinAPIVersion": fake.low}
+                    self._answer(json.dumps(body).encode())
+                elif self.path == "/_ping":
+                    self._answer(b"OK")
+                elif "/containers/json" in self.path:
+                    self._answer(b"[]")
+                else:
+                    self.send_error(404)
+
+            def _answer(self, body: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.path.unlink(missing_ok=True)
+        self._server = Server(str(self.path), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        self.path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def dockerd(tmp_path: Path) -> Iterator[FakeDockerd]:
+    fake = FakeDockerd(tmp_path / "engine.sock", "1.41")
+    yield fake
+    fake.stop()
+
+
+def _client(fake: FakeDockerd) -> DockerClient:
+    return DockerClient(f"unix://{fake.path}", None, 5.0, 2, Meter())
+
+
+def _listed_at(fake: FakeDockerd, client: DockerClient) -> str:
+    """The API version of the URL the container list went to."""
+    assert list(client.container_rows()) == []
+    [path] = [p for p in fake.asked if "/containers/json" in p]
+    return path.split("/")[1]
+
+
+def test_an_engine_below_the_floor_is_refused_naming_both_versions(
+    dockerd: FakeDockerd,
+) -> None:
+    dockerd.api = "1.40"
+    dockerd.start()
+    client = _client(dockerd)
+    with pytest.raises(EngineTooOld) as caught:
+        list(client.container_rows())
+    assert str(caught.value) == (
+        "the engine speaks Docker API 1.40 (Docker 19.03); healerd needs 1.41 "
+        "(Docker 20.10) or newer"
+    )
+    assert not any("/containers/json" in p for p in dockerd.asked)
+    assert client.api_version is None
+
+
+def test_an_engine_at_the_floor_is_spoken_to_at_the_floor(dockerd: FakeDockerd) -> None:
+    dockerd.start()
+    engine = DockerEngine(f"unix://{dockerd.path}", timeout=5.0)
+    assert engine.api_version() is None  # not asked yet: no request
+    assert engine.list_managed() == []
+    assert engine.api_version() == "1.41"
+    assert dockerd.asked[0] == "/version"
+
+
+def test_a_newer_engine_is_spoken_to_at_the_newest_the_sdk_knows(
+    dockerd: FakeDockerd,
+) -> None:
+    dockerd.api = "1.45"
+    dockerd.start()
+    client = _client(dockerd)
+    expected = min("1.45", apiversion.sdk_newest(), key=apiversion.parsed)
+    assert _listed_at(dockerd, client) == f"v{expected}"
+    assert client.api_version == expected == client.api.api_version
+
+
+def test_an_sdk_older_than_the_engine_caps_the_version(
+    dockerd: FakeDockerd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(docker.constants, "DEFAULT_DOCKER_API_VERSION", "1.41")  # SDK 5.0.3
+    dockerd.api = "1.45"
+    dockerd.start()
+    assert _listed_at(dockerd, _client(dockerd)) == "v1.41"
+
+
+def test_never_below_the_engine_s_own_minimum(
+    dockerd: FakeDockerd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Docker 29.0 refused every client below 1.44: spoken to at 1.44 even by SDK 5.0.3.
+    monkeypatch.setattr(docker.constants, "DEFAULT_DOCKER_API_VERSION", "1.41")
+    dockerd.api, dockerd.low = "1.52", "1.44"
+    dockerd.start()
+    assert _listed_at(dockerd, _client(dockerd)) == "v1.44"
+
+
+def test_a_reconnect_after_an_engine_upgrade_negotiates_again(dockerd: FakeDockerd) -> None:
+    dockerd.start()
+    client = _client(dockerd)
+    assert _listed_at(dockerd, client) == "v1.41"
+    dockerd.stop()  # its open connections still answer, as a stopping dockerd's do
+    with pytest.raises(EngineUnavailable):
+        client.listening("start")
+    assert client.api_version is None
+    dockerd.api, dockerd.asked = "1.44", []
+    dockerd.start()
+    assert _listed_at(dockerd, client) == "v1.44"
+    assert dockerd.asked[0] == "/version"
+
+
+def test_a_field_needing_a_newer_api_is_refused_naming_docker_and_the_api() -> None:
+    apiversion.needs("1.44", "1.44", "bind.recursive")
+    with pytest.raises(EngineError) as caught:
+        apiversion.needs("1.41", "1.44", "bind.recursive")
+    assert str(caught.value).startswith(
+        "bind.recursive needs Docker 25.0 (API 1.44); healerd speaks API 1.41 with this engine"
+    )
+
+
+def test_a_garbled_version_is_an_engine_error() -> None:
+    with pytest.raises(EngineError):
+        apiversion.negotiate("", None, "1.45")
+    assert apiversion.negotiate("1.45", None, "1.45") == "1.45"
+    assert apiversion.docker_of("1.99") == "API 1.99"
