@@ -19,6 +19,8 @@ from healerd.engine.docker.apiversion import EngineTooOld
 from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.engine import DockerEngine
 from healerd.engine.pacing import Meter
+from healerd.model import ServiceSpec, VolumeSpec
+from healerd.vocabulary import VolumeKind
 
 
 class FakeDockerd:
@@ -47,6 +49,10 @@ class FakeDockerd:
                     self._answer(b"[]")
                 else:
                     self.send_error(404)
+
+            def do_POST(self) -> None:
+                fake.asked.append(self.path)
+                self.send_error(500)
 
             def _answer(self, body: bytes) -> None:
                 self.send_response(200)
@@ -158,6 +164,24 @@ def test_a_reconnect_after_an_engine_upgrade_negotiates_again(dockerd: FakeDocke
     dockerd.start()
     assert _listed_at(dockerd, client) == "v1.44"
     assert dockerd.asked[0] == "/version"
+
+
+@pytest.mark.parametrize(("api", "refused"), [("1.41", True), ("1.44", False)])
+def test_a_create_needing_a_newer_api_is_refused_before_anything_is_made(
+    dockerd: FakeDockerd, api: str, refused: bool
+) -> None:
+    dockerd.api = api
+    dockerd.start()
+    engine = DockerEngine(f"unix://{dockerd.path}", timeout=5.0)
+    mount = VolumeSpec("/srv", "/srv", read_only=True, kind=VolumeKind.BIND, recursive="readonly")
+    spec = ServiceSpec(name="web", image="busybox:1.36", volumes=(mount,))
+    with pytest.raises(EngineError) as caught:
+        engine.create_and_start(spec, "web-1", {})
+    message = "create web-1: volume /srv: bind.recursive: readonly needs Docker 25.0 (API 1.44)"
+    assert str(caught.value).startswith(message) == refused
+    # Refused: nothing asked past /version (the fake makes no container either way).
+    assert (dockerd.asked == ["/version"]) == refused
+    assert any(p.startswith(f"/v{api}/containers/create") for p in dockerd.asked) != refused
 
 
 def test_a_field_needing_a_newer_api_is_refused_naming_docker_and_the_api() -> None:
