@@ -6,9 +6,11 @@ service's error, naming the Docker release, while the other services converge.""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
+from tests.support.fakedockerd import FakeDockerd
 from tests.support.healerd_process import Healerd
 from tests.support.polling import wait_for
 
@@ -45,3 +47,29 @@ def test_api_1_41_is_spoken_with_dockerd_20_10_and_a_1_44_field_is_refused(
     assert engine_line and "(API 1.41)" in engine_line[0], engine_line
     log = healerd.log()
     assert "healerd speaks API 1.41" in log
+
+
+def test_an_engine_below_api_1_41_is_refused_and_healerd_keeps_running(
+    config: ConfigDir, tmp_path: Path
+) -> None:
+    """A fake engine that speaks API 1.40 (Docker 19.03): healerd says why in its log and
+    on `healerctl status`, acts on nothing, and keeps running."""
+    fake = FakeDockerd(tmp_path / "old-engine.sock", "1.40")
+    fake.start()
+    config.service("old.yaml", "old", 1)
+    h = Healerd(config.root, f"unix://{fake.path}", tmp_path / "healerd.log")
+    try:
+        h.start()
+        refusal = (
+            "the engine speaks Docker API 1.40 (Docker 19.03); healerd needs 1.41 "
+            "(Docker 20.10) or newer"
+        )
+        wait_for("the refusal in the log", lambda: refusal in h.log(), timeout=15)
+        data = json.loads(h.ctl("status", "-o", "json")[1])
+        assert refusal in str(data["services"][0]["reason"]), data
+        assert h.alive()
+        assert not [p for p in fake.asked if p.startswith("/v1.")], set(fake.asked)
+    finally:
+        if h.alive():
+            h.stop()
+        fake.stop()
