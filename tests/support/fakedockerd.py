@@ -1,6 +1,6 @@
 """A tiny HTTP server on a unix socket that plays an engine's version handshake (issue
-31): /version with the API versions it is given, /_ping, an empty container list at any
-API version; every other request a 404 (GET) or 500 (POST). Records the paths asked."""
+31): /version with the API versions it is given, /_ping, an empty container list and an
+event stream that ends at once at any API version; every other request a 404 (GET) or 500 (POST). Records the paths asked."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ class FakeDockerd:
                     self._answer(b"OK")
                 elif "/containers/json" in self.path:
                     self._answer(b"[]")
+                elif "/events" in self.path:
+                    self._answer(b"")  # a stream that ends at once: an engine stopping
                 else:
                     self.send_error(404)
 

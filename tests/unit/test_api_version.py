@@ -107,6 +107,22 @@ def test_a_reconnect_after_an_engine_upgrade_negotiates_again(dockerd: FakeDocke
     assert dockerd.asked[0] == "/version"
 
 
+def test_an_event_stream_that_ends_makes_the_next_call_negotiate_again(
+    dockerd: FakeDockerd,
+) -> None:
+    """An engine that restarts ends the stream; the calls' pooled connections may never
+    fail (a fresh one is made), and the engine may come back upgraded."""
+    dockerd.start()
+    engine = DockerEngine(f"unix://{dockerd.path}", timeout=5.0)
+    assert engine.list_managed() == [] and engine.api_version() == "1.41"
+    dockerd.api = "1.44"
+    engine.watch(lambda event: None, lambda: None)
+    assert [p.split("?")[0] for p in dockerd.asked if "/events" in p] == ["/v1.41/events"]
+    dockerd.asked = []
+    assert engine.list_managed() == [] and engine.api_version() == "1.44"
+    assert dockerd.asked[0] == "/version"
+
+
 @pytest.mark.parametrize(("api", "refused"), [("1.41", True), ("1.44", False)])
 def test_a_create_needing_a_newer_api_is_refused_before_anything_is_made(
     dockerd: FakeDockerd, api: str, refused: bool

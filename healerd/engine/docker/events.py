@@ -123,6 +123,10 @@ class DockerEvents:
         finally:
             with self._watch_lock:
                 self._watch_stream = None
+                if not self._watch_stopped:
+                    # A stream that ends is most often an engine that restarted (maybe
+                    # upgraded), which calls on fresh connections need not notice.
+                    self._client.api_version = None
             api.close()
 
     def stop_watch(self) -> None:
