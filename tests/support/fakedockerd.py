@@ -1,6 +1,7 @@
 """A tiny HTTP server on a unix socket that plays an engine's version handshake (issue
 31): /version with the API versions it is given, /_ping, an empty container list and an
-event stream that ends at once at any API version; every other request a 404 (GET) or 500 (POST). Records the paths asked."""
+event stream that ends at once at any API version; every other request a 404 (GET) or
+500 (POST). Records the paths asked."""
 
 from __future__ import annotations
 
