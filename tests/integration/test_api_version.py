@@ -26,8 +26,14 @@ def test_api_1_41_is_spoken_with_dockerd_20_10_and_a_1_44_field_is_refused(
 ) -> None:
     config.service("plain.yaml", "plain", 2)
     config.service("newer.yaml", "newer", 2, volumes=NEWER)
+    # recursive: disabled is NonRecursive, which API 1.40 has: it works on 20.10.
+    config.service("flat.yaml", "flat", 1, volumes=NEWER.replace("readonly", "disabled"))
     healerd.start()
     wait_for("2 plain replicas", lambda: cluster.converged("plain", 2), timeout=30)
+    wait_for("1 flat replica", lambda: cluster.converged("flat", 1), timeout=30)
+    (flat,) = cluster.running("flat")
+    (mount,) = cluster.api.inspect_container(flat["Id"])["HostConfig"]["Mounts"]
+    assert mount["BindOptions"]["NonRecursive"] is True and mount["ReadOnly"] is True
 
     def reason() -> str:
         data = json.loads(healerd.ctl("status", "newer", "-o", "json")[1])
