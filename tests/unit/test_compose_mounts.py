@@ -435,3 +435,28 @@ def test_bind_recursive_is_sent_as_compose_sends_it_and_needs_api_1_44() -> None
         ("volume /d: bind.recursive: readonly", "1.44"),
     ]
     assert "recursive" not in spec.volumes[0].hashed()  # enabled: the hash of before
+
+
+def test_exports_carry_bind_recursive_or_report_it_lost() -> None:
+    import yaml
+
+    from healerd.cli.export import compose as export_compose
+    from healerd.cli.export import kubernetes as export_kubernetes
+    from healerd.cli.export import swarm as export_swarm
+    from healerd.cli.export.common import Options
+
+    s = load(RECURSIVE)
+    compose = yaml.safe_load(export_compose.render([s], Options()).text)
+    assert compose["services"]["a"]["volumes"][3]["bind"] == {
+        "propagation": "rslave",
+        "create_host_path": False,
+        "recursive": "readonly",
+    }
+    swarm = export_swarm.render([s], Options())
+    vols = yaml.safe_load(swarm.text)["services"]["a"]["volumes"]
+    assert vols[3]["bind"] == {"propagation": "rslave"}
+    lost = [str(loss) for loss in swarm.losses if loss.field == "volumes"]
+    assert "a: volumes: /d: recursive: readonly: stack files (3.8) have no such key" in lost
+    k8s = export_kubernetes.render([s], Options())
+    lost = [str(loss) for loss in k8s.losses if loss.field == "volumes"]
+    assert any("/c: recursive: writable" in loss for loss in lost), lost
