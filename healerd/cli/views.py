@@ -101,6 +101,8 @@ def engine_host_line(data: dict[str, Any]) -> str:
         eng.get("reachable"), "?"
     )
     version = f", version {eng['version']}" if eng.get("version") else ""
+    if eng.get("api_version"):
+        version += f" (API {eng['api_version']})"
     host = data.get("host") or {}
     parts = []
     mem = host.get("memory")

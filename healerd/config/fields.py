@@ -179,11 +179,13 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "cached|delegated|consistent (no effect on Linux); a bare /path is an anonymous "
         "volume. Long syntax, a mapping: `type` bind|volume|tmpfs, `source` (a bind's host "
         "path, a volume's name; none: an anonymous volume), `target`, `read_only`, "
-        "`consistency`, `bind: {propagation, create_host_path, selinux}` (create_host_path "
-        "defaults to true: a missing host path is made, as the short syntax does), "
-        "`volume: {nocopy}`, `tmpfs: {size, mode}`. Refused, with why: type npipe, cluster "
-        "and image, volume.subpath and bind.recursive (newer engine API than healerd's "
-        "1.41).",
+        "`consistency`, `bind: {propagation, create_host_path, selinux, recursive}` "
+        "(create_host_path defaults to true: a missing host path is made, as the short "
+        "syntax does; recursive: enabled (default), disabled, or with read_only: true "
+        "writable or readonly, which need Docker 25 (API 1.44): refused at create time, "
+        "as the service's error, on an older engine), `volume: {nocopy}`, "
+        "`tmpfs: {size, mode}`. Refused, with why: type npipe, cluster and image, "
+        "volume.subpath (newer engine API than healerd takes yet).",
         '["data:/var/lib/app", "/srv/conf:/etc/app:ro,z", '
         "{type: tmpfs, target: /cache, tmpfs: {size: 64m}}]",
         schema={

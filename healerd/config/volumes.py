@@ -31,6 +31,9 @@ from healerd.vocabulary import VolumeKind
 _VOLUME_NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
 _ANONYMOUS_RE = re.compile(r"[0-9a-f]{64}")
 PROPAGATIONS = ("shared", "rshared", "slave", "rslave", "private", "rprivate")
+# Compose's bind.recursive; writable and readonly need the engine API 1.44 (Docker 25),
+# checked at create time against the version negotiated with the engine (issue 31).
+RECURSIVE = ("enabled", "disabled", "writable", "readonly")
 CONSISTENCIES = ("consistent", "cached", "delegated", "default")
 # The engine's short-syntax mode words, by kind: one word of each kind at most.
 _MODE_KINDS = {
@@ -44,12 +47,11 @@ _MODE_KINDS = {
 _REFUSED_TYPES = {
     "npipe": "npipe mounts are Windows named pipes, which a Linux engine has none of",
     "cluster": "cluster volumes are Swarm's (CSI volumes), which a single engine has none of",
-    "image": "image mounts need the engine API 1.48 (Docker 28); healerd speaks API 1.41",
+    "image": "image mounts need the engine API 1.48 (Docker 28), which healerd does not take yet",
 }
 _REFUSED_KEYS = {
     "subpath": "needs the engine API 1.45 (Docker 26), which would mount a volume's "
-    "subdirectory; healerd speaks API 1.41, where the engine drops it silently",
-    "recursive": "needs the engine API 1.44 (Docker 25); healerd speaks API 1.41",
+    "subdirectory; healerd does not take it yet (an older engine drops it silently)",
     "labels": "labels of a volume go on its top-level `volumes:` entry",
 }
 _OPTIONS = {"bind": ("propagation", "create_host_path", "selinux", "recursive"),
@@ -248,6 +250,8 @@ def _section(kind: VolumeKind, body: LineDict, at: At) -> dict[str, Any]:
             out[key] = _choice(body, key, PROPAGATIONS, at)
         elif key == "selinux":
             out[key] = _choice(body, key, ("z", "Z"), at)
+        elif key == "recursive":
+            out[key] = _choice(body, key, RECURSIVE, at).replace("enabled", "")
         elif key == "size":
             out["tmpfs_size"] = _tmpfs_size(value, key_at)
         else:
@@ -273,7 +277,19 @@ def _options(body: LineDict, kind: VolumeKind, at: At) -> dict[str, Any]:
             "selinux needs the engine's bind syntax, which creates a missing host path: "
             "it cannot go with create_host_path: false"
         )
+    _recursive(body, out, at)
     return out
+
+
+def _recursive(body: LineDict, out: dict[str, Any], at: At) -> None:
+    """bind.recursive other than enabled goes as a Mount (the bind syntax has no word
+    for it), which has no SELinux relabel; writable and readonly say how a read-only
+    mount is read-only, so they need read_only: true (as the engine does)."""
+    recursive = out.get("recursive")
+    if recursive and out.get("selinux"):
+        at.key(body, "bind").error(f"recursive: {recursive} cannot go with selinux")
+    if recursive in ("writable", "readonly") and body.get("read_only") is not True:
+        at.key(body, "bind").error(f"recursive: {recursive} needs read_only: true")
 
 
 def long_volume(body: LineDict, at: At) -> VolumeSpec | None:

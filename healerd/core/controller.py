@@ -179,6 +179,10 @@ class Controller(ReadSide):
         return self._health.version
 
     @property
+    def engine_api_version(self) -> str | None:
+        return self._health.api_version
+
+    @property
     def engine_data_root(self) -> str | None:
         return self._health.data_root
 

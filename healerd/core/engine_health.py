@@ -51,6 +51,7 @@ class EngineHealth:
         self.quiet = RateLimitedLog(log, LOOP_WINDOW, burst=ENGINE_BURST, clock=clock.monotonic)
         self.ok: bool | None = None
         self.version: str | None = None
+        self.api_version: str | None = None
         self.data_root: str | None = None
         self.list_error = ""
 
@@ -107,6 +108,7 @@ class EngineHealth:
         if self.version is None or self.ok is not True:
             with contextlib.suppress(EngineError):
                 self.version = self._engine.version()
+                self.api_version = self._engine.api_version()
         if self.data_root is None or self.ok is not True:
             # The disk figures and the pull check need it: retried until known.
             with contextlib.suppress(EngineError):

@@ -142,6 +142,11 @@ class EngineInfo(Protocol):
         """The engine's version string; raises EngineUnavailable when unreachable."""
         ...
 
+    def api_version(self) -> str | None:
+        """The Docker API version healerd speaks with the engine, negotiated when it
+        first answered (None before; no request)."""
+        ...
+
     def identity(self) -> str:
         """Who the engine is, the same at any address: `docker info`'s ID and data root
         ("" if unknown)."""

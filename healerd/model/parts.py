@@ -54,6 +54,7 @@ class VolumeSpec:
     consistency: str = ""
     tmpfs_size: int | None = None
     tmpfs_mode: int | None = None
+    recursive: str = ""  # a long-syntax bind's bind.recursive, "" for enabled (issue 31)
 
     def hashed(self) -> dict[str, Any]:
         """What the spec hash takes of this mount: the original three fields always, any

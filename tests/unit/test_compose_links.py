@@ -114,6 +114,7 @@ def _engine(running: list[dict[str, Any]]) -> tuple[DockerEngine, _Api]:
     engine = DockerEngine("unix:///nonexistent.sock")
     api = _Api(running)
     engine._client.api = api
+    engine._client.api_version = "1.41"  # negotiated: the canned list answers no /version
     return engine, api
 
 

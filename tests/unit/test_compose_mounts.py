@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from healerd.config import parse_service_text
-from healerd.engine.docker.request import mounts
+from healerd.engine.docker.request import api_needs, mounts
 from healerd.model import PortSpec, ServiceSpec, VolumeSpec
 from healerd.vocabulary import VolumeKind
 
@@ -255,7 +255,15 @@ MOUNT_ERRORS = [
     ("{type: bind, source: /a, target: /x, read_only: maybe}", "volumes[0].read_only: must be t"),
     ("{type: bind, source: /a, target: /x, bind: {propagation: up}}", "bind.propagation: must"),
     ("{type: bind, source: /a, target: /x, bind: {selinux: y}}", "bind.selinux: must be one of"),
-    ("{type: bind, source: /a, target: /x, bind: {recursive: disabled}}", "needs the engine API"),
+    ("{type: bind, source: /a, target: /x, bind: {recursive: no}}", "bind.recursive: must be"),
+    (
+        "{type: bind, source: /a, target: /x, bind: {recursive: readonly}}",
+        "volumes[0].bind: recursive: readonly needs read_only: true",
+    ),
+    (
+        "{type: bind, source: /a, target: /x, bind: {recursive: disabled, selinux: z}}",
+        "volumes[0].bind: recursive: disabled cannot go with selinux",
+    ),
     ("{type: bind, source: /a, target: /x, bind: {create_host_path: 1}}", "must be true or"),
     (
         "{type: bind, source: /a, target: /x, bind: {selinux: z, create_host_path: false}}",
@@ -391,3 +399,64 @@ def test_exports_keep_the_mounts_or_report_them_lost() -> None:
     lost = [str(loss) for loss in k8s.losses if loss.field == "volumes"]
     assert "a: volumes: /strict: create_host_path: false: give the hostPath a type" in lost[1]
     assert len(lost) == 4  # z, create_host_path, two tmpfs modes
+
+
+RECURSIVE = """\
+services:
+  a:
+    image: busybox:1.36
+    volumes:
+      - {type: bind, source: /srv/a, target: /a, bind: {recursive: enabled}}
+      - {type: bind, source: /srv/b, target: /b, bind: {recursive: disabled}}
+      - {type: bind, source: /srv/c, target: /c, read_only: true, bind: {recursive: writable}}
+      - type: bind
+        source: /srv/d
+        target: /d
+        read_only: true
+        bind: {recursive: readonly, create_host_path: false, propagation: rslave}
+"""
+
+
+def test_bind_recursive_is_sent_as_compose_sends_it_and_needs_api_1_44() -> None:
+    """Issue 31: bind.recursive was refused everywhere (API 1.41); now a Mount with
+    Compose's BindOptions, and what needs API 1.44 is checked at create time."""
+    spec = load(RECURSIVE)
+    assert [v.recursive for v in spec.volumes] == ["", "disabled", "writable", "readonly"]
+    binds, found, _ = mounts(spec, ())
+    assert binds == ["/srv/a:/a:rw"]  # enabled is the default: the bind syntax still
+    by_target = {m["Target"]: m.get("BindOptions") for m in found}
+    assert by_target == {
+        "/b": {"NonRecursive": True, "CreateMountpoint": True},
+        "/c": {"ReadOnlyNonRecursive": True, "CreateMountpoint": True},
+        "/d": {"Propagation": "rslave", "ReadOnlyForceRecursive": True},
+    }
+    assert api_needs(spec) == [
+        ("volume /c: bind.recursive: writable", "1.44"),
+        ("volume /d: bind.recursive: readonly", "1.44"),
+    ]
+    assert "recursive" not in spec.volumes[0].hashed()  # enabled: the hash of before
+
+
+def test_exports_carry_bind_recursive_or_report_it_lost() -> None:
+    import yaml
+
+    from healerd.cli.export import compose as export_compose
+    from healerd.cli.export import kubernetes as export_kubernetes
+    from healerd.cli.export import swarm as export_swarm
+    from healerd.cli.export.common import Options
+
+    s = load(RECURSIVE)
+    compose = yaml.safe_load(export_compose.render([s], Options()).text)
+    assert compose["services"]["a"]["volumes"][3]["bind"] == {
+        "propagation": "rslave",
+        "create_host_path": False,
+        "recursive": "readonly",
+    }
+    swarm = export_swarm.render([s], Options())
+    vols = yaml.safe_load(swarm.text)["services"]["a"]["volumes"]
+    assert vols[3]["bind"] == {"propagation": "rslave"}
+    lost = [str(loss) for loss in swarm.losses if loss.field == "volumes"]
+    assert "a: volumes: /d: recursive: readonly: stack files (3.8) have no such key" in lost
+    k8s = export_kubernetes.render([s], Options())
+    lost = [str(loss) for loss in k8s.losses if loss.field == "volumes"]
+    assert any("/c: recursive: writable" in loss for loss in lost), lost

@@ -87,3 +87,10 @@ def test_every_request_of_a_client_takes_from_its_meter(streaming: str) -> None:
     api = new_api(streaming, None, meter, timeout=5)
     api.get(f"{api.base_url}/v1.41/events", stream=True).close()
     assert meter.stats.calls == 1
+
+
+def test_a_client_speaks_the_negotiated_version_from_its_next_request() -> None:
+    api = docker.APIClient(base_url="unix:///nonexistent.sock", version="1.41")
+    sdk.speak(api, "1.44")
+    assert api.api_version == "1.44"
+    assert api._url("/containers/json").endswith("/v1.44/containers/json")

@@ -81,7 +81,9 @@ def engine(tmp_path: Path) -> Iterator[tuple[DockerEngine, Script]]:
     server = socketserver.ThreadingUnixStreamServer(str(path), _handler(script))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield DockerEngine(f"unix://{path}", timeout=1), script
+    engine = DockerEngine(f"unix://{path}", timeout=1)
+    engine._client.api_version = "1.41"  # negotiated: the script answers pulls only
+    yield engine, script
     script.release.set()
     server.shutdown()
     server.server_close()

@@ -152,6 +152,7 @@ def volume_entry(v: VolumeSpec) -> str | dict[str, Any]:
         "propagation": v.propagation or None,
         "create_host_path": False if not v.create_host_path else None,
         "selinux": v.selinux or None,
+        "recursive": v.recursive or None,
         "nocopy": v.nocopy or None,
         "size": size_text(v.tmpfs_size) if v.tmpfs_size else None,
         "mode": f"{v.tmpfs_mode:o}" if v.tmpfs_mode is not None else None,

@@ -138,6 +138,8 @@ def _mount_losses(spec: ServiceSpec, v: VolumeSpec, losses: list[Loss]) -> None:
         lost.append(f"tmpfs mode {v.tmpfs_mode:o}: an emptyDir has no mode")
     if not v.create_host_path:
         lost.append("create_host_path: false: give the hostPath a type (Directory, File)")
+    if v.recursive:
+        lost.append(f"recursive: {v.recursive}: see the volumeMount's recursiveReadOnly")
     losses += [Loss(spec.name, "volumes", f"{v.target}: {reason}") for reason in lost]
 
 

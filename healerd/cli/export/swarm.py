@@ -52,6 +52,9 @@ def _volumes(spec: ServiceSpec, losses: list[Loss]) -> list[Any]:
         if v.tmpfs_mode is not None:
             reason = f"{v.target}: tmpfs mode {v.tmpfs_mode:o}: stack files take a size only"
             losses.append(Loss(spec.name, "volumes", reason))
+        if v.recursive:
+            reason = f"{v.target}: recursive: {v.recursive}: stack files (3.8) have no such key"
+            losses.append(Loss(spec.name, "volumes", reason))
         entry = volume_entry(v)
         if isinstance(entry, dict):
             section = entry.pop(v.kind.value, {})
@@ -61,7 +64,7 @@ def _volumes(spec: ServiceSpec, losses: list[Loss]) -> list[Any]:
     return out
 
 
-_NOT_IN_STACKS = ("selinux", "create_host_path", "mode")
+_NOT_IN_STACKS = ("selinux", "create_host_path", "mode", "recursive")
 
 
 def _update_config(spec: ServiceSpec) -> dict[str, Any]:

@@ -51,6 +51,8 @@ class ControllerLike(Protocol):
     @property
     def engine_version(self) -> str | None: ...
     @property
+    def engine_api_version(self) -> str | None: ...
+    @property
     def stats(self) -> StatsLike: ...
 
     def statuses(self) -> list[ServiceStatus]: ...
@@ -148,7 +150,11 @@ def config_error_view(err: ConfigError) -> dict[str, Any]:
 
 
 def engine_view(controller: ControllerLike) -> dict[str, Any]:
-    return {"reachable": controller.engine_ok, "version": controller.engine_version}
+    return {
+        "reachable": controller.engine_ok,
+        "version": controller.engine_version,
+        "api_version": controller.engine_api_version,
+    }
 
 
 def host_view(node: NodeReport | None) -> dict[str, Any] | None:

@@ -7,10 +7,16 @@ engine's Meter first (healerd.engine.pacing), as client-go's rate limiter does.
 Requests the SDK has no public method for (a streamed list, log, pull or event stream)
 go through requests' public Session API on the same client, and so through the same
 chokepoint.
+
+The API version is negotiated (apiversion.py) at the first call that reaches the
+engine, and again after the engine was lost (it may come back upgraded): a client is
+made with the floor, which every engine healerd takes accepts, so that making one never
+needs the engine up.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import urllib.parse
 from collections.abc import Iterator
@@ -26,15 +32,13 @@ import requests.adapters
 from requests.models import PreparedRequest
 
 from healerd.engine.api import EngineError, EngineUnavailable
-from healerd.engine.docker import sdk
+from healerd.engine.docker import apiversion, sdk
 from healerd.engine.docker.errors import translated
 from healerd.engine.docker.listing import rows_of
 from healerd.engine.pacing import Meter
 from healerd.model import DockerTLS
 
-# The oldest API we need (Debian 12's docker.io 20.10 speaks 1.41); newer engines
-# still accept it, so pinning avoids a version probe that fails while the engine is down.
-API_VERSION = "1.41"
+_log = logging.getLogger("healerd.engine")
 
 
 class _Paced(requests.adapters.BaseAdapter):
@@ -62,16 +66,22 @@ class _Paced(requests.adapters.BaseAdapter):
         self.inner.close()
 
 
-def new_api(base_url: str, tls: DockerTLS | None, meter: Meter, **options: Any) -> Any:
+def new_api(
+    base_url: str,
+    tls: DockerTLS | None,
+    meter: Meter,
+    version: str = apiversion.FLOOR,
+    **options: Any,
+) -> Any:
     """An APIClient that uses nothing of a docker config file (the SDK reads one when a
     client is made: its credentials, helpers and HTTP headers are dropped; its proxies
     serve only calls healerd never makes), nor requests' environment (a CA bundle that
     would replace docker_tls's CA, proxies, netrc), whose every request takes from
-    `meter`. Bad `tls` files are an EngineError."""
+    `meter`, speaking API `version`. Bad `tls` files are an EngineError."""
     try:
         cert = (tls.cert, tls.key) if tls and tls.cert and tls.key else None
         config = tls and docker.tls.TLSConfig(cert, ca_cert=tls.ca, verify=tls.verify)
-        api = docker.APIClient(base_url=base_url, version=API_VERSION, tls=config, **options)
+        api = docker.APIClient(base_url=base_url, version=version, tls=config, **options)
     except docker.errors.TLSParameterError as exc:
         raise EngineError(f"docker_tls: {exc}") from None
     sdk.forget_config_file(api)
@@ -119,23 +129,56 @@ class DockerClient:
         self.base_url, self.tls, self.meter = base_url, tls, meter
         self.timeout = float(int(timeout))
         self.api = new_api(base_url, tls, meter, timeout=int(timeout), max_pool_size=pool_size)
+        # What the engine's /version answered, and the API version spoken with it:
+        # None until negotiated, and again once the engine was lost.
+        self.engine_version: str | None = None
+        self.api_version: str | None = None
 
     def new_api(self, **options: Any) -> Any:
-        return new_api(self.base_url, self.tls, self.meter, **options)
+        version = self.api_version or apiversion.FLOOR
+        return new_api(self.base_url, self.tls, self.meter, version, **options)
 
     @contextmanager
     def call(self, what: str) -> Iterator[None]:
-        """translated(), and an engine that cannot be reached drops the pooled
-        connections: a dockerd that shuts down refuses new connections but still
+        """translated(), after the API version is negotiated; and an engine that cannot
+        be reached drops the pooled connections (and the version: it may come back
+        upgraded): a dockerd that shuts down refuses new connections but still
         answers on open ones, and a start slipped through one would be a container its
         shutdown stops again (and waits for, up to its timeout), and healerd would take
         that stop for a crash. Without them, the next call finds the engine away."""
         try:
             with translated(what):
+                self.negotiated()
                 yield
         except EngineUnavailable:
             self.api.close()
+            self.api_version = None
             raise
+
+    def negotiated(self) -> str:
+        """The API version spoken with the engine, asked of its /version (unversioned)
+        when not known yet; EngineTooOld for an engine below apiversion.FLOOR (asked
+        again at the next call: it may be upgraded in place)."""
+        if self.api_version is not None:
+            return self.api_version
+        url = f"{self.api.base_url}/version"
+        answer = checked(self.api.get(url, timeout=self.timeout)).json()
+        engine, low = str(answer.get("ApiVersion", "")), answer.get("MinAPIVersion")
+        newest = apiversion.sdk_newest()
+        version = apiversion.negotiate(engine, str(low) if low else None, newest)
+        sdk.speak(self.api, version)
+        self.engine_version = str(answer.get("Version") or "?")
+        self.api_version = version
+        _log.info(
+            "engine: Docker %s speaks API %s (oldest %s); the docker SDK knows up to %s: "
+            "healerd speaks API %s",
+            self.engine_version,
+            engine,
+            low or "?",
+            newest,
+            version,
+        )
+        return version
 
     def listening(self, what: str) -> None:
         """Before a start or a create: the engine still takes new connections. A dockerd
@@ -152,7 +195,8 @@ class DockerClient:
     def url(self, path: str, *args: str, api: Any = None) -> str:
         """The versioned URL of `path` ("/containers/{0}/logs"), its arguments quoted."""
         quoted = (urllib.parse.quote(a, safe="/:") for a in args)
-        return f"{(api or self.api).base_url}/v{API_VERSION}{path.format(*quoted)}"
+        client = api or self.api
+        return f"{client.base_url}/v{client.api_version}{path.format(*quoted)}"
 
     def get(self, path: str, *args: str, api: Any = None, **options: Any) -> requests.Response:
         """GET through requests' Session API (stream, timeout, params, headers as
@@ -176,4 +220,4 @@ class DockerClient:
         return checked(self.api.post(self.url(path, *args), **options))
 
 
-__all__ = ["API_VERSION", "DockerClient", "checked", "new_api"]
+__all__ = ["DockerClient", "checked", "new_api"]

@@ -12,7 +12,7 @@ import docker.errors
 import requests.exceptions
 
 from healerd.engine.api import EngineError, Inherited, Owner
-from healerd.engine.docker import request
+from healerd.engine.docker import apiversion, request
 from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.project import Ensured
 from healerd.model import LABEL_SERVICE, ServiceSpec
@@ -27,6 +27,7 @@ class DockerCreate:
         self, spec: ServiceSpec, name: str, labels: Mapping[str, str], inherit: Inherited = ()
     ) -> str:
         self._client.listening(f"create {name}")
+        self._supported(spec, name)
         api = self._client.api
         labels = request.container_labels(spec, self.owner.labels(spec, name, labels))
         binds, mounts, anonymous = request.mounts(spec, self._inherited(spec, inherit))
@@ -75,6 +76,16 @@ class DockerCreate:
             self._remove_quietly(container_id)
             raise
         return container_id
+
+    def _supported(self, spec: ServiceSpec, name: str) -> None:
+        """A field that needs a newer API than the one spoken with this engine is the
+        create's error (the service's action error), before anything is made."""
+        needs = request.api_needs(spec)
+        if needs:
+            with self._client.call(f"create {name}"):
+                version = self._client.negotiated()
+            for what, needed in needs:
+                apiversion.needs(version, needed, f"create {name}: {what}")
 
     def _create_from_config(self, config: Any, name: str, platform: str | None) -> Any:
         """Debian 12's SDK (python3-docker 5.0.3) takes no platform here: only a service

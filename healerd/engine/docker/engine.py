@@ -44,6 +44,9 @@ class DockerEngine(DockerContainers, DockerCreate, DockerEvents, DockerImages, D
         with self._client.call("version"):
             return str(self._client.api.version(api_version=False).get("Version", "?"))
 
+    def api_version(self) -> str | None:
+        return self._client.api_version
+
     def identity(self) -> str:
         with self._client.call("info"):
             info = self._client.api.info()

@@ -86,6 +86,8 @@ class DockerEvents:
         api = self._client.new_api(timeout=None)
         try:
             with translated("events"):
+                # The version negotiated (made with the floor, the client may be older).
+                sdk.speak(api, self._client.negotiated())
                 # Not api.events(): its chunk reader can hold the last event back until
                 # the next one arrives (docker-py over urllib3 2), and a held-back `die`
                 # is a missed heal. requests yields each chunk as it arrives.
@@ -121,6 +123,10 @@ class DockerEvents:
         finally:
             with self._watch_lock:
                 self._watch_stream = None
+                if not self._watch_stopped:
+                    # A stream that ends is most often an engine that restarted (maybe
+                    # upgraded), which calls on fresh connections need not notice.
+                    self._client.api_version = None
             api.close()
 
     def stop_watch(self) -> None:

@@ -20,6 +20,13 @@ from healerd.model import (
     VolumeSpec,
 )
 
+# bind.recursive as the Mount API takes it (as Compose sends it), and the API version
+# each needs beyond healerd's floor (NonRecursive is older than the floor).
+_RECURSIVE: dict[str, tuple[str, str | None]] = {
+    "disabled": ("NonRecursive", None),
+    "writable": ("ReadOnlyNonRecursive", "1.44"),
+    "readonly": ("ReadOnlyForceRecursive", "1.44"),
+}
 # Networks on which the engine takes no aliases.
 _NO_ALIASES = ("bridge", "host", "none", "default")
 LABEL_PROJECT = "io.healerd.project"
@@ -163,8 +170,14 @@ def _mount(v: VolumeSpec, inherited: str) -> dict[str, Any]:
     }
     if v.consistency:
         out["Consistency"] = v.consistency
-    if v.propagation:
-        out["BindOptions"] = {"Propagation": v.propagation}
+    bind: dict[str, Any] = {"Propagation": v.propagation} if v.propagation else {}
+    if v.recursive:
+        bind[_RECURSIVE[v.recursive][0]] = True
+        # A bind the syntax cannot carry (API 1.42+; an older engine wants the path).
+        if v.create_host_path:
+            bind["CreateMountpoint"] = True
+    if bind:
+        out["BindOptions"] = bind
     if v.nocopy:
         out["VolumeOptions"] = {"NoCopy": True}
     tmpfs = {"SizeBytes": v.tmpfs_size, "Mode": v.tmpfs_mode}
@@ -188,7 +201,11 @@ def mounts(
     found: list[dict[str, Any]] = []
     anonymous: list[str] = []
     for v in spec.volumes:
-        if v.source and (not v.kind or (v.kind == "bind" and v.create_host_path)):
+        if (
+            v.source
+            and (not v.kind or (v.kind == "bind" and v.create_host_path))
+            and not (v.recursive)
+        ):
             binds.append(_bind_text(v))
         elif v.kind:
             found.append(_mount(v, inherited.pop(v.target, "") if v.kind == "volume" else ""))
@@ -196,6 +213,13 @@ def mounts(
             anonymous.append(v.target)
     binds += [f"{volume}:{target}:rw" for target, volume in inherited.items()]
     return binds, found, anonymous
+
+
+def api_needs(spec: ServiceSpec) -> list[tuple[str, str]]:
+    """What of `spec` needs an engine API newer than healerd's floor: (the field as
+    written, the API version), checked at create time against the one negotiated."""
+    needs = ((v, _RECURSIVE[v.recursive][1]) for v in spec.volumes if v.recursive)
+    return [(f"volume {v.target}: bind.recursive: {v.recursive}", n) for v, n in needs if n]
 
 
 def _expanded(entry: str) -> list[Any]:

@@ -26,6 +26,14 @@ def forget_config_file(api: Any) -> None:
     api._general_configs, api._auth_configs = {}, docker.auth.AuthConfig({})
 
 
+def speak(api: Any, version: str) -> None:
+    """Makes `api` speak API `version` from its next request (issue 31: negotiated once
+    the engine answers). The SDK fixes its version when a client is made, and its "auto"
+    asks the engine then, which fails while the engine is down; every URL and version
+    check of the SDK reads this one attribute, and the pool stays."""
+    api._version = version
+
+
 def credential_store(name: str, exe: str) -> Any:
     """The SDK's client for docker-credential-NAME running `exe`, the path checked when
     auth.json was read: Store.__init__ would look the program up on PATH (and in SDK 5
@@ -42,4 +50,4 @@ def stream_socket(response: Any) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
-__all__ = ["CHECKED_SDK", "credential_store", "forget_config_file", "stream_socket"]
+__all__ = ["CHECKED_SDK", "credential_store", "forget_config_file", "speak", "stream_socket"]

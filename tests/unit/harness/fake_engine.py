@@ -180,6 +180,9 @@ class FakeEngine:
         self._check()
         return "fake"
 
+    def api_version(self) -> str | None:
+        return "1.41"
+
     def identity(self) -> str:
         self._allowed("identity")
         self._check()

@@ -1,0 +1,81 @@
+"""The Docker API version negotiated with the real engine (issue 31): Debian 12's dockerd
+20.10 speaks API 1.41, so healerd speaks 1.41 with it (the venv's SDK knows newer), says
+so once in its log and on `healerctl status`; a field that needs API 1.44 is the
+service's error, naming the Docker release, while the other services converge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.cluster import Cluster
+from tests.support.config import ConfigDir
+from tests.support.fakedockerd import FakeDockerd
+from tests.support.healerd_process import Healerd
+from tests.support.polling import wait_for
+
+# bind.recursive: readonly is ReadOnlyForceRecursive, added in API 1.44 (Docker 25).
+NEWER = (
+    "[{type: bind, source: /usr/share, target: /share, read_only: true, "
+    "bind: {recursive: readonly}}]"
+)
+
+
+def test_api_1_41_is_spoken_with_dockerd_20_10_and_a_1_44_field_is_refused(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    config.service("plain.yaml", "plain", 2)
+    config.service("newer.yaml", "newer", 2, volumes=NEWER)
+    # recursive: disabled is NonRecursive, which API 1.40 has: it works on 20.10.
+    config.service("flat.yaml", "flat", 1, volumes=NEWER.replace("readonly", "disabled"))
+    healerd.start()
+    wait_for("2 plain replicas", lambda: cluster.converged("plain", 2), timeout=30)
+    wait_for("1 flat replica", lambda: cluster.converged("flat", 1), timeout=30)
+    (flat,) = cluster.running("flat")
+    (mount,) = cluster.api.inspect_container(flat["Id"])["HostConfig"]["Mounts"]
+    assert mount["BindOptions"]["NonRecursive"] is True and mount["ReadOnly"] is True
+
+    def reason() -> str:
+        data = json.loads(healerd.ctl("status", "newer", "-o", "json")[1])
+        text = str(data["services"][0]["reason"] or "")
+        return text if "needs" in text else ""
+
+    text = wait_for("the refusal in the service's reason", reason, timeout=30)
+    assert "bind.recursive: readonly needs Docker 25.0 (API 1.44)" in text, text
+    assert "healerd speaks API 1.41 with this engine" in text, text
+    assert cluster.containers("newer") == []  # nothing half-made
+    assert cluster.converged("plain", 2) and healerd.alive()
+
+    data = json.loads(healerd.ctl("status", "-o", "json")[1])
+    assert data["engine"]["api_version"] == "1.41"
+    assert data["engine"]["version"].startswith("20.10")
+    engine_line = [ln for ln in healerd.ctl("status")[1].splitlines() if ln.startswith("engine:")]
+    assert engine_line and "(API 1.41)" in engine_line[0], engine_line
+    log = healerd.log()
+    assert "healerd speaks API 1.41" in log
+
+
+def test_an_engine_below_api_1_41_is_refused_and_healerd_keeps_running(
+    config: ConfigDir, tmp_path: Path
+) -> None:
+    """A fake engine that speaks API 1.40 (Docker 19.03): healerd says why in its log and
+    on `healerctl status`, acts on nothing, and keeps running."""
+    fake = FakeDockerd(tmp_path / "old-engine.sock", "1.40")
+    fake.start()
+    config.service("old.yaml", "old", 1)
+    h = Healerd(config.root, f"unix://{fake.path}", tmp_path / "healerd.log")
+    try:
+        h.start()
+        refusal = (
+            "the engine speaks Docker API 1.40 (Docker 19.03); healerd needs 1.41 "
+            "(Docker 20.10) or newer"
+        )
+        wait_for("the refusal in the log", lambda: refusal in h.log(), timeout=15)
+        data = json.loads(h.ctl("status", "-o", "json")[1])
+        assert refusal in str(data["services"][0]["reason"]), data
+        assert h.alive()
+        assert not [p for p in fake.asked if p.startswith("/v1.")], set(fake.asked)
+    finally:
+        if h.alive():
+            h.stop()
+        fake.stop()
