@@ -17,6 +17,7 @@ from healerd.core.planner import PlanContext, plan
 from healerd.core.pressure import assess, pull_refusal
 from healerd.core.ratelimit import TokenBucket
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.engine.pacing import UNPACED, lane
 from healerd.host import HostSample, SelfSample
 from healerd.model import (
@@ -304,7 +305,7 @@ def loop(
     settings = LoopSettings(
         workers=2, parallel_actions=4, timings=Timings(backoff=Backoff(0.5, 8.0))
     )
-    return Controller(engine, clock, settings, admission=adm), engine, clock, probe
+    return build_loop(engine, clock, settings, admission=adm), engine, clock, probe
 
 
 def drive(ctrl: Controller, clock: FakeClock, seconds: float) -> None:

@@ -15,6 +15,7 @@ from healerd.core.readiness import available
 from healerd.core.state import ServiceState
 from healerd.core.timings import Timings
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
+from healerd.core.wiring import build_loop
 from healerd.model import (
     ContainerState,
     Dependency,
@@ -54,7 +55,7 @@ def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
     engine.pullable = {f"{REPO}@{d}" for d in (V1, V2, V3, V4)}
     timings = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0))
     settings = LoopSettings(workers=2, timings=timings)
-    return Controller(engine, clock, settings), engine, clock
+    return build_loop(engine, clock, settings), engine, clock
 
 
 def images(engine: FakeEngine) -> list[str]:
@@ -161,7 +162,7 @@ def test_after_a_restart_the_pin_comes_back_from_the_containers() -> None:
     ctrl.check_updates()
     drive(ctrl, clock)
     # A new healerd: the local tag's digest is V1, but the containers say V2.
-    fresh = Controller(engine, clock, LoopSettings())
+    fresh = build_loop(engine, clock, LoopSettings())
     fresh.set_desired(desired(follower()))
     creates = engine.calls.count("create")
     drive(fresh, clock)
