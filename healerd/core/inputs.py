@@ -56,7 +56,7 @@ class Inputs:
     ) -> None:
         """`seen()`: the services the looks found containers of."""
         self._clock = clock
-        self.queue = queue
+        self._queue = queue
         self._events = events
         self._declared = declared
         self._paused = paused
@@ -81,9 +81,9 @@ class Inputs:
         for name in set(old.services) | set(state.services):
             spec = state.services.get(name)
             if old.services.get(name) != spec or (spec and spec.source_file in broken_changed):
-                self.queue.add(name, force=True)
+                self._queue.add(name, force=True)
         if old.hold_orphans != state.hold_orphans:
-            self.queue.add(DISCOVER, force=True)
+            self._queue.add(DISCOVER, force=True)
         for name, was, now in self._book.resized(old.services, state.services):
             self._shown.show(name, decide(Facts(resized=(was, now))), desired=now)
 
@@ -91,7 +91,7 @@ class Inputs:
         """A followed tag's pin moved (a new digest, a rollback, a first pin): the specs
         everyone reads are pinned again and the service looks at once."""
         self._declared.repin()
-        self.queue.add(key, force=True)
+        self._queue.add(key, force=True)
 
     def check_updates(self) -> list[str]:
         """Ask the registry about every service that follows its tag (the checker
@@ -108,13 +108,13 @@ class Inputs:
     def retry_pulls(self) -> None:
         """New registry credentials: each service waiting for its image tries now."""
         for key in self._images.waiting_keys():
-            self.queue.add(key, force=True)
+            self._queue.add(key, force=True)
 
     def enqueue_all(self, *, force: bool = False) -> None:
         """Queue every known service plus a discovery pass (resync, engine back)."""
         keys = set(self._declared.desired.services) | self._seen()
         for key in sorted(keys | {DISCOVER}):
-            self.queue.add(key, force=force)
+            self._queue.add(key, force=force)
 
     def on_event(self, event: EngineEvent) -> None:
         """Queue the event's service. The engine sends `die` before its list shows the
@@ -127,15 +127,15 @@ class Inputs:
         if event.action is model.EngineAction.STARTED:
             # A new run has a new network namespace: what joined the old one looks again.
             for joiner in self._declared.desired.joiners.get(event.service, ()):
-                self.queue.add(joiner)
+                self._queue.add(joiner)
         hint = self._hints.event(event.service, event.action)  # healerd.core.hints
         if self._own.consume(event):
             return  # the pass that did it looks again anyway (healerd.core.own)
         if event.action is model.EngineAction.DESTROYED:
             self._report.gone(event.service, event.container_id, event.name, known=known)
-        self.queue.add(event.service)
+        self._queue.add(event.service)
         if hint:
-            self._hints.hinted(event.service, self.queue.queued_at(event.service))
+            self._hints.hinted(event.service, self._queue.queued_at(event.service))
 
     def stream_state(self, connected: bool) -> None:
         """The event watcher's stream is up or down: while it is up and quiet, the last
@@ -150,18 +150,18 @@ class Inputs:
         self._events.record(
             EventKind.PAUSED, service, "paused by operator: left alone until resumed"
         )
-        self.queue.add(service, force=True)
+        self._queue.add(service, force=True)
 
     def resume(self, service: str) -> None:
         self._paused.discard(service)
         self._events.record(EventKind.RESUMED, service, "resumed by operator")
-        self.queue.add(service, force=True)
+        self._queue.add(service, force=True)
 
     def reconcile_now(self, service: str | None = None) -> None:
         if service is None:
             self.enqueue_all(force=True)
         else:
-            self.queue.add(service, force=True)
+            self._queue.add(service, force=True)
 
     def pressure_changed(self, admission: Admission, old: Pressure, new: Pressure) -> None:
         """The host's pressure turned on or off (Admission.subscribe): whoever waits for
@@ -173,7 +173,7 @@ class Inputs:
             log.info("host pressure ended")
             self._events.record(EventKind.PRESSURE_ENDED, "", "no resource below its threshold")
         for key in admission.waiting():
-            self.queue.add(key)
+            self._queue.add(key)
 
 
 __all__ = ["Inputs"]
