@@ -33,7 +33,8 @@ from bench.lib import (
 )
 from healerd.config import DesiredStore, load_conf_dir
 from healerd.core.clock import SystemClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
+from healerd.core.wiring import build_loop
 from healerd.engine.docker import DockerEngine
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
@@ -266,7 +267,7 @@ def scale_and_idle(
             h.service("bench-scale", n)
             wait_for(f"{n} replicas", lambda n=n: cluster.converged("bench-scale", n), 600, 0.1)
             engine = DockerEngine(docker_host())
-            ctrl = Controller(engine, SystemClock(), LoopSettings())
+            ctrl = build_loop(engine, SystemClock(), LoopSettings())
             ctrl.set_desired(
                 DesiredStore().update(load_conf_dir(h.conf.conf_d, strict_modes=False))
             )

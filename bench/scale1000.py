@@ -78,7 +78,8 @@ from bench.lib import (
 )
 from healerd.config import DesiredStore, load_conf_dir
 from healerd.core.clock import SystemClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
+from healerd.core.wiring import build_loop
 from healerd.engine.docker import DockerEngine
 from healerd.model import LABEL_REPLACES
 from tests.support.busybox_image import COMMAND
@@ -106,7 +107,7 @@ def _spread(ratios: list[float]) -> dict[str, float]:
 def _pass_vs_list(client: docker.APIClient, conf_d: Path, samples: int = 40) -> dict[str, Any]:
     """One full pass of every service (one list call, a reconcile each) next to a bare
     label-filtered list, interleaved; the ratio of each pair, with its spread."""
-    ctrl = Controller(DockerEngine(docker_host()), SystemClock(), LoopSettings())
+    ctrl = build_loop(DockerEngine(docker_host()), SystemClock(), LoopSettings())
     ctrl.set_desired(DesiredStore().update(load_conf_dir(conf_d, strict_modes=False)))
     ctrl.process_once()  # warm up: the first status, the connection pool
     passes, lists = [], []

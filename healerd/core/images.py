@@ -26,10 +26,6 @@ from healerd.vocabulary import EventKind
 log = logging.getLogger("healerd.controller")
 
 
-def _anonymous(_image: str) -> RegistryAuth | None:
-    return None
-
-
 class ImagePolicy:
     def __init__(
         self,
@@ -39,8 +35,8 @@ class ImagePolicy:
         events: EventLog,
         timings: Timings,
         admission: Admission | None,
-        auth_for: Callable[[str], RegistryAuth | None] | None = None,
-        on_pull: Callable[[str, str, Tally | None], None] | None = None,
+        auth_for: Callable[[str], RegistryAuth | None],
+        on_pull: Callable[[str, str, Tally | None], None],
     ) -> None:
         """`auth_for`: the credentials of an image's registry (auth.json), None for an
         anonymous pull; looked up at each pull, so new credentials apply at once.
@@ -48,7 +44,7 @@ class ImagePolicy:
         for the status to say so meanwhile."""
         self._engine = engine
         self._on_pull = on_pull
-        self._auth_for = auth_for or _anonymous
+        self._auth_for = auth_for
         self._executor = executor
         self._clock = clock
         self._events = events
@@ -122,8 +118,7 @@ class ImagePolicy:
             image,
             extra={"healerd_service": key, "action": "pull", "reason": image},
         )
-        if self._on_pull is not None:
-            self._on_pull(key, f"pulling {image}", tally)
+        self._on_pull(key, f"pulling {image}", tally)
         try:
             self._executor.pull(image, self._auth_for(image))
         except ImagePullFailed as exc:

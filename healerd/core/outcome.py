@@ -3,7 +3,7 @@
 In the spirit of controller-runtime's `Reconcile(ctx, req) -> (Result, error)`: a
 reconcile returns an `Outcome`, `decide` is the pure rule that picks it from what the
 pass found, and the loop turns it into work-queue calls and a status in one place
-(`healerd.core.controller.Controller._settle`). Every state a status shows is chosen
+(`healerd.core.dispatch.Dispatcher.settle`). Every state a status shows is chosen
 by `decide`: the loop's own too (no list, a failed pass), and those it shows between
 passes (a pull under way, a pause, a new replica count: only their state and reason
 are shown, the change that brought them queued the pass).

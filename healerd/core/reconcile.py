@@ -118,6 +118,10 @@ class Reconciler:
         self._rollouts.forget(key)
         self._acting.share(MemoryDelta((partial(_forget_suspects, service=key),)))
 
+    def share(self, delta: MemoryDelta) -> None:
+        """Hand a pass's delta to the memory's owner (applied under its lock)."""
+        self._acting.share(delta)
+
     def save_runs(self) -> None:
         """Write the runs out if they changed (the memory's owner does, with any delta)."""
         self._acting.share(MemoryDelta())

@@ -38,7 +38,7 @@ class LoopHooks(Protocol):
 class Stats:
     passes: int = 0
     list_calls: int = 0
-    # Batches of a resync served by the list its first batch made (controller._reused).
+    # Batches of a resync served by the list its first batch made (looks.Looks.reused).
     reused_looks: int = 0
     creates: int = 0
     removes: int = 0

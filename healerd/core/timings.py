@@ -1,7 +1,7 @@
 """Every recheck, backoff and window of the loop, with its default, in one place.
 
 "How long does healerd wait before it looks again?" is answered here: the loop's
-modules take these from `LoopSettings.timings` (healerd.core.controller), none keeps a
+modules take these from `LoopSettings.timings` (healerd.core.loopsettings), none keeps a
 constant of its own, and a test passes its own `Timings` to make the loop faster or
 slower. healerd.yaml sets `backoff` (backoff_base, backoff_max); the rest are defaults,
 each with why. (The memory of healerd's own engine events, core/own.py's EXPECT_FOR, is

@@ -1,11 +1,12 @@
-"""The healerd process: flags and settings, signals, threads, and the main loop.
+"""The healerd process: its parts, signals, threads, and the main loop (the flags are in
+healerd.daemon.flags, a reload in healerd.daemon.reload, the loop's parts in
+healerd.core.wiring).
 
 Signal handlers only set flags; the main loop decides what to do with them.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import functools
@@ -22,32 +23,27 @@ from types import FrameType
 
 from healerd import __version__
 from healerd.config import (
-    RELOADABLE,
-    ConfigError,
     DesiredStore,
     Settings,
     SettingsError,
-    check_settings,
-    load_conf_dir,
-    load_settings,
 )
 from healerd.config.registryauth import auth_file
 from healerd.core.admission import Admission
-from healerd.core.backoff import Backoff
 from healerd.core.clock import Clock, SystemClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import Controller
 from healerd.core.executor import plain_tag
 from healerd.core.ownership import HostKey, Signer, Unverified, sign
 from healerd.core.ratelimit import TokenBucket
 from healerd.core.readlanes import ReadBudget, ReadLanes
 from healerd.core.state import ServiceState
 from healerd.core.status import NodeReport
-from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.daemon import instance
-from healerd.daemon.api.server import ApiOptions, ApiServer, parse_listen
+from healerd.daemon.api.server import ApiOptions, ApiServer
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.credentials import CredentialsFile
-from healerd.daemon.engineaddr import connect, engine_url
+from healerd.daemon.engineaddr import connect
+from healerd.daemon.flags import build_parser, docker_host, loop_settings, resolve_settings
 from healerd.daemon.handoff import HandOff
 from healerd.daemon.hostkey import HostKeyError, load_or_create
 from healerd.daemon.imagework import ImageWork
@@ -55,6 +51,7 @@ from healerd.daemon.journal import make_handler
 from healerd.daemon.memory import keep_large_blocks_in_mmap
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notify import Notifier
+from healerd.daemon.reload import ReloadMemory, node_changes, prefer_what_runs, read_conf_d
 from healerd.daemon.runbook import FileRunBook
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine, EngineError
@@ -69,84 +66,6 @@ EXIT_RUNNING = 3
 SHUTDOWN_GRACE = 3.0
 # A host key younger than this was made by this start (handoff.take_back_all).
 NEW_KEY = 60.0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="healerd", description="Keep the containers declared in CONFIG_DIR/conf.d running."
-    )
-    p.add_argument("--version", action="version", version=f"healerd {__version__}")
-    p.add_argument("--config-dir", type=Path, help="default /etc/healerd")
-    p.add_argument(
-        "--docker-host", help="engine address (default $DOCKER_HOST or the local socket)"
-    )
-    p.add_argument(
-        "--socket", type=Path, help="local API socket (default /run/healerd/healerd.sock)"
-    )
-    p.add_argument(
-        "--state-dir", type=Path, help="where the host key lives (default /var/lib/healerd)"
-    )
-    p.add_argument("--resync-interval", type=float, help="seconds between full resyncs")
-    p.add_argument("--workers", type=int, help="services reconciled at once")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    p.add_argument(
-        "--admin-group",
-        default=ApiOptions.admin_group,
-        help="group whose members may change things over the local API (root always may; "
-        "default healerd-admin; empty: root only)",
-    )
-    p.add_argument(
-        "--metrics-listen",
-        type=_listen_address,
-        help="also serve /metrics over TCP on HOST:PORT (e.g. 127.0.0.1:9464); default off",
-    )
-    return p
-
-
-def _listen_address(value: str) -> str:
-    try:
-        parse_listen(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return value
-
-
-def resolve_settings(args: argparse.Namespace) -> Settings:
-    """healerd.yaml under the config dir, then command-line flags on top."""
-    config_dir: Path = args.config_dir or Settings().config_dir
-    settings = load_settings(config_dir / "healerd.yaml")
-    overrides: dict[str, object] = {"config_dir": config_dir}
-    for flag, name in (
-        ("docker_host", "docker_host"),
-        ("socket", "socket_path"),
-        ("state_dir", "state_dir"),
-        ("resync_interval", "resync_interval"),
-        ("workers", "workers"),
-        ("log_level", "log_level"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[name] = value
-    settings = dataclasses.replace(settings, **overrides)  # type: ignore[arg-type]
-    # Flags go through the same checks as the file.
-    errors = check_settings(settings, "command line")
-    if errors:
-        raise SettingsError(errors)
-    return settings
-
-
-def docker_host(settings: Settings) -> str:
-    return engine_url(settings, os.environ)
-
-
-def loop_settings(settings: Settings) -> LoopSettings:
-    return LoopSettings(
-        workers=settings.workers,
-        parallel_actions=max(4, settings.workers * 2),
-        timings=Timings(backoff=Backoff(settings.backoff_base, settings.backoff_max)),
-        engine_down_log_interval=settings.engine_down_log_interval,
-        history_limit=settings.history_limit,
-    )
 
 
 def _self_pipe() -> tuple[int, int]:
@@ -200,18 +119,14 @@ class Daemon:
         self.controller = self._controller(name_tag, loop_metrics)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.images = ImageWork(
-            self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc,
-            lambda: self.settings,
-        )  # fmt: skip
+            self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc, self._now
+        )
         self.watcher = EventWatcher(self.engine, self.controller, self.clock, self.loop)
         self._stop = threading.Event()
         self._wake_r, self._wake_w = _self_pipe()
         self._stop_requested = False
         self._reload_requested = False
-        self._last_errors: tuple[ConfigError, ...] = ()
-        self._warned_missing_dir = False
-        self._file_settings: Settings | None = None
-        self._settings_errors: list[str] = []
+        self._reloads = ReloadMemory()
         self.notifier = Notifier()
         self.id_lock_dir = id_lock_dir
         self._id_lock: int | None = None
@@ -219,7 +134,7 @@ class Daemon:
 
     def _controller(self, name_tag: Callable[[str], str], metrics: LoopMetrics) -> Controller:
         """The loop, on the heal budget; readers get budgets of their own."""
-        return Controller(
+        return build_loop(
             self.engine,
             self.clock,
             self.loop,
@@ -234,6 +149,10 @@ class Daemon:
             credentials=self.credentials.for_image,
             runbook=self.runbook,
         )
+
+    def _now(self) -> Settings:
+        """The settings as reloaded last (the image work reads them at each round)."""
+        return self.settings
 
     @functools.cached_property
     def confwatch(self) -> ConfigWatcher:
@@ -307,7 +226,7 @@ class Daemon:
             engine_calls=calls.calls,
             engine_calls_throttled=calls.throttled,
             engine_throttled_seconds=calls.throttled_seconds,
-            settings_errors=tuple(self._settings_errors),
+            settings_errors=tuple(self._reloads.settings_errors),
             credentials_error=self.credentials.error,
         )
 
@@ -350,38 +269,9 @@ class Daemon:
 
     def reload_settings(self) -> None:
         """Apply healerd.yaml's node keys (thresholds, estimates, the engine call cap)
-        at once; the others take effect at the next start. A bad file changes nothing,
-        nor does one still being written (the watcher applies it once it is closed)."""
+        at once; the others take effect at the next start (healerd.daemon.reload)."""
         path = self.settings.config_dir / "healerd.yaml"
-        if path in self.confwatch.writing():
-            log.info("%s is being written; settings unchanged until it is complete", path)
-            return
-        try:
-            new = load_settings(path)
-        except SettingsError as exc:
-            # Said once per distinct error, not at every resync.
-            messages = [str(e) for e in exc.errors]
-            if messages != self._settings_errors:
-                for msg in messages:
-                    log.error("settings not reloaded: %s", msg)
-                self._settings_errors = messages
-            return
-        if self._settings_errors:
-            log.info("healerd.yaml is valid again")
-            self._settings_errors = []
-        old_file, self._file_settings = self._file_settings, new
-        if old_file is None or new == old_file:
-            return
-        apply = {k: getattr(new, k) for k in RELOADABLE if getattr(new, k) != getattr(old_file, k)}
-        later = sorted(
-            k
-            for k in vars(new)
-            if k not in RELOADABLE and k != "config_dir" and getattr(new, k) != getattr(old_file, k)
-        )
-        if later:
-            log.warning(
-                "healerd.yaml: %s changed; takes effect at the next start", ", ".join(later)
-            )
+        apply = node_changes(path, self.confwatch.writing(), self._reloads)
         if apply:
             self.settings = dataclasses.replace(self.settings, **apply)
             limits = self.settings.node_limits
@@ -391,59 +281,18 @@ class Daemon:
             self.controller.enqueue_all(force=True)
 
     def _prefer_what_runs(self) -> None:
-        """Before the first merge: a service declared in two files keeps the declaration
-        its containers run, not the first file by name (which would replace them). One
-        list call before READY=1, bounded by engine_timeout like the identity check."""
-        if self._stop_requested:
-            return
-        try:
-            observed = self.engine.list_managed()
-        except EngineError as exc:
-            # Then name order decides, as on a first start.
-            log.info("engine not listed before the first config merge: %s", exc)
-            return
-        self.store.prefer_running((c.service, c.source_file, c.spec_hash) for c in observed)
+        if not self._stop_requested:
+            prefer_what_runs(self.engine, self.store)
 
     def reload(self) -> None:
-        """Re-read every config file; broken files keep their last good services, and so
-        do files still being written (their state of the previous reload stands)."""
+        """Re-read every config file (healerd.daemon.reload)."""
         self.reload_settings()
         s = self.settings
         if self.credentials.reload(auth_file(s.config_dir, s.registry_auth), strict=s.strict_modes):
             self.controller.retry_pulls()
-        conf_dir = self.settings.config_dir / "conf.d"
-        writing = sorted(str(p) for p in self.confwatch.writing() if p.parent == conf_dir)
-        for file in writing:
-            log.info("%s is being written; its last version stands until it is complete", file)
-        try:
-            results = load_conf_dir(
-                conf_dir,
-                strict_modes=self.settings.strict_modes,
-                keep=self.store.last_results(writing),
-                environment=self.settings.interpolate_environment,
-            )
-        except OSError as exc:
-            log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)
-            return
-        state = self.store.update(results)
-        if not conf_dir.is_dir():
-            # A directory that vanished (a failed mount, a typo in --config-dir) must not
-            # read as "remove everything": containers of undeclared services stay.
-            if not self._warned_missing_dir:
-                log.warning("%s does not exist: no services declared, none removed", conf_dir)
-                self._warned_missing_dir = True
-            state = dataclasses.replace(state, hold_orphans=True)
-        else:
-            self._warned_missing_dir = False
-        if state.errors != self._last_errors:
-            for err in state.errors:
-                log.error(
-                    "config error: %s (file skipped; its services keep running as they were)", err
-                )
-            if not state.errors and self._last_errors:
-                log.info("config errors resolved")
-            self._last_errors = state.errors
-        self.controller.set_desired(state)
+        state = read_conf_d(s, self.confwatch.writing(), self.store, self._reloads)
+        if state is not None:
+            self.controller.set_desired(state)
 
     # -- main loop ----------------------------------------------------------------
 
@@ -589,6 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Worker threads may sit in a slow engine call; the next start adopts whatever
     # they leave, so do not wait for them.
     os._exit(code)
+
+
+__all__ = ["Daemon", "build_parser", "docker_host", "loop_settings", "main", "resolve_settings"]
 
 
 if __name__ == "__main__":

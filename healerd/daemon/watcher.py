@@ -55,7 +55,7 @@ class EventWatcher:
             # But every key may be waiting out a long backoff from the outage (up to
             # backoff_max), and hints do not cut a backoff short: one forced discovery
             # pass looks now, and if the engine was down, finding it back forces the rest.
-            self._controller.queue.add(DISCOVER, force=True)
+            self._controller.reconcile_now(DISCOVER)
 
     def run(self, stop: threading.Event) -> None:
         logged_at: float | None = None

@@ -29,6 +29,7 @@ from healerd.config import Settings
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ratelimit import LastLook
+from healerd.core.wiring import build_loop
 from healerd.daemon.api import server as api_module
 from healerd.daemon.api.limits import ConnectionLimits, Refusal, Ticket
 from healerd.daemon.api.server import AdminPolicy, ApiOptions, ApiServer, Peer
@@ -397,7 +398,7 @@ def test_last_look_serves_the_fresh_list_and_lists_once_for_all_readers() -> Non
 def test_controller_reads_come_from_its_last_observation() -> None:
     clock = FakeClock()
     engine = FakeEngine(clock)
-    ctrl = Controller(engine, clock, LoopSettings(workers=1))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1))
     ctrl.enqueue_all(force=True)
     ctrl.process_once()
     lists = engine.calls.count("list")
@@ -471,7 +472,7 @@ def test_a_list_from_before_an_event_is_not_served_even_under_a_second_old() -> 
 def _watched(clock: FakeClock) -> tuple[FakeEngine, Controller]:
     """A controller whose event stream connected a while ago (5 s)."""
     engine = FakeEngine(clock)
-    ctrl = Controller(engine, clock, LoopSettings(workers=1))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1))
     ctrl.stream_state(True)
     clock.advance(5)
     return engine, ctrl

@@ -22,7 +22,8 @@ import pytest
 
 from healerd.config import Settings
 from healerd.core.clock import FakeClock, SystemClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
+from healerd.core.wiring import build_loop
 from healerd.daemon.api import server as api_module
 from healerd.daemon.api.server import AdminPolicy, ApiServer, Peer
 from healerd.daemon.main import Daemon
@@ -331,7 +332,7 @@ def test_controller_logs_stream_the_output_written_until_the_time_asked() -> Non
     until = clock.time()
     clock.advance(10)
     engine.say(cid, "three")
-    ctrl = Controller(engine, clock, LoopSettings(workers=1))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1))
     c, stream = ctrl.logs("web", previous=False, tail=None, since=None, until=until)
     assert c is not None and c.id == cid and stream.read() == b"one\ntwo\n"
     _, stream = ctrl.logs("web", previous=False, tail=None, since=until, until=None)

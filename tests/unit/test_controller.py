@@ -8,6 +8,7 @@ import pytest
 
 from healerd.config import DesiredState
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.wiring import build_loop
 from healerd.model import (
     ContainerState,
     EngineAction,
@@ -412,7 +413,7 @@ def test_before_any_config_is_read_nothing_counts_as_undeclared() -> None:
     ctrl, engine, clock = make()
     ctrl.set_desired(desired(spec("a", 2)))
     drive(ctrl, clock)
-    fresh = Controller(engine, clock, LoopSettings())
+    fresh = build_loop(engine, clock, LoopSettings())
     fresh.enqueue_all(force=True)
     drive(fresh, clock)
     assert len(engine.running("a")) == 2
@@ -484,13 +485,13 @@ def test_a_look_is_not_reused_for_a_key_queued_after_it_began_or_when_old() -> N
     drive(ctrl, clock)  # the last look began now
     clock.advance(0.01)
     ctrl.queue.add("a")  # queued after that look began
-    assert ctrl._reused(["a"]) is None
+    assert ctrl.parts.looks.reused(["a"]) is None
     clock.advance(0.01)
     ctrl.process_once()  # a new look, begun after a's add
     lists = engine.calls.count("list")
-    assert ctrl._reused(["a"]) is not None
+    assert ctrl.parts.looks.reused(["a"]) is not None
     clock.advance(2.5)  # older than LOOK_REUSE
-    assert ctrl._reused(["a"]) is None
+    assert ctrl.parts.looks.reused(["a"]) is None
     ctrl.enqueue_all()
     clock.advance(0.01)
     _run_until_idle(ctrl, engine)

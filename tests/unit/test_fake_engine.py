@@ -7,7 +7,8 @@ import pytest
 
 from healerd.config import DesiredState
 from healerd.core.clock import FakeClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
+from healerd.core.wiring import build_loop
 from healerd.model import PullPolicy, ServiceSpec
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine, new_refusals
 
@@ -23,7 +24,7 @@ def test_a_refusal_the_loop_swallowed_is_still_seen() -> None:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)  # no pull allowed
     engine.pullable.add("img:1")
-    ctrl = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1, parallel_actions=1))
     spec = ServiceSpec(name="web", image="img:1", pull_policy=PullPolicy.ALWAYS)
     try:
         ctrl.set_desired(DesiredState({"web": spec}, (), hold_orphans=False, broken_files=()))

@@ -6,6 +6,7 @@ import pytest
 
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.wiring import build_loop
 from healerd.engine import EngineError
 from healerd.model import ContainerState, EngineAction, EngineEvent, ObservedContainer
 from tests.unit.harness.builders import spec
@@ -76,7 +77,7 @@ def test_containers_found_stopped_at_start_are_no_crash() -> None:
     engine.containers[c.id] = dc_replace(c, crash_streak=1)
     engine.kill(c.id, exit_code=0)
     # A new healerd on the same engine.
-    fresh = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
+    fresh = build_loop(engine, clock, LoopSettings(workers=1, parallel_actions=1))
     fresh.set_desired(desired(spec("web", 1)))
     fresh.process_once()
     (new,) = engine.running("web")
@@ -122,7 +123,7 @@ def test_history_found_at_start_is_not_started_again_when_its_replacement_goes()
     # the replacement removed (`docker rm -f`): the old container is replaced again (on
     # its volumes), never started again in place.
     _ctrl, engine, clock, old, new = _killed_and_replaced()
-    fresh = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
+    fresh = build_loop(engine, clock, LoopSettings(workers=1, parallel_actions=1))
     fresh.set_desired(desired(spec("web", 1)))
     fresh.process_once()
     del engine.containers[new.id]  # docker rm -f of the replacement

@@ -13,6 +13,7 @@ import pytest
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.runs import Run, Termination, from_json, to_json
+from healerd.core.wiring import build_loop
 from healerd.daemon.runbook import FileRunBook
 from healerd.model import (
     ContainerState,
@@ -363,7 +364,7 @@ def test_logs_previous_is_the_run_before_the_latest_start_in_place() -> None:
     the same container wrote before its latest start (the engine keeps one log)."""
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS | {"logs", "death"})
-    ctrl = Controller(engine, clock, LoopSettings(workers=2))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=2))
     ctrl.set_desired(desired(spec("web", 1)))
     drive(ctrl, clock)
     (cid,) = engine.containers
@@ -386,7 +387,7 @@ def test_logs_previous_is_the_run_before_the_latest_start_in_place() -> None:
 def test_logs_previous_of_a_replica_that_never_restarted_is_the_replaced_one() -> None:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS | {"logs", "death"})
-    ctrl = Controller(engine, clock, LoopSettings(workers=2))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=2))
     ctrl.set_desired(desired(spec("web", 1)))
     drive(ctrl, clock)
     (old,) = engine.containers

@@ -13,6 +13,7 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ratelog import RateLimitedLog
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.engine import EngineUnavailable
 from healerd.model import EngineAction, EngineEvent, ObservedContainer, ServiceSpec
 from tests.unit.harness.builders import spec
@@ -30,7 +31,7 @@ def make(backoff: Backoff = TEST_BACKOFF) -> tuple[Controller, FakeEngine, FakeC
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)
     settings = LoopSettings(workers=2, parallel_actions=4, timings=Timings(backoff=backoff))
-    return Controller(engine, clock, settings), engine, clock
+    return build_loop(engine, clock, settings), engine, clock
 
 
 def settle(ctrl: Controller, clock: FakeClock) -> None:

@@ -18,6 +18,7 @@ from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.ownership import HostKey, Signer, Unverified, sign
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.daemon.hostkey import KEY_FILE, HostKeyError, load_or_create
 from healerd.model import (
     LABEL_IMAGE,
@@ -79,7 +80,7 @@ def make(clock: FakeClock) -> tuple[Controller, FakeEngine, Signer, list[Unverif
     settings = LoopSettings(
         workers=1, parallel_actions=2, timings=Timings(backoff=Backoff(0.5, 8.0))
     )
-    ctrl = Controller(engine, clock, settings, name_tag=key.name_tag)
+    ctrl = build_loop(engine, clock, settings, name_tag=key.name_tag)
     return ctrl, engine, signer, told
 
 
@@ -139,7 +140,7 @@ def test_an_upgrade_adopts_the_old_containers_without_churn() -> None:
     clock.now += 60
     key = HostKey(b"s" * 32, born=clock.time())
     sign(engine, key, clock.time)
-    ctrl = Controller(
+    ctrl = build_loop(
         engine, clock, LoopSettings(workers=1, parallel_actions=2), name_tag=key.name_tag
     )
     ctrl.set_desired(desired(web))

@@ -39,7 +39,7 @@ from healerd.config import DesiredState
 from healerd.core import readiness, rollouts
 from healerd.core.clock import FakeClock
 from healerd.core.context import plan_context
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
 from healerd.core.observe import Memory, note_started, observe
 from healerd.core.planner import (
     Plan,
@@ -49,6 +49,7 @@ from healerd.core.planner import (
     plan,
 )
 from healerd.core.rollouts import Rollout
+from healerd.core.wiring import build_loop
 from healerd.model import (
     Action,
     ActionKind,
@@ -105,7 +106,7 @@ class Sim:
     port_holders: set[str] = field(default_factory=set)
     # Health changes the engine makes by itself: id -> (when, new health).
     health_at: dict[str, tuple[float, str]] = field(default_factory=dict)
-    # The loop's memory: the same objects healerd.core.controller.Controller keeps.
+    # The loop's memory: the same objects the loop keeps (healerd.core.loopmemory).
     mem: Memory = field(default_factory=Memory)
     rollout: Rollout | None = None
     trace: list[Step] = field(default_factory=list)
@@ -744,7 +745,7 @@ def test_an_unhealthy_container_waits_its_backoff_not_its_window() -> None:
     twice that, up to `max_delay`. The real controller, on an in-memory engine."""
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)
-    ctrl = Controller(engine, clock, LoopSettings(workers=1, parallel_actions=1))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1, parallel_actions=1))
     policy = RestartPolicy(delay=1.0, max_delay=1.0, window=60.0)
     s = ServiceSpec(name=SERVICE, image="img:1", restart_policy=policy)
     engine.containers["x"] = ObservedContainer(

@@ -23,6 +23,7 @@ from healerd.core.reconcile import Reconciler
 from healerd.core.runs import NoRunBook
 from healerd.core.timings import Timings
 from healerd.core.updates import pinned_ref
+from healerd.core.wiring import build_loop
 from healerd.model import (
     ContainerState,
     EngineAction,
@@ -66,25 +67,26 @@ def test_the_reconciler_takes_no_lock_and_no_optional_collaborator() -> None:
 def test_a_pass_changes_the_loops_memory_only_when_its_delta_is_applied() -> None:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)
-    ctrl = Controller(engine, clock, LoopSettings(workers=1))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1))
     web = spec("web", 1)
     ctrl.set_desired(_desired(web))
     _drive(ctrl, clock)
     (cid,) = engine.containers
     ctrl.on_event(EngineEvent("web", cid, EngineAction.DIED, exit_code=3))
-    obs = ctrl._observe(["web"])
+    obs = ctrl.parts.looks.observe(["web"])
     assert obs is not None
-    with ctrl._lock:
-        memory = snapshot(ctrl._mem, "web", [c.id for c in obs.of("web")])
-    _, delta = ctrl._reconciler.reconcile("web", obs, memory)
+    memory = ctrl.parts.memory.snapshot("web", [c.id for c in obs.of("web")])
+    _, delta = ctrl.parts.reconciler.reconcile("web", obs, memory)
     # The pass saw the death (its snapshot) and planned a start in place: the loop's
     # memory does not say so, and the start is not handed over, until the delta is applied.
-    assert cid in memory.starting and cid not in ctrl._mem.starting
+    assert cid in memory.starting and cid not in ctrl.parts.memory.mem.starting
     assert "start" not in engine.calls
-    ctrl._share(delta)
-    ctrl._executor.drain()
+    ctrl.parts.reconciler.share(delta)
+    ctrl.parts.executor.drain()
     assert "start" in engine.calls
-    assert ctrl._mem.runs[cid].restarts == 1, "the start's end came back through the owner"
+    assert ctrl.parts.memory.mem.runs[cid].restarts == 1, (
+        "the start's end came back through the owner"
+    )
 
 
 def test_a_replayed_step_keeps_what_came_meanwhile() -> None:
@@ -120,7 +122,7 @@ def test_a_snapshot_holds_the_service_entries_only() -> None:
 def _plans_per_pass(ctrl: Controller, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     counts: list[int] = []
     made = planner._Planning.__init__
-    reconcile = ctrl._reconciler.reconcile
+    reconcile = ctrl.parts.reconciler.reconcile
 
     def counted(self: planner._Planning, *args: object, **kw: object) -> None:
         counts[-1] += 1
@@ -132,7 +134,7 @@ def _plans_per_pass(ctrl: Controller, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
     with monkeypatch.context() as m:
         m.setattr(planner._Planning, "__init__", counted)
-        m.setattr(ctrl._reconciler, "reconcile", one_pass)
+        m.setattr(ctrl.parts.reconciler, "reconcile", one_pass)
         yield counts
 
 
@@ -145,7 +147,7 @@ def test_a_pass_plans_once_when_a_rollback_moves_the_pin(
     engine.repo_digests[TAG] = (f"reg.local:5000/app@{V1}",)
     engine.pullable = {f"reg.local:5000/app@{d}" for d in (V1, V3)}
     timings = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0))
-    ctrl = Controller(engine, clock, LoopSettings(workers=2, timings=timings))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=2, timings=timings))
     update = UpdateConfig(order=UpdateOrder.START_FIRST, progress_deadline=60.0)
     app = spec("app", 2, TAG, auto_update=AutoUpdate.REGISTRY, update_config=update)
     ctrl.set_desired(_desired(app))

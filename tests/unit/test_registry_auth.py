@@ -22,8 +22,9 @@ from healerd.config.registryauth import (
 from healerd.config.settings import load_settings
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.daemon.credentials import CredentialsFile
 from healerd.model import RegistryAuth
 from tests.unit.harness.builders import spec
@@ -229,7 +230,7 @@ def test_a_pull_gets_the_credentials_of_its_registry_and_new_ones_retry_at_once(
         parallel_actions=4,
         timings=Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(60, 300)),
     )
-    ctrl = Controller(engine, clock, settings, credentials=creds.for_image)
+    ctrl = build_loop(engine, clock, settings, credentials=creds.for_image)
     image = "127.0.0.1:5000/app:1"
     ctrl.set_desired(desired(spec("a", 1, image=image), spec("b", 1, image="x:1")))
     drive(ctrl, clock, max_seconds=1)

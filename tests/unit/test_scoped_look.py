@@ -75,10 +75,10 @@ def test_a_scoped_look_is_never_reused_for_another_service() -> None:
     ctrl.queue.add("a")
     ctrl.queue.add("b")
     clock.advance(0.1)
-    assert ctrl._observe(["a"]) is not None
-    assert ctrl._reused(["a"]) is not None  # a was queued before it began
-    assert ctrl._reused(["b"]) is None
-    assert ctrl._reused(["a", "b"]) is None
+    assert ctrl.parts.looks.observe(["a"]) is not None
+    assert ctrl.parts.looks.reused(["a"]) is not None  # a was queued before it began
+    assert ctrl.parts.looks.reused(["b"]) is None
+    assert ctrl.parts.looks.reused(["a", "b"]) is None
     ctrl.shutdown()
 
 
@@ -87,7 +87,7 @@ def test_readers_are_not_shown_a_look_at_one_service() -> None:
     ctrl.set_desired(desired(spec("a", 1), spec("b", 1)))
     drive(ctrl, clock)
     clock.advance(5)  # the last full look is too old for readers
-    assert ctrl._observe(["a"]) is not None
+    assert ctrl.parts.looks.observe(["a"]) is not None
     engine.list_scopes.clear()
     assert {c.service for c in ctrl.container_statuses()} == {"a", "b"}
     assert engine.list_scopes == [None]  # a list of their own, not a's

@@ -20,6 +20,7 @@ from healerd.core.readmodel import complete
 from healerd.core.reconcile import Observation
 from healerd.core.state import ServiceState
 from healerd.core.status import ServiceStatus, is_converged
+from healerd.core.wiring import build_loop
 from healerd.model import ServiceSpec
 from tests.unit.harness.builders import spec
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
@@ -75,7 +76,7 @@ def declared(*specs: ServiceSpec) -> DesiredState:
 def running(service: str = "web", replicas: int = 1) -> tuple[Controller, FakeEngine]:
     clock = FakeClock()
     engine = FakeEngine(clock, allow=LOOP_CALLS)
-    ctrl = Controller(engine, clock, LoopSettings(workers=1))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1))
     ctrl.set_desired(declared(spec(service, replicas)))
     for _ in range(5):
         ctrl.process_once()
@@ -93,8 +94,8 @@ def while_a_pass_runs(
 ) -> None:
     """A pass that reconciles on the look and declaration of before `change`, which
     comes while it runs, and settles after it (a reload or a pause mid-pass)."""
-    obs = ctrl._observe(["web"])
-    reconcile = ctrl._reconciler.reconcile
+    obs = ctrl.parts.looks.observe(["web"])
+    reconcile = ctrl.parts.reconciler.reconcile
 
     def racing(key: str, o: Observation, memory: Memory) -> tuple[Outcome, MemoryDelta]:
         done = reconcile(key, o, memory)
@@ -102,8 +103,8 @@ def while_a_pass_runs(
         return done
 
     with monkeypatch.context() as m:
-        m.setattr(ctrl._reconciler, "reconcile", racing)
-        ctrl._handle("web", obs)
+        m.setattr(ctrl.parts.reconciler, "reconcile", racing)
+        ctrl.parts.dispatcher.handle("web", obs)
 
 
 def test_a_pause_shows_at_once_and_no_pass_begun_before_it_says_otherwise(

@@ -13,9 +13,10 @@ import pytest
 from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
 from healerd.core.outcome import Facts, decide
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from tests.unit.harness.builders import spec
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
@@ -63,7 +64,7 @@ def test_the_loop_takes_its_timings_from_loop_settings() -> None:
         engine_recheck_slow=4.0,
         engine_fast_for=5.0,
     )
-    ctrl = Controller(engine, clock, LoopSettings(workers=1, timings=t))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1, timings=t))
     ctrl.set_desired(DesiredState({"a": spec("a", 1)}, (), False, ()))
     ctrl.process_once()
     engine.down = True
@@ -84,7 +85,7 @@ def test_a_failed_pull_counts_on_the_one_failure_count_of_its_service() -> None:
     engine = FakeEngine(clock, allow=LOOP_CALLS | {"pull"})
     engine.images = set()  # none present; none can be pulled yet
     t = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 300.0))
-    ctrl = Controller(engine, clock, LoopSettings(workers=1, timings=t))
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1, timings=t))
     ctrl.set_desired(DesiredState({"a": spec("a", 1, image="img:2")}, (), False, ()))
     retries = []
     for n in range(1, 4):

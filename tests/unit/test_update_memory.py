@@ -11,6 +11,7 @@ from healerd.core.controller import Controller
 from healerd.core.persist import MemoryStore
 from healerd.core.updatememory import MAX_BAD, DigestMemory
 from healerd.core.updates import pinned_ref
+from healerd.core.wiring import build_loop
 from tests.unit.harness.fake_engine import FakeEngine
 from tests.unit.harness.loop import drive
 from tests.unit.harness.updates import TAG, V1, V2, V3, V4, desired, follower, images, make, reason
@@ -23,7 +24,7 @@ def kinds(ctrl: Controller, kind: str) -> int:
 def restarted(ctrl: Controller, engine: FakeEngine, store: MemoryStore) -> Controller:
     """A new healerd on the same engine and state_dir: nothing of `ctrl` but the store."""
     assert engine.clock is not None
-    again = Controller(engine, engine.clock, ctrl._settings)
+    again = build_loop(engine, engine.clock, ctrl.parts.settings)
     again.updates.use_store(store)
     again.set_desired(desired(follower()))
     return again

@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 from healerd.config.servicefile import parse_service_text
-from healerd.core.controller import Controller, LoopSettings
+from healerd.core.controller import LoopSettings
 from healerd.core.readiness import available
 from healerd.core.state import ServiceState
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
+from healerd.core.wiring import build_loop
 from healerd.model import (
     ContainerState,
     Dependency,
@@ -133,7 +134,7 @@ def test_after_a_restart_the_pin_comes_back_from_the_containers() -> None:
     ctrl.check_updates()
     drive(ctrl, clock)
     # A new healerd: the local tag's digest is V1, but the containers say V2.
-    fresh = Controller(engine, clock, LoopSettings())
+    fresh = build_loop(engine, clock, LoopSettings())
     fresh.set_desired(desired(follower()))
     creates = engine.calls.count("create")
     drive(fresh, clock)

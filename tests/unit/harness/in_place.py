@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.runs import Run
+from healerd.core.wiring import build_loop
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 
@@ -32,5 +33,5 @@ def make(
 ) -> tuple[Controller, FakeEngine, FakeClock]:
     clock = clock or FakeClock()
     engine = engine or FakeEngine(clock, allow=LOOP_CALLS)
-    ctrl = Controller(engine, clock, LoopSettings(workers=2), runbook=book)
+    ctrl = build_loop(engine, clock, LoopSettings(workers=2), runbook=book)
     return ctrl, engine, clock

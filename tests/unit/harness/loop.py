@@ -7,6 +7,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.model import ServiceSpec
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
@@ -25,7 +26,7 @@ def make() -> tuple[Controller, FakeEngine, FakeClock]:
         parallel_actions=4,
         timings=Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0)),
     )
-    return Controller(engine, clock, settings), engine, clock
+    return build_loop(engine, clock, settings), engine, clock
 
 
 def drive(ctrl: Controller, clock: FakeClock, max_seconds: float = 120.0) -> float:

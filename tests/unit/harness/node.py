@@ -9,6 +9,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.host import HostSample, SelfSample
 from healerd.model import NodeLimits
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
@@ -65,7 +66,7 @@ def loop(
     settings = LoopSettings(
         workers=2, parallel_actions=4, timings=Timings(backoff=Backoff(0.5, 8.0))
     )
-    return Controller(engine, clock, settings, admission=adm), engine, clock, probe
+    return build_loop(engine, clock, settings, admission=adm), engine, clock, probe
 
 
 def drive(ctrl: Controller, clock: FakeClock, seconds: float) -> None:

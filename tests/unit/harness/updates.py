@@ -7,6 +7,7 @@ from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
 from healerd.model import (
     ServiceSpec,
     UpdateConfig,
@@ -47,7 +48,7 @@ def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
     engine.pullable = {f"{REPO}@{d}" for d in (V1, V2, V3, V4)}
     timings = Timings(backoff=Backoff(0.5, 8.0), pull_backoff=Backoff(2.0, 8.0))
     settings = LoopSettings(workers=2, timings=timings)
-    return Controller(engine, clock, settings), engine, clock
+    return build_loop(engine, clock, settings), engine, clock
 
 
 def images(engine: FakeEngine) -> list[str]:
