@@ -45,7 +45,7 @@ class EventKind(StrEnum):
     PRESSURE = "pressure"
     PRESSURE_ENDED = "pressure-ended"
     UNVERIFIED = "unverified"  # healerd's labels on a container it cannot prove it made
-    # A service entered a state (healerd.core.state.ServiceState.event).
+    # A service entered a state (healerd.core.lifecycle.ServiceState.event).
     BACKOFF = "backoff"  # CrashLoopBackOff
     WAITING_FOR_RESOURCES = "waiting-for-resources"
     WAITING = "waiting"  # for a dependency

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healerd import paths
-from healerd.cli import inspect_verbs, update_verb
+from healerd.cli import postmortem, update_verb
 from healerd.cli.answers import (
     check_problems,
     container_status,
@@ -287,8 +287,8 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "prune": Ctl.prune,
     "wait": Ctl.wait,
     "update": update_verb.update,
-    "logs": inspect_verbs.logs,
-    "describe": inspect_verbs.describe,
+    "logs": postmortem.logs,
+    "describe": postmortem.describe,
     "export": _export,
 }
 

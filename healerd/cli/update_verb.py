@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from healerd.cli.client import service_path
-from healerd.cli.inspect_verbs import CtlLike
 from healerd.cli.output import dump
+from healerd.cli.postmortem import CtlLike
 
 
 def update(ctl: CtlLike) -> int:

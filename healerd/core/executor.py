@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from healerd.config import EnvFileError, MountRefused, effective_environment, mounts_for_create
-from healerd.core.own import OwnActions
+from healerd.core.echoes import OwnActions
 from healerd.engine import CannotRestart, Engine, EngineError, EngineUnavailable, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,

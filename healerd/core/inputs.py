@@ -12,6 +12,7 @@ from healerd import model
 from healerd.config import DesiredState
 from healerd.core.admission import Admission
 from healerd.core.clock import Clock
+from healerd.core.echoes import OwnActions
 from healerd.core.events import EventLog
 from healerd.core.hints import LookHints
 from healerd.core.images import ImagePolicy
@@ -19,7 +20,6 @@ from healerd.core.loopmemory import LoopMemory
 from healerd.core.loopsettings import DISCOVER
 from healerd.core.observe import note_event
 from healerd.core.outcome import Facts, decide
-from healerd.core.own import OwnActions
 from healerd.core.pressure import Pressure
 from healerd.core.ratelimit import LastLook
 from healerd.core.readmodel import StatusBook
@@ -130,7 +130,7 @@ class Inputs:
                 self._queue.add(joiner)
         hint = self._hints.event(event.service, event.action)  # healerd.core.hints
         if self._own.consume(event):
-            return  # the pass that did it looks again anyway (healerd.core.own)
+            return  # the pass that did it looks again anyway (healerd.core.echoes)
         if event.action is model.EngineAction.DESTROYED:
             self._report.gone(event.service, event.container_id, event.name, known=known)
         self._queue.add(event.service)

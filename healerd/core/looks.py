@@ -29,14 +29,14 @@ from healerd.core.workqueue import WorkQueue
 from healerd.model import ObservedContainer, ServiceSpec
 
 
-class Room(Protocol):
+class Claims(Protocol):
     """The host's room as the looks see it (healerd.core.admission)."""
 
     def ahead(self, spec: ServiceSpec, services: Mapping[str, ServiceSpec]) -> bool: ...
     def claim(self, obs: Observation, scope: str | None) -> None: ...
 
 
-class NoRoom:
+class NoClaims:
     """No host limits (tests of the loop alone): nobody claims, nobody goes ahead."""
 
     def ahead(self, spec: ServiceSpec, services: Mapping[str, ServiceSpec]) -> bool:
@@ -46,7 +46,7 @@ class NoRoom:
         pass
 
 
-class HostRoom:
+class HostClaims:
     """Claims of room from each look, for the host's admission to order creates by."""
 
     def __init__(self, admission: Admission, book: StatusBook, images: ImagePolicy) -> None:
@@ -77,7 +77,7 @@ class Looks:
         memory: LoopMemory,
         declared: Declared,
         hints: LookHints,
-        room: Room,
+        room: Claims,
         report: Reporter,
         reconciler: Reconciler,
         queue: WorkQueue,
@@ -199,4 +199,4 @@ def _services(containers: Iterable[ObservedContainer]) -> set[str]:
     return {c.service for c in containers if c.service}
 
 
-__all__ = ["HostRoom", "Looks", "NoRoom", "Room"]
+__all__ = ["Claims", "HostClaims", "Looks", "NoClaims"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from healerd.core.state import ServiceState
+from healerd.core.lifecycle import ServiceState
 from healerd.core.status import converged_counts
 from healerd.core.timings import Timings
 

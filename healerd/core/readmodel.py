@@ -11,10 +11,10 @@ from dataclasses import replace
 from healerd.config import DesiredState
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
+from healerd.core.lifecycle import ServiceState
 from healerd.core.outcome import Tally
 from healerd.core.planner import history
 from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
-from healerd.core.state import ServiceState
 from healerd.core.status import ContainerStatus, ServiceStatus, is_converged
 from healerd.model import ObservedContainer, ServiceSpec
 

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from healerd.core.clock import Clock
 from healerd.core.engine_health import EngineHealth
-from healerd.core.inspect import Dead, deaths, earlier_run, last_lines, pick
 from healerd.core.loopmemory import LoopMemory
 from healerd.core.observe import shown
+from healerd.core.postmortem import Dead, deaths, earlier_run, last_lines, pick
 from healerd.core.ratelimit import LastLook
 from healerd.core.readlanes import PRIVILEGED, Reader, ReadLanes
 from healerd.core.readmodel import StatusBook, container_statuses, summary

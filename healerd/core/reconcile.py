@@ -21,6 +21,7 @@ from healerd.core.clock import Clock
 from healerd.core.context import plan_context
 from healerd.core.dependencies import outdated
 from healerd.core.images import ImagePolicy
+from healerd.core.lifecycle import ServiceState
 from healerd.core.memdelta import MemoryDelta, Recorder
 from healerd.core.observe import Memory, as_dead, in_flight, still_suspect, unlisted_starts
 from healerd.core.outcome import Facts, Outcome, decide
@@ -31,7 +32,6 @@ from healerd.core.readmodel import tally
 from healerd.core.report import Reporter
 from healerd.core.rolloutbook import RolloutBook
 from healerd.core.room import RoomCheck
-from healerd.core.state import ServiceState
 from healerd.core.timings import Timings
 from healerd.core.updates import Updates, follows
 from healerd.model import Action, ObservedContainer, ServiceSpec

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from healerd.core.admission import Admission, Claim
 from healerd.core.executor import HOLDING_STATES
+from healerd.core.lifecycle import ServiceState
 from healerd.core.planner import Plan, PlanContext, plan
-from healerd.core.state import ServiceState
 from healerd.model import ActionKind, ObservedContainer, ServiceSpec
 
 

@@ -4,10 +4,10 @@ replica count)."""
 
 from __future__ import annotations
 
+from healerd.core.lifecycle import ServiceState
 from healerd.core.loopsettings import DISCOVER
 from healerd.core.outcome import Facts, Outcome, Tally, decide
 from healerd.core.readmodel import StatusBook
-from healerd.core.state import ServiceState
 from healerd.core.wanted import Declared, Paused
 
 

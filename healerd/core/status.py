@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from healerd.core.lifecycle import ServiceState
 from healerd.core.pressure import Pressure
-from healerd.core.state import ServiceState
 from healerd.host import HostSample, SelfSample
 from healerd.model import NodeLimits
 

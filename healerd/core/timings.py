@@ -4,7 +4,7 @@
 modules take these from `LoopSettings.timings` (healerd.core.loopsettings), none keeps a
 constant of its own, and a test passes its own `Timings` to make the loop faster or
 slower. healerd.yaml sets `backoff` (backoff_base, backoff_max); the rest are defaults,
-each with why. (The memory of healerd's own engine events, core/own.py's EXPECT_FOR, is
+each with why. (The memory of healerd's own engine events, core/echoes.py's EXPECT_FOR, is
 no wait of the loop's: it only bounds a table.)
 """
 

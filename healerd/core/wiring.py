@@ -1,6 +1,6 @@
 """The composition root of the loop: `build_loop` makes every part once and wires them,
 for the daemon (healerd.daemon.main) and the tests alike. Nothing else builds a part.
-Optional collaborators become null objects here (no host limits: NoRoom; no run book:
+Optional collaborators become null objects here (no host limits: NoClaims; no run book:
 NoRunBook; no credentials: anonymous pulls), so the parts branch on none of them."""
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from healerd.core.admission import Admission
 from healerd.core.clock import Clock
 from healerd.core.controller import Controller, LoopParts
 from healerd.core.dispatch import Dispatcher
+from healerd.core.echoes import OwnActions
 from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.hints import LookHints
 from healerd.core.images import ImagePolicy
 from healerd.core.inputs import Inputs
-from healerd.core.looks import HostRoom, Looks, NoRoom, Room
+from healerd.core.looks import Claims, HostClaims, Looks, NoClaims
 from healerd.core.loopmemory import LoopMemory
 from healerd.core.loopsettings import LoopSettings
 from healerd.core.memdelta import apply as apply_delta
-from healerd.core.own import OwnActions
 from healerd.core.ratelimit import LastLook
 from healerd.core.readlanes import ReadLanes
 from healerd.core.readmodel import StatusBook
@@ -121,7 +121,7 @@ def build_loop(
         engine, clock, settings, admission, hooks, engine_guard, lanes, name_tag, credentials, late
     )
     reconciler = _reconciler(c, admission, runbook or NoRunBook(), late.started)
-    room: Room = NoRoom() if admission is None else HostRoom(admission, c.book, c.images)
+    room: Claims = NoClaims() if admission is None else HostClaims(admission, c.book, c.images)
     late.looks = looks = _looks(c, reconciler, room)
     late.inputs = inputs = _inputs(c, looks)
     late.dispatcher = dispatcher = _dispatcher(c, looks, reconciler)
@@ -225,7 +225,7 @@ def _reconciler(
     )
 
 
-def _looks(c: _Common, reconciler: Reconciler, room: Room) -> Looks:
+def _looks(c: _Common, reconciler: Reconciler, room: Claims) -> Looks:
     return Looks(
         c.clock,
         c.settings.timings,

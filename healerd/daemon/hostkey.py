@@ -1,6 +1,6 @@
 """The host key: made once at first start, kept root-only in the state directory.
 
-It signs healerd's containers (healerd.core.ownership). It is not a database: losing it
+It signs healerd's containers (healerd.core.signing). It is not a database: losing it
 costs nothing but the proof for containers made after it; a new key trusts every
 container older than itself, as the first one did. The file also says until when
 signatures without the image reference (an older healerd's, v1) count: the time this
@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 
 from healerd.config.trust import FileRefused, read_trusted
-from healerd.core.ownership import HostKey
+from healerd.core.signing import HostKey
 
 log = logging.getLogger("healerd")
 

@@ -32,10 +32,10 @@ from healerd.core.admission import Admission
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller
 from healerd.core.executor import plain_tag
-from healerd.core.ownership import HostKey, Signer, Unverified, sign
+from healerd.core.lifecycle import ServiceState
 from healerd.core.ratelimit import TokenBucket
 from healerd.core.readlanes import ReadBudget, ReadLanes
-from healerd.core.state import ServiceState
+from healerd.core.signing import HostKey, Signer, Unverified, sign
 from healerd.core.status import NodeReport
 from healerd.core.wiring import build_loop
 from healerd.daemon import instance

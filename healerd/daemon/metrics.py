@@ -12,7 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from healerd import __version__
-from healerd.core.state import ServiceState
+from healerd.core.lifecycle import ServiceState
 from healerd.core.status import NodeReport, is_converged
 from healerd.daemon.api.views import ControllerLike
 

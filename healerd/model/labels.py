@@ -1,6 +1,6 @@
 """The labels that make a container healerd's, and how much of the spec hash they show.
 
-Signed with the host key (healerd.core.ownership): a label outside SIGNED_LABELS is no
+Signed with the host key (healerd.core.signing): a label outside SIGNED_LABELS is no
 proof of anything.
 """
 
@@ -21,7 +21,7 @@ LABEL_REPLACES = "io.healerd.replaces"
 # that a container of another image cannot wear a removed container's labels.
 LABEL_IMAGE = "io.healerd.image"
 # An HMAC with the host key over the container's name and its other io.healerd.* labels:
-# what makes a container healerd's (healerd.core.ownership).
+# what makes a container healerd's (healerd.core.signing).
 LABEL_SIGNATURE = "io.healerd.signature"
 OWNER_LABEL_PREFIX = "io.healerd."
 SIGNED_LABELS = (

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from healerd.core.inspect import rfc3339
+from healerd.core.postmortem import rfc3339
 from healerd.engine import CannotRestart, EngineError, NameConflict
 from healerd.model import (
     LABEL_SERVICE,

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from healerd.config import DesiredState
 from healerd.core.clock import FakeClock
 from healerd.core.events import EventLog
+from healerd.core.lifecycle import ServiceState
 from healerd.core.outcome import Facts, Tally, decide
 from healerd.core.readmodel import StatusBook, summary
-from healerd.core.state import ServiceState
 from healerd.core.status import ServiceStatus, is_converged
 from tests.unit.harness.builders import spec
 

@@ -11,7 +11,7 @@ import pytest
 
 from healerd.config import parse_service_text
 from healerd.core.dependencies import unmet
-from healerd.core.state import ServiceState
+from healerd.core.lifecycle import ServiceState
 from healerd.model import ContainerState, Dependency, Health, HealthcheckSpec
 from healerd.vocabulary import Condition
 from tests.unit.harness.builders import container, spec

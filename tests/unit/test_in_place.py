@@ -401,7 +401,7 @@ def test_logs_previous_of_a_replica_that_never_restarted_is_the_replaced_one() -
 
 
 def test_last_lines_keeps_the_end_within_its_bounds() -> None:
-    from healerd.core.inspect import last_lines
+    from healerd.core.postmortem import last_lines
     from healerd.engine import LogStream
 
     chunks = [b"a\nb", b"\nc\n", b"d\ne"]

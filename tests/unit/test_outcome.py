@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from healerd.core.lifecycle import ServiceState as S
 from healerd.core.outcome import (
     Facts,
     ImageProblem,
@@ -16,7 +17,6 @@ from healerd.core.outcome import (
     Tally,
     decide,
 )
-from healerd.core.state import ServiceState as S
 from healerd.core.timings import Timings
 
 T = Timings()  # the defaults

@@ -1,10 +1,10 @@
-"""The events of healerd's own creates and removes are not hints (healerd.core.own):
+"""The events of healerd's own creates and removes are not hints (healerd.core.echoes):
 the pass that acted looks again anyway; anything else still queues its service."""
 
 from __future__ import annotations
 
 from healerd.core.clock import FakeClock
-from healerd.core.own import EXPECT_FOR, OwnActions
+from healerd.core.echoes import EXPECT_FOR, OwnActions
 from healerd.model import EngineAction, EngineEvent
 from healerd.model import EngineAction as A
 from tests.unit.harness.builders import spec

@@ -16,7 +16,7 @@ import pytest
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
-from healerd.core.ownership import HostKey, Signer, Unverified, sign
+from healerd.core.signing import HostKey, Signer, Unverified, sign
 from healerd.core.timings import Timings
 from healerd.core.wiring import build_loop
 from healerd.daemon.hostkey import KEY_FILE, HostKeyError, load_or_create

@@ -9,7 +9,7 @@ from healerd.core.admission import Claim
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.observe import Memory, observe
-from healerd.core.ownership import Unverified, sign
+from healerd.core.signing import Unverified, sign
 from healerd.core.timings import Timings
 from healerd.engine.docker.listing import RowCache
 from healerd.host import HostSample

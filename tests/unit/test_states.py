@@ -13,12 +13,12 @@ import pytest
 from healerd.config import DesiredState
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
+from healerd.core.lifecycle import ServiceState
 from healerd.core.memdelta import MemoryDelta
 from healerd.core.observe import Memory
 from healerd.core.outcome import Outcome
 from healerd.core.readmodel import complete
 from healerd.core.reconcile import Observation
-from healerd.core.state import ServiceState
 from healerd.core.status import ServiceStatus, is_converged
 from healerd.core.wiring import build_loop
 from healerd.model import ServiceSpec
@@ -27,7 +27,7 @@ from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 # Where a state may be named other than in a comparison: defined, and decided.
-CHOOSERS = {"healerd/core/state.py", "healerd/core/outcome.py"}
+CHOOSERS = {"healerd/core/lifecycle.py", "healerd/core/outcome.py"}
 
 
 def chosen_states(tree: ast.AST) -> list[int]:

@@ -8,8 +8,8 @@ import dataclasses
 
 from healerd.config.servicefile import parse_service_text
 from healerd.core.controller import LoopSettings
+from healerd.core.lifecycle import ServiceState
 from healerd.core.readiness import available
-from healerd.core.state import ServiceState
 from healerd.core.updates import digest_in, failure, follows, pinned_ref, proven
 from healerd.core.wiring import build_loop
 from healerd.model import (

@@ -12,7 +12,7 @@ from healerd.config import parse_service_text
 from healerd.core import jobs, planner, readiness
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
-from healerd.core.state import ServiceState
+from healerd.core.lifecycle import ServiceState
 from healerd.model import PullPolicy
 from healerd.vocabulary import (
     AutoUpdate,

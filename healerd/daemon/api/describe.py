@@ -14,7 +14,7 @@ from typing import Any
 
 from healerd.config.masking import mask_free, mask_tree, shown
 from healerd.core.executor import plain_tag
-from healerd.core.inspect import Dead
+from healerd.core.postmortem import Dead
 from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.status import ContainerStatus
 from healerd.daemon.api.views import (

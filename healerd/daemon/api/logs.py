@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from healerd.config.masking import mask_free, shown
-from healerd.core.inspect import Dead
+from healerd.core.postmortem import Dead
 from healerd.core.readlanes import Reader
 from healerd.daemon.api.describe import EngineAway, known
 from healerd.daemon.api.views import ControllerLike, Subs, termination_view

@@ -18,10 +18,10 @@ from healerd import __version__
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.config.masking import mask, mask_free, shown
 from healerd.core.events import Event, EventLog
-from healerd.core.inspect import Dead
-from healerd.core.ownership import Unverified
+from healerd.core.postmortem import Dead
 from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.runs import Termination
+from healerd.core.signing import Unverified
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
 from healerd.engine import LogStream
 from healerd.model import Action, ObservedContainer, Substitution

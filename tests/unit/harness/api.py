@@ -16,13 +16,13 @@ from typing import Any
 from healerd.config import ConfigError, DesiredState, Settings
 from healerd.core.clock import SystemClock
 from healerd.core.events import EventLog
-from healerd.core.inspect import Dead
-from healerd.core.ownership import Unverified
+from healerd.core.lifecycle import ServiceState
+from healerd.core.postmortem import Dead
 from healerd.core.pressure import assess
 from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.readmodel import complete
 from healerd.core.runs import Termination
-from healerd.core.state import ServiceState
+from healerd.core.signing import Unverified
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.daemon.api import server as api_module
 from healerd.daemon.api.server import Peer

@@ -7,8 +7,8 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from healerd.core.ownership import HostKey
 from healerd.core.planner import history
+from healerd.core.signing import HostKey
 from healerd.model import (
     LABEL_SERVICE,
     LABEL_SIGNATURE,
