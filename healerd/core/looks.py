@@ -184,11 +184,21 @@ class Looks:
         desired = self._declared.desired
         if scope is not None and self.scope(keys, desired) != scope:
             return None  # a look at one service shows nothing of the others
+        if any(self._ahead(k, desired) for k in keys):
+            return None  # higher priorities' deaths may be in a new list, not yet in events
         stamps = ((k, self._queue.queued_at(k)) for k in keys)
         if not all(self._hints.still_shown(k, at, began) for k, at in stamps):
             return None
         self._report.count("reused_looks")
         return Observation(seen, desired)
+
+    def _ahead(self, key: str, desired: DesiredState) -> bool:
+        """Whether higher priorities may have to go ahead of `key`'s starts: the room is
+        shared out from a look at every service (their claims), never from an older one
+        (integration test_with_room_for_one_container_the_higher_priority_is_healed_first:
+        a kill's pass on the look from before both deaths started the low one first)."""
+        spec = desired.services.get(key)
+        return spec is not None and self._room.ahead(spec, desired.services)
 
 
 def _joins_service(spec: ServiceSpec) -> bool:

@@ -61,6 +61,7 @@ def snapshot(mem: Memory, service: str, listed: Iterable[str]) -> Memory:
         unhealthy_since=_part(mem.unhealthy_since, ids),
         forgiven=mem.forgiven & ids,
         died=_part(mem.died, ids),
+        exit_codes=_part(mem.exit_codes, ids),
         suspects={} if suspects is None else {service: dict(suspects)},
         engine_stopped=mem.engine_stopped & ids,
         started=_part(mem.started, ids),

@@ -52,6 +52,11 @@ class Memory:
     forgiven: set[str] = field(default_factory=set)
     # Containers an event said died (time, exit code), before the list says so.
     died: dict[str, tuple[float, int | None]] = field(default_factory=dict)
+    # The exit code of each container's last death an event told of, kept past the start
+    # event that ends `died`: healerd's stop and start of an unhealthy container send
+    # `die` and `start` before the pass notes the restart, which must say how the run it
+    # stopped ended ("exit code 3", not "stopped"). Taken by that note.
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
     # Per service: containers an event said stopped, while the list still says running.
     suspects: dict[str, dict[str, float]] = field(default_factory=dict)
     # Found stopped after an engine restart (or at healerd's start): started in place.
@@ -121,6 +126,7 @@ def observe(
         for table in (mem.dead_since, mem.unhealthy_since, mem.first_seen, mem.started):
             _prune(table, present)
         _prune(mem.died, present)
+        _prune(mem.exit_codes, present)
         _prune(mem.shown, present)
         if _prune(mem.runs, present):
             mem.runs_dirty = True
@@ -224,6 +230,7 @@ def note_event(mem: Memory, event: EngineEvent, mono: float) -> None:
         # SIGKILL's KILLED event: the process may not be gone yet, and a start in place
         # must come after the death (the engine holds it until the exit is handled).
         mem.died[event.container_id] = (mono, event.exit_code)
+        mem.exit_codes[event.container_id] = event.exit_code
     elif event.action is EngineAction.STARTED:
         mem.died.pop(event.container_id, None)
         mem.oom.discard(event.container_id)
@@ -294,7 +301,8 @@ def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
     # A running one (unhealthy) was stopped by this action: its exit code is in the die
     # event of that stop, which the engine sent before the start.
     died = mem.died.get(c.id)
-    code = c.exit_code if c.exit_code is not None or died is None else died[1]
+    told = mem.exit_codes.pop(c.id, None)
+    code = c.exit_code if c.exit_code is not None else (died[1] if died is not None else told)
     mem.runs[c.id] = after_start(
         c,
         mem.runs.get(c.id),

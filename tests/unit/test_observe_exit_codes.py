@@ -1,0 +1,37 @@
+"""How the run healerd stopped ended: an unhealthy container restarted in place says its
+exit code, whichever order its `die`, its `start` and the pass's note come in."""
+
+from __future__ import annotations
+
+from healerd.core.observe import Memory, note_event, note_started
+from healerd.core.planner import IN_PLACE
+from healerd.model import Action, ActionKind, EngineAction, EngineEvent, ObservedContainer
+from tests.unit.harness.builders import container, spec
+
+
+def _restart(mem: Memory, row: ObservedContainer) -> None:
+    a = Action(ActionKind.START, "web", IN_PLACE + "unhealthy past its grace", container=row)
+    note_started(mem, a, mono=20.0, wall=1_700_000_020.0)
+
+
+def test_the_stopped_runs_code_survives_the_start_event_before_the_note() -> None:
+    """CI: `healerctl logs --previous` said "unhealthy past its grace" without "exit
+    code 3": the start event of healerd's own restart came before the pass noted it,
+    and had dropped the death's code."""
+    row = container(spec("web", 1))  # listed running (unhealthy): no exit code
+    mem = Memory(first_seen={row.id: 1.0})
+    note_event(mem, EngineEvent("web", row.id, EngineAction.DIED, exit_code=3), 10.0)
+    note_event(mem, EngineEvent("web", row.id, EngineAction.STARTED), 10.1)
+    _restart(mem, row)
+    last = mem.runs[row.id].last
+    assert last is not None and last.exit_code == 3
+    assert row.id not in mem.exit_codes, "a code is used by one note only"
+
+
+def test_the_code_is_the_died_ones_when_the_note_comes_first() -> None:
+    row = container(spec("web", 1))
+    mem = Memory(first_seen={row.id: 1.0})
+    note_event(mem, EngineEvent("web", row.id, EngineAction.DIED, exit_code=3), 10.0)
+    _restart(mem, row)
+    last = mem.runs[row.id].last
+    assert last is not None and last.exit_code == 3
