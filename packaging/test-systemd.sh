@@ -165,9 +165,11 @@ running() { pdocker ps -q --filter "label=io.healerd.service=$svc" --filter stat
 wait_until 30 "2 replicas running" sh -c "[ \$(docker -H unix://$run/docker.sock ps -q --filter label=io.healerd.service=$svc --filter status=running | wc -l) -eq 2 ]"
 in_ctr healerctl wait --timeout 30s
 victim=$(pdocker ps -q --filter "label=io.healerd.service=$svc" | head -1)
+before=$(pdocker inspect -f '{{.State.StartedAt}}' "$victim")
 pdocker kill "$victim" >/dev/null
-wait_until 30 "a replacement for the killed container" sh -c "[ \$(docker -H unix://$run/docker.sock ps -q --filter label=io.healerd.service=$svc --filter status=running | wc -l) -eq 2 ] && ! docker -H unix://$run/docker.sock ps -q --no-trunc --filter status=running | grep -q ^$victim"
-ok "docker kill $victim: replaced; $(running) running"
+# Healed in place (issue 28): the same container runs again, started anew.
+wait_until 30 "the killed container started again in place" sh -c "[ \$(docker -H unix://$run/docker.sock ps -q --filter label=io.healerd.service=$svc --filter status=running | wc -l) -eq 2 ] && [ \"\$(docker -H unix://$run/docker.sock inspect -f '{{.State.Running}} {{.State.StartedAt}}' $victim)\" != 'true $before' ] && docker -H unix://$run/docker.sock inspect -f '{{.State.Running}}' $victim | grep -q true"
+ok "docker kill $victim: started again in place; $(running) running"
 wait_until 15 "STATUS shows the service converged" sh -c "docker exec $ctr systemctl show -p StatusText --value healerd | grep -q '1/1 services converged, 2 containers'"
 ok "Status: \"$(prop StatusText)\""
 
