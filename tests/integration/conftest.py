@@ -12,6 +12,7 @@ import docker
 import pytest
 
 from tests.integration.harness import IMAGE
+from tests.support import engines
 from tests.support.busybox_image import COMMAND, build
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -22,12 +23,23 @@ from tests.support.registry import Registry
 PRIVATE_ROOT = Path("/var/lib/healerd-test")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an engine other than the default, only the `every_engine` tests run."""
+    chosen = engines.kind()
+    if chosen == engines.DEFAULT:
+        return
+    skip = pytest.mark.skip(reason=f"runs on {engines.DEFAULT} only (HEALERD_TEST_ENGINE={chosen})")
+    for item in items:
+        if "every_engine" not in item.keywords and "/integration/" in str(item.path):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def dockerd() -> Iterator[PrivateDockerd]:
     # One engine per test run, so that two runs on one machine cannot disturb each other;
     # engines left behind by runs that died are stopped first.
     PrivateDockerd.reap_stale(PRIVATE_ROOT)
-    d = PrivateDockerd(PRIVATE_ROOT / f"run-{os.getpid()}")
+    d = engines.private_engine(PRIVATE_ROOT / f"run-{os.getpid()}")
     d.start()
     yield d
     d.teardown()

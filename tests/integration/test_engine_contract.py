@@ -94,6 +94,7 @@ class DockerHarness:
                 self._api.remove_network(net["Id"])
 
 
+@pytest.mark.every_engine
 class TestDockerEngine(EngineContract):
     @pytest.fixture
     def harness(
