@@ -20,12 +20,16 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from healerd.core.clock import Clock
+from healerd.core.plantypes import Offer
 from healerd.core.pressure import Pressure, assess, fmt_bytes, pull_refusal
 from healerd.core.timings import Timings
 from healerd.host import HostProbe, HostSample
 from healerd.model import NodeLimits
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,10 +42,13 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Grant:
+class Use:
+    """What a plan made on an offer takes: starts and creates that need room, by kind,
+    and how many wait."""
+
     replacements: int
     extras: int
-    reason: str = ""  # why some wait ("" when everything was granted)
+    waiting: int
 
 
 class Admission:
@@ -66,7 +73,7 @@ class Admission:
         self._sample = HostSample()
         self._sampled_at = -math.inf
         self._pressure = Pressure()
-        self._reserved: list[tuple[float, int]] = []  # (until, bytes)
+        self._reserved: list[tuple[float, int, str]] = []  # (until, bytes, service)
         self._claims: dict[str, Claim] = {}
         self._waiting: dict[str, str] = {}
 
@@ -122,51 +129,75 @@ class Admission:
         headroom = self.pressure().memory_headroom
         with self._lock:
             now = self._clock.monotonic()
-            reserved = sum(b for t, b in self._reserved if t > now)
+            reserved = sum(r[1] for r in self._reserved if r[0] > now)
         return math.inf if headroom is None else headroom - reserved
 
-    def grant(
-        self, service: str, priority: int, replacements: int, extras: int, need: int
-    ) -> Grant:
-        """How many of the wanted creates may start now; the room they take is reserved."""
+    def fit(
+        self,
+        service: str,
+        priority: int,
+        need: int,
+        make: Callable[[Offer], T],
+        used: Callable[[T], Use],
+    ) -> tuple[T, str]:
+        """Plan within the room there is, in one step: `make` (pure and quick: the
+        planner) gets the offer under the lock, so that two passes cannot both count on
+        the same room, and what it uses is reserved. Returns its result, and why some
+        of it waits ("" when nothing does)."""
         pressure = self.pressure()
         with self._lock:
             now = self._clock.monotonic()
-            self._reserved = [(t, b) for t, b in self._reserved if t > now]
-            reserved = sum(b for _, b in self._reserved)
-            room = math.inf
-            if pressure.memory_headroom is not None:
-                room = pressure.memory_headroom - reserved
-            # Higher priorities first, each taking what it misses; one whose container
-            # does not fit even so cannot start now and blocks nobody (backfill).
-            higher: list[tuple[str, Claim]] = []
-            for name, c in sorted(self._claims.items(), key=lambda kv: -kv[1].priority):
-                if name == service or c.priority <= priority or c.missing <= 0:
-                    continue
-                if c.need <= 0 or math.isinf(room):
-                    higher.append((name, c))
-                elif c.need <= room:
-                    room -= min(c.missing, int(room // c.need)) * c.need
-                    higher.append((name, c))
-            wanted = replacements + extras
-            fits = wanted if need <= 0 or math.isinf(room) else max(0, math.floor(room / need))
-            r = min(replacements, fits)
-            e = 0 if pressure.any else min(extras, fits - r)
-            if r or e:
-                held = (now + self._t.reservation, (r + e) * max(0, need))
-                self._reserved.append(held)
+            self._reserved = [r for r in self._reserved if r[0] > now]
+            room, higher = self._left(service, priority, pressure)
+            fits = None if need <= 0 or math.isinf(room) else max(0, math.floor(room / need))
+            result = make(Offer(fits, extras=not pressure.any))
+            use = used(result)
+            if use.replacements or use.extras:
+                bytes_ = (use.replacements + use.extras) * max(0, need)
+                self._reserved.append((now + self._t.reservation, bytes_, service))
                 # What was granted is reserved now: it must not also count as a claim.
                 own = self._claims.get(service)
                 if own is not None:
-                    left = max(0, own.missing - r - e)
+                    left = max(0, own.missing - use.replacements - use.extras)
                     self._claims[service] = Claim(own.priority, left, own.need)
             reason = ""
-            if r < replacements or e < extras:
-                reason = self._why(pressure, wanted - r - e, need, room, higher)
+            if use.waiting:
+                reason = self._why(pressure, use.waiting, need, room, higher)
                 self._waiting[service] = reason
             else:
                 self._waiting.pop(service, None)
-            return Grant(r, e, reason)
+            return result, reason
+
+    def _left(
+        self, service: str, priority: int, pressure: Pressure
+    ) -> tuple[float, list[tuple[str, Claim]]]:
+        """The room left for `service` once the reservations and the claims of higher
+        priorities are counted (inf: unknown), and those higher claims. Under the lock."""
+        reserved = sum(r[1] for r in self._reserved)
+        room = math.inf
+        if pressure.memory_headroom is not None:
+            room = pressure.memory_headroom - reserved
+        # Higher priorities first, each taking what it misses; one whose container does
+        # not fit even so cannot start now and blocks nobody (backfill).
+        higher: list[tuple[str, Claim]] = []
+        for name, c in sorted(self._claims.items(), key=lambda kv: -kv[1].priority):
+            if name == service or c.priority <= priority or c.missing <= 0:
+                continue
+            if c.need <= 0 or math.isinf(room):
+                higher.append((name, c))
+            elif c.need <= room:
+                room -= min(c.missing, int(room // c.need)) * c.need
+                higher.append((name, c))
+        return room, higher
+
+    def release(self, service: str) -> None:
+        """The room the service's last pass reserved goes back: its creates did not
+        happen (the image could not be had)."""
+        with self._lock:
+            for i in range(len(self._reserved) - 1, -1, -1):
+                if self._reserved[i][2] == service:
+                    del self._reserved[i]
+                    return
 
     def _why(
         self,
@@ -206,4 +237,4 @@ class Admission:
         return pull_refusal(image, size_hint, sample, limits)
 
 
-__all__ = ["Admission", "Claim", "Grant"]
+__all__ = ["Admission", "Claim", "Use"]

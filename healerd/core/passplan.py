@@ -1,6 +1,7 @@
 """The planning step of a pass: the planner's context made once from what the loop
 remembers, judged (a followed tag's new digest that failed goes back) before the one
-plan is made from it, and the plan held back while a dependency is not ready."""
+plan is made from it, within the room the host offers and held back while a
+dependency is not ready (both known before the plan: a pass plans once)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from healerd.config import DesiredState
 from healerd.core.context import Recall
 from healerd.core.dependencies import unmet
 from healerd.core.planner import Plan, PlanContext, plan
+from healerd.core.plantypes import UNLIMITED, Offer
 from healerd.core.rollouts import Rollout
 from healerd.model import ObservedContainer, ServiceSpec
 
@@ -32,30 +34,30 @@ class Prepared:
     backoff_note: str = ""
     forgiven: frozenset[str] = frozenset()
 
-    def planned(
-        self, key: str, spec: ServiceSpec | None, mine: Sequence[ObservedContainer]
-    ) -> Planned:
-        """The pass's plan (the planner runs here, once)."""
-        return Planned(plan(key, spec, mine, self.ctx), self.ctx, self.wake_at, self.backoff_note)
+    def plan(
+        self,
+        key: str,
+        spec: ServiceSpec | None,
+        mine: Sequence[ObservedContainer],
+        offer: Offer = UNLIMITED,
+        hold: str = "",
+    ) -> Plan:
+        """The pass's one plan, within the room offered and held for a dependency."""
+        ctx = replace(self.ctx, room=offer.fits, extras_allowed=offer.extras, hold=hold)
+        return plan(key, spec, mine, ctx)
+
+    def planned(self, p: Plan) -> Planned:
+        return Planned(p, self.ctx, self.wake_at, self.backoff_note)
 
 
-def ordered(
-    key: str,
-    spec: ServiceSpec | None,
-    containers: Sequence[ObservedContainer],
-    desired: DesiredState,
-    mine: Sequence[ObservedContainer],
-    planned: Planned,
-) -> tuple[Planned, str]:
-    """No create, start or rollout step while a dependency is not ready: the plan
-    without them, and why ("" when nothing waits)."""
-    if spec is None or not spec.depends_on or not planned.plan.actions:
-        return planned, ""
-    reason = unmet(spec, containers, desired.services)
-    if not reason:
-        return planned, ""
-    held = replace(planned.ctx, max_replacements=0, max_extras=0, rollout_allowed=False)
-    return replace(planned, plan=plan(key, spec, mine, held), ctx=held), reason
+def hold_for(
+    spec: ServiceSpec | None, desired: DesiredState, obs: Sequence[ObservedContainer]
+) -> str:
+    """Why the service's creates, starts and rollout wait for a dependency ("" when they
+    need not), known before its plan (PlanContext.hold)."""
+    if spec is None or not spec.depends_on:
+        return ""
+    return unmet(spec, obs, desired.services)
 
 
 def with_rollout(recall: Recall, r: Rollout | None, offset: float) -> Recall:
@@ -65,4 +67,4 @@ def with_rollout(recall: Recall, r: Rollout | None, offset: float) -> Recall:
     return replace(recall, rollout=(r.last_progress + offset, r.last_batch + offset))
 
 
-__all__ = ["Planned", "Prepared", "ordered", "with_rollout"]
+__all__ = ["Planned", "Prepared", "hold_for", "with_rollout"]

@@ -17,12 +17,12 @@ Words used here:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from healerd.core import readiness
 from healerd.core.crashloop import READY, Replacement, replacement_verdict
 from healerd.core.lineage import depths, history
+from healerd.core.plantypes import Plan, PlanContext
 from healerd.core.readiness import finished
 from healerd.core.rolling import at_most, drop_stale, min_available, rollout_step
 from healerd.core.runs import exit_words
@@ -45,62 +45,8 @@ _STARTABLE = _HOLDING | {ContainerState.EXITED, ContainerState.CREATED}
 IN_PLACE = "restarted in place: "
 
 
-@dataclass(frozen=True)
-class PlanContext:
-    now: float = 0.0  # wall clock, comparable with ObservedContainer.created
-    hold_orphans: bool = False
-    # Running containers to treat as failed (unhealthy past their grace).
-    failed_running: frozenset[str] = frozenset()
-    # Backoff verdicts for failed containers; a missing entry means "ready, streak 0".
-    replacements: Mapping[str, Replacement] = field(default_factory=dict)
-    # False while the rollout is halted, waits out update_config.delay, or the host is
-    # under pressure.
-    rollout_allowed: bool = True
-    # How many containers the host has room for (None: no limit). A replacement stands
-    # in for a failed container of the service; an extra is any other create (scale-up,
-    # a surge container, one that vanished).
-    max_replacements: int | None = None
-    max_extras: int | None = None
-    # Stopped by an engine restart, and by someone else (docker kill, docker stop): what
-    # a start in place says it heals. The engine's take the slots first.
-    engine_stopped: frozenset[str] = frozenset()
-    stopped_outside: frozenset[str] = frozenset()
-    # Failed containers of the current spec that a start in place cannot serve, with why
-    # (still unhealthy after one): replaced instead.
-    replace: Mapping[str, str] = field(default_factory=dict)
-    # History kept per replica: failed containers that were replaced (their logs).
-    history_limit: int = 1
-    # Running current containers to recreate, with why: a depends_on `restart: true`
-    # dependency was replaced since they were made, or the container whose network they
-    # joined is gone (healerd.core.dependencies.outdated).
-    recreate: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Plan:
-    actions: tuple[Action, ...]
-    converged: bool
-    held: int = 0  # failed containers whose replacement waits for their backoff
-    stale: int = 0  # alive containers with an old spec (a rollout is under way)
-    available: int = 0
-    alive: int = 0
-    up_to_date: int = 0
-    rollout_step: bool = False  # this plan starts a new batch of a rolling update
-    note: str = ""
-    waiting: int = 0  # creates the host has no room for now (see max_replacements)
-    finished: int = 0  # run-once containers that exited for good (healerd.core.jobs)
-
-    @property
-    def creates(self) -> int:
-        return sum(1 for a in self.actions if a.kind is ActionKind.CREATE)
-
-    @property
-    def starts(self) -> int:
-        return sum(1 for a in self.actions if a.kind is ActionKind.START)
-
-    @property
-    def removes(self) -> int:
-        return sum(1 for a in self.actions if a.kind is ActionKind.REMOVE)
+# A plan with nothing remembered: no verdicts, no limits (tests, previews).
+_NO_CONTEXT = PlanContext()
 
 
 def _oldest_first(containers: Sequence[ObservedContainer]) -> list[ObservedContainer]:
@@ -111,7 +57,7 @@ def plan(
     service: str,
     spec: ServiceSpec | None,
     containers: Sequence[ObservedContainer],
-    ctx: PlanContext = PlanContext(),
+    ctx: PlanContext = _NO_CONTEXT,
 ) -> Plan:
     """Plan one pass for `service`; `spec` None means it is no longer declared."""
     mine = [c for c in containers if c.service == service]
@@ -152,6 +98,7 @@ class _Planning:
         self.ready_failed = [c for c in self.failed if self._verdict(c).ready]
         self.held = [c for c in self.failed if not self._verdict(c).ready]
         self.actions: list[Action] = []
+        self._held_back = False  # under ctx.hold: something would have acted
         self._pending: list[ObservedContainer] = []
         self._replaced: list[ObservedContainer] = []
 
@@ -213,7 +160,8 @@ class _Planning:
         for c in _oldest_first(self.failed):
             self.remove(c, f"{_failure(c, self.ctx)}, not needed")
         self._recreate_outdated(kept)
-        return _done(self.actions, spec, self.mine, self.cur, self.stale, [], now, done=self.done)
+        p = _done(self.actions, spec, self.mine, self.cur, self.stale, [], now, done=self.done)
+        return dataclasses.replace(p, held_back=self._held_back)
 
     def heal_and_roll(self) -> Plan:
         """Replicas missing outright (crashed, removed, scaled up) are made at once with
@@ -234,8 +182,7 @@ class _Planning:
         )
         n_repl = min(missing, len(to_replace))
         n_extra = missing - n_repl
-        a_repl = at_most(n_repl, ctx.max_replacements)
-        a_extra = at_most(n_extra, ctx.max_extras)
+        a_repl, a_extra, room = self._fit(to_replace[:n_repl], n_extra)
         waiting = (n_repl - a_repl) + (n_extra - a_extra)
         made = a_repl + a_extra
         # Failed containers beyond what is missing: a surge create may stand in for them.
@@ -245,14 +192,56 @@ class _Planning:
         if surplus > 0 and stale:
             # More alive than wanted (a surge container is up): old ones go.
             drop_stale(spec, cur, stale, surplus, self.now, self.remove, self.order)
-        elif stale and ctx.rollout_allowed and not waiting:
-            room = None if ctx.max_extras is None else ctx.max_extras - a_extra
+        elif stale and self._may_roll(waiting):
             held_cur = [c for c in held if c.spec_hash == spec.spec_hash]
             step = self._rollout_step(held_cur, made, room)
         if not made and not waiting:
             self._recreate_outdated(cur)
         self._settle_replaced()
-        return dataclasses.replace(self._done(waiting), rollout_step=step)
+        p = self._done(waiting)
+        held_back = self._held_back or bool(ctx.hold and waiting)
+        return dataclasses.replace(p, rollout_step=step, held_back=held_back)
+
+    def _fit(
+        self, to_replace: list[ObservedContainer], n_extra: int
+    ) -> tuple[int, int, int | None]:
+        """How many replacements and extras start now, and the room left for a rollout's
+        surge (PlanContext.room): replacements in their order until one needs room there
+        is not, then extras. Under `hold`, none."""
+        if self.ctx.hold:
+            return 0, 0, 0
+        room = self.ctx.room
+        a_repl = 0
+        for c in to_replace:
+            if c.state not in _HOLDING:  # a swap frees what it takes
+                if room is not None and room <= 0:
+                    break
+                room = None if room is None else room - 1
+            a_repl += 1
+        a_extra = at_most(n_extra, room) if self.ctx.extras_allowed else 0
+        return a_repl, a_extra, None if room is None else room - a_extra
+
+    def _may_roll(self, waiting: int) -> bool:
+        """A rollout batch may start: allowed, and no create waits for room. Under `hold`
+        none starts, but the plan notes that one would have (Plan.held_back)."""
+        if not self.ctx.rollout_allowed:
+            return False
+        if self.ctx.hold and not waiting:  # waiting: held back already
+            held_cur = [c for c in self.held if c.spec_hash == self.spec.spec_hash]
+            self._held_back |= rollout_step(
+                self.spec,
+                self.cur,
+                self.stale,
+                held_cur,
+                0,
+                self.now,
+                lambda c, why: None,
+                lambda why: None,
+                None,
+                self.order,
+                lambda c: None,
+            )
+        return not waiting and not self.ctx.hold
 
     def _heal(
         self, now: list[ObservedContainer], surplus: list[ObservedContainer], made: int
@@ -322,7 +311,11 @@ class _Planning:
     def _recreate_outdated(self, cur: list[ObservedContainer]) -> None:
         """depends_on restart: true (never while a dependency is not ready)."""
         if self.ctx.rollout_allowed:
-            for c in _oldest_first([c for c in cur if c.id in self.ctx.recreate]):
+            outdated = _oldest_first([c for c in cur if c.id in self.ctx.recreate])
+            if self.ctx.hold:
+                self._held_back |= bool(outdated)
+                return
+            for c in outdated:
                 self._recreate(c, self.ctx.recreate[c.id])
 
     def _recreate(

@@ -25,7 +25,7 @@ from healerd.core.lifecycle import ServiceState
 from healerd.core.memdelta import MemoryDelta, Recorder
 from healerd.core.observe import Memory, as_dead, in_flight, still_suspect, unlisted_starts
 from healerd.core.outcome import Facts, Outcome, decide
-from healerd.core.passplan import Prepared, ordered, with_rollout
+from healerd.core.passplan import Prepared, hold_for, with_rollout
 from healerd.core.planner import Plan, PlanContext
 from healerd.core.readiness import finished
 from healerd.core.readmodel import tally
@@ -102,7 +102,7 @@ class Reconciler:
         spec = obs.desired.services.get(key)
         mine = obs.of(key)
         prep = self._prepare(key, spec, mine, self._clock.time(), obs, memory)
-        return list(prep.planned(key, spec, mine).plan.actions)
+        return list(prep.plan(key, spec, mine).actions)
 
     def hold_rollout(self, key: str) -> None:
         """healerd itself holds the service's rollout (paused, a dependency not ready,
@@ -141,20 +141,24 @@ class Reconciler:
         if spec is not None and follows(spec):
             spec = self._first_pin(key, spec, mine)
         spec, prep = self._judged(key, spec, mine, now, mono, obs, rec.memory)
-        planned, waits_for = ordered(
-            key, spec, obs.containers, obs.desired, mine, prep.planned(key, spec, mine)
+        hold = hold_for(spec, obs.desired, obs.containers)
+        # The one plan of the pass: within the room offered, held for a dependency.
+        p, wait_reason = self._room.fit(
+            key,
+            None if hold else spec,
+            lambda offer: prep.plan(key, spec, mine, offer, hold),
         )
+        planned = prep.planned(p)
+        waits_for = hold if p.actions or p.held_back else ""
         if waits_for:
             self.hold_rollout(key)
-        p = planned.plan
-        if spec is not None and (p.creates or p.rollout_step):
+        if spec is not None and (p.creates or p.rollout_step or (p.waiting and not hold)):
             # A start in place needs no image check: its container has its image.
             counts = tally(spec, mine, p.available, p.up_to_date)
             problem = self._images.ensure(key, spec, counts)
             if problem is not None:
-                self._room.done(key)
+                self._room.release(key)
                 return decide(Facts(image_problem=problem, tally=counts), self._t)
-        p, wait_reason = self._room.trim(key, spec, mine, planned.ctx, p)
         if wait_reason:
             # Waiting for room is no lack of progress: the progress deadline stops.
             self.hold_rollout(key)

@@ -1,15 +1,15 @@
-"""Between the planner and the host's admission: who claims room, and how much of a
-plan's creates may start now (plan again with what is granted)."""
+"""Between the planner and the host's admission: who claims room, and the room offered
+to a pass before its one plan (what the plan takes is reserved)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence, Set
 
-from healerd.core.admission import Admission, Claim
+from healerd.core.admission import Admission, Claim, Use
 from healerd.core.executor import HOLDING_STATES
 from healerd.core.lifecycle import ServiceState
-from healerd.core.planner import Plan, PlanContext, plan
+from healerd.core.planner import Plan
+from healerd.core.plantypes import UNLIMITED, Offer
 from healerd.model import ActionKind, ObservedContainer, ServiceSpec
 
 
@@ -61,39 +61,23 @@ def claims(
     return out
 
 
-def admit(
-    admission: Admission,
-    key: str,
-    spec: ServiceSpec,
-    mine: Sequence[ObservedContainer],
-    ctx: PlanContext,
-    p: Plan,
-) -> tuple[Plan, str]:
-    """Ask the host for room for the plan's creates and starts in place (a stopped
-    container holds no memory: starting it takes what a new one would); plan again with
-    what is granted. Returns the plan to apply and why some wait ("" if none)."""
-    creates = [a for a in p.actions if a.kind in (ActionKind.CREATE, ActionKind.START)]
-    # A running (unhealthy) or paused container is stopped before it (or its
-    # replacement) starts: the swap frees what it takes, it needs no room.
-    swaps = sum(
-        1 for a in creates if a.container is not None and a.container.state in HOLDING_STATES
-    )
-    repl = sum(1 for a in creates if a.container is not None) - swaps
-    extras = len(creates) - repl - swaps
-    g = admission.grant(key, spec.priority, repl, extras, need(spec, admission))
-    if g.replacements >= repl and g.extras >= extras:
-        return p, ""
-    limited = replace(
-        ctx,
-        max_replacements=g.replacements + swaps,
-        max_extras=g.extras,
-        rollout_allowed=False,
-    )
-    return plan(key, spec, mine, limited), g.reason
+def used(p: Plan) -> Use:
+    """What a plan takes of the host's room: its creates and starts in place (a stopped
+    container holds no memory: starting it takes what a new one would), except those
+    that stop a running (unhealthy) or paused container first (the swap frees what it
+    takes); and how many wait."""
+    taking = [
+        a
+        for a in p.actions
+        if a.kind in (ActionKind.CREATE, ActionKind.START)
+        and (a.container is None or a.container.state not in HOLDING_STATES)
+    ]
+    repl = sum(1 for a in taking if a.container is not None)
+    return Use(repl, len(taking) - repl, p.waiting)
 
 
 class HostRoom:
-    """A pass's way to the host's admission: how much of a plan may start now."""
+    """A pass's way to the host's admission: the room offered to its one plan."""
 
     def __init__(self, admission: Admission) -> None:
         self._admission = admission
@@ -105,19 +89,22 @@ class HostRoom:
         """The service claims no room any more (paused, gone, nothing to create)."""
         self._admission.done(key)
 
-    def trim(
-        self,
-        key: str,
-        spec: ServiceSpec | None,
-        mine: Sequence[ObservedContainer],
-        ctx: PlanContext,
-        p: Plan,
+    def release(self, key: str) -> None:
+        """The pass's creates will not happen: the room it reserved goes back."""
+        self._admission.release(key)
+        self._admission.done(key)
+
+    def fit(
+        self, key: str, spec: ServiceSpec | None, make: Callable[[Offer], Plan]
     ) -> tuple[Plan, str]:
-        """The plan the host has room for, and why some of it waits ("" if none)."""
-        wait_reason = ""
-        if spec is not None and (p.creates or p.starts):
-            p, wait_reason = admit(self._admission, key, spec, mine, ctx, p)
+        """The pass's plan, made within the room the host offers (`spec` None: the
+        service asks for none), and why some of it waits ("" if none)."""
+        if spec is None:
+            p, wait_reason = make(UNLIMITED), ""
         else:
+            need_ = need(spec, self._admission)
+            p, wait_reason = self._admission.fit(key, spec.priority, need_, make, used)
+        if spec is None or not (p.creates or p.starts or p.waiting):
             self._admission.done(key)
         pressure = self._admission.pressure()
         if not wait_reason and pressure.any and p.stale:
@@ -134,15 +121,13 @@ class NoRoomCheck:
     def done(self, key: str) -> None:
         pass
 
-    def trim(
-        self,
-        key: str,
-        spec: ServiceSpec | None,
-        mine: Sequence[ObservedContainer],
-        ctx: PlanContext,
-        p: Plan,
+    def release(self, key: str) -> None:
+        pass
+
+    def fit(
+        self, key: str, spec: ServiceSpec | None, make: Callable[[Offer], Plan]
     ) -> tuple[Plan, str]:
-        return p, ""
+        return make(UNLIMITED), ""
 
 
 RoomCheck = HostRoom | NoRoomCheck
@@ -154,4 +139,12 @@ def room_for(admission: Admission | None) -> RoomCheck:
     return NoRoomCheck() if admission is None else HostRoom(admission)
 
 
-__all__ = ["HostRoom", "NoRoomCheck", "RoomCheck", "admit", "claims", "need", "room_for"]
+__all__ = [
+    "HostRoom",
+    "NoRoomCheck",
+    "RoomCheck",
+    "claims",
+    "need",
+    "room_for",
+    "used",
+]

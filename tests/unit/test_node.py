@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from healerd.config import DesiredState, SettingsError, load_settings
-from healerd.core.admission import Claim
+from healerd.core.admission import Admission, Claim, Offer, Use
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.planner import PlanContext, plan
@@ -31,6 +31,29 @@ from tests.unit.harness.fake_engine import FakeEngine
 from tests.unit.harness.node import Gi, Mi, admission, drive, host, loop
 
 SAMPLE_TTL, RESERVATION_SECONDS = Timings().host_sample_ttl, Timings().reservation
+
+
+@dataclasses.dataclass(frozen=True)
+class Grant:
+    replacements: int
+    extras: int
+    reason: str
+
+
+def grant(
+    a: Admission, service: str, priority: int, replacements: int, extras: int, need: int
+) -> Grant:
+    """What a plan wanting this many replacements and extras gets of `a`'s offer, as the
+    planner takes it (replacements first, extras only without pressure)."""
+
+    def make(offer: Offer) -> Use:
+        fits = replacements + extras if offer.fits is None else offer.fits
+        r = min(replacements, fits)
+        e = min(extras, fits - r) if offer.extras else 0
+        return Use(r, e, replacements + extras - r - e)
+
+    use, reason = a.fit(service, priority, need, make, lambda u: u)
+    return Grant(use.replacements, use.extras, reason)
 
 
 # -- pressure rules ------------------------------------------------------------------
@@ -92,14 +115,14 @@ def test_pull_is_refused_when_it_would_cross_the_disk_threshold() -> None:
 
 def test_without_pressure_and_with_room_everything_is_granted() -> None:
     a, _, _ = admission(host())
-    g = a.grant("web", 0, replacements=2, extras=3, need=32 * Mi)
+    g = grant(a, "web", 0, replacements=2, extras=3, need=32 * Mi)
     assert (g.replacements, g.extras, g.reason) == (2, 3, "")
     assert a.waiting() == {}
 
 
 def test_memory_pressure_holds_back_every_create_and_says_why() -> None:
     a, _, _ = admission(host(mem_avail=50 * Mi))
-    g = a.grant("web", 0, replacements=1, extras=2, need=32 * Mi)
+    g = grant(a, "web", 0, replacements=1, extras=2, need=32 * Mi)
     assert (g.replacements, g.extras) == (0, 0)
     assert g.reason == (
         "3 container(s) wait for resources: memory pressure: 50Mi available, below the "
@@ -110,7 +133,7 @@ def test_memory_pressure_holds_back_every_create_and_says_why() -> None:
 
 def test_disk_pressure_stops_extras_but_not_replacements() -> None:
     a, _, _ = admission(host(disk_free=5 * Gi))
-    g = a.grant("web", 0, replacements=1, extras=1, need=32 * Mi)
+    g = grant(a, "web", 0, replacements=1, extras=1, need=32 * Mi)
     assert (g.replacements, g.extras) == (1, 0)
     assert "no extra containers under pressure (disk pressure: 5Gi free" in g.reason
 
@@ -118,14 +141,14 @@ def test_disk_pressure_stops_extras_but_not_replacements() -> None:
 def test_room_counts_the_need_and_what_was_just_granted() -> None:
     # 100 MiB above the threshold: three containers of 32 MiB fit, a fourth does not.
     a, _, clock = admission(host(mem_avail=200 * Mi))
-    assert a.grant("a", 0, 0, 2, 32 * Mi).extras == 2
-    g = a.grant("b", 0, 0, 2, 32 * Mi)
+    assert grant(a, "a", 0, 0, 2, 32 * Mi).extras == 2
+    g = grant(a, "b", 0, 0, 2, 32 * Mi)
     assert g.extras == 1 and g.reason.startswith(
         "1 container(s) wait for resources: each needs 32Mi"
     )
     # A grant's reservation lapses once the containers' memory shows in the sample.
     clock.advance(RESERVATION_SECONDS + SAMPLE_TTL)
-    assert a.grant("b", 0, 0, 1, 32 * Mi).extras == 1
+    assert grant(a, "b", 0, 0, 1, 32 * Mi).extras == 1
     assert a.waiting() == {}
 
 
@@ -133,14 +156,14 @@ def test_higher_priorities_that_miss_containers_claim_the_room_first() -> None:
     # Room for one 64 MiB container.
     a, _, _ = admission(host(mem_avail=100 * Mi + 100 * Mi))
     a.set_claims({"db": Claim(10, 1, 64 * Mi), "cache": Claim(0, 1, 64 * Mi)})
-    low = a.grant("cache", 0, 1, 0, 64 * Mi)
+    low = grant(a, "cache", 0, 1, 0, 64 * Mi)
     assert low.replacements == 0 and low.reason.endswith("db (priority 10) go first")
-    high = a.grant("db", 10, 1, 0, 64 * Mi)
+    high = grant(a, "db", 10, 1, 0, 64 * Mi)
     assert high.replacements == 1 and high.reason == ""
     # Equal priorities do not claim ahead of each other.
     a2, _, _ = admission(host(mem_avail=300 * Mi))
     a2.set_claims({"x": Claim(0, 1, 64 * Mi)})
-    assert a2.grant("y", 0, 1, 0, 64 * Mi).replacements == 1
+    assert grant(a2, "y", 0, 1, 0, 64 * Mi).replacements == 1
 
 
 def test_new_limits_apply_at_once() -> None:
@@ -168,7 +191,7 @@ def test_pressure_changes_are_reported_once_each_way() -> None:
 def test_the_host_is_sampled_at_most_once_a_second() -> None:
     a, probe, clock = admission(host())
     for _ in range(50):
-        a.grant("web", 0, 1, 1, 32 * Mi)
+        grant(a, "web", 0, 1, 1, 32 * Mi)
     assert probe.samples == 1
     clock.advance(SAMPLE_TTL)
     a.pressure()
@@ -182,7 +205,7 @@ def test_planner_keeps_failed_containers_it_has_no_room_to_replace() -> None:
     s = spec("web", 3)
     dead = [container(s, ContainerState.EXITED) for _ in range(2)]
     alive = container(s, created=0.0)
-    ctx = PlanContext(now=100.0, max_replacements=1, max_extras=0)
+    ctx = PlanContext(now=100.0, room=1, extras_allowed=False)
     p = plan("web", s, [alive, *dead], ctx)
     starts = [a for a in p.actions if a.kind is ActionKind.START]
     others = [a for a in p.actions if a.kind is not ActionKind.START]
@@ -194,13 +217,13 @@ def test_planner_keeps_failed_containers_it_has_no_room_to_replace() -> None:
 
 def test_planner_makes_only_the_extras_it_has_room_for_and_holds_the_rollout() -> None:
     s = spec("web", 4)
-    ctx = PlanContext(now=100.0, max_replacements=0, max_extras=1)
+    ctx = PlanContext(now=100.0, room=1)
     p = plan("web", s, [container(s, created=0.0)], ctx)
     assert p.creates == 1 and p.waiting == 2
     # A rolling update needs a surge container: with no room it does not start.
     new = dataclasses.replace(s, image="img:2", replicas=2)
     old = [container(s, created=0.0) for _ in range(2)]
-    p = plan("web", new, old, PlanContext(now=100.0, max_replacements=0, max_extras=0))
+    p = plan("web", new, old, PlanContext(now=100.0, room=0))
     assert p.actions == () and p.stale == 2
     assert plan("web", new, old, PlanContext(now=100.0)).creates == 1
 
@@ -397,16 +420,16 @@ def test_a_grant_is_not_also_counted_as_a_claim() -> None:
     # Room for two 64 MiB containers; db (priority 10) misses one and gets it.
     a, _, _ = admission(host(mem_avail=100 * Mi + 130 * Mi))
     a.set_claims({"db": Claim(10, 1, 64 * Mi), "cache": Claim(0, 1, 64 * Mi)})
-    assert a.grant("db", 10, 1, 0, 64 * Mi).replacements == 1
-    assert a.grant("cache", 0, 1, 0, 64 * Mi).replacements == 1
+    assert grant(a, "db", 10, 1, 0, 64 * Mi).replacements == 1
+    assert grant(a, "cache", 0, 1, 0, 64 * Mi).replacements == 1
 
 
 def test_a_higher_priority_that_cannot_fit_at_all_blocks_nobody() -> None:
     # 300 MiB of room: the big one (1 GiB) cannot start now; the small one may.
     a, _, _ = admission(host(mem_avail=100 * Mi + 300 * Mi))
     a.set_claims({"big": Claim(10, 1, Gi), "small": Claim(0, 1, 64 * Mi)})
-    assert a.grant("small", 0, 1, 0, 64 * Mi).replacements == 1
-    assert a.grant("big", 10, 1, 0, Gi).replacements == 0
+    assert grant(a, "small", 0, 1, 0, 64 * Mi).replacements == 1
+    assert grant(a, "big", 10, 1, 0, Gi).replacements == 0
 
 
 # -- found in review ---------------------------------------------------------------------
@@ -415,7 +438,7 @@ def test_a_higher_priority_that_cannot_fit_at_all_blocks_nobody() -> None:
 def test_claims_do_not_crash_when_memory_cannot_be_read() -> None:
     a, _, _ = admission(HostSample())
     a.set_claims({"hi": Claim(10, 2, 32 * Mi)})
-    assert a.grant("lo", 0, 1, 0, 32 * Mi).replacements == 1
+    assert grant(a, "lo", 0, 1, 0, 32 * Mi).replacements == 1
 
 
 def test_a_rollout_waiting_out_pressure_longer_than_its_deadline_still_completes() -> None:
