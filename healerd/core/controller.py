@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from healerd.config import DesiredState
-from healerd.core.admission import Admission
 from healerd.core.dispatch import Dispatcher
 from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
@@ -48,14 +47,12 @@ class LoopParts:
     dispatcher: Dispatcher
     reads: Reads
     memory: LoopMemory
-    admission: Admission | None  # None: no host limits (tests of the loop alone)
 
 
 class Controller:
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
         self.queue, self.events, self.updates = parts.queue, parts.events, parts.updates
-        self.admission = parts.admission
         inputs, reads, dispatcher = parts.inputs, parts.reads, parts.dispatcher
         # Inputs (healerd.core.inputs).
         self.set_desired, self.check_updates = inputs.set_desired, inputs.check_updates

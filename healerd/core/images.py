@@ -13,7 +13,6 @@ import logging
 import threading
 from collections.abc import Callable
 
-from healerd.core.admission import Admission
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
@@ -26,6 +25,11 @@ from healerd.vocabulary import EventKind
 log = logging.getLogger("healerd.controller")
 
 
+def no_pull_check(image: str) -> str | None:
+    """No host limits configured: every pull may go."""
+    return None
+
+
 class ImagePolicy:
     def __init__(
         self,
@@ -34,14 +38,16 @@ class ImagePolicy:
         clock: Clock,
         events: EventLog,
         timings: Timings,
-        admission: Admission | None,
+        pull_refusal: Callable[[str], str | None],
         auth_for: Callable[[str], RegistryAuth | None],
         on_pull: Callable[[str, str, Tally | None], None],
     ) -> None:
         """`auth_for`: the credentials of an image's registry (auth.json), None for an
         anonymous pull; looked up at each pull, so new credentials apply at once.
         `on_pull(key, reason, tally)`: a pull begins (it may take minutes on a slow link),
-        for the status to say so meanwhile."""
+        for the status to say so meanwhile. `pull_refusal(image)`: why the host has no
+        room for the image now (None: it has; healerd.core.admission), `no_pull_check`
+        without host limits."""
         self._engine = engine
         self._on_pull = on_pull
         self._auth_for = auth_for
@@ -49,7 +55,7 @@ class ImagePolicy:
         self._clock = clock
         self._events = events
         self._t = timings
-        self._admission = admission
+        self._pull_refusal = pull_refusal
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
         self._pulled: dict[str, str] = {}  # service -> the spec hash `always` pulled for
@@ -102,10 +108,9 @@ class ImagePolicy:
         if not present and policy is PullPolicy.NEVER:
             reason = f"image {image} is not present and pull_policy is never"
             return ImageProblem(ImageTrouble.NEVER_PULLED, reason)
-        if self._admission is not None:
-            refusal = self._admission.pull_refusal(image, self._engine.image_size_hint(image))
-            if refusal is not None:
-                return ImageProblem(ImageTrouble.NO_DISK, refusal)
+        refusal = self._pull_refusal(image)
+        if refusal is not None:
+            return ImageProblem(ImageTrouble.NO_DISK, refusal)
         return self._pull(key, spec, present, tally)
 
     def _pull(

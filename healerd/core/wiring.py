@@ -19,7 +19,7 @@ from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.hints import LookHints
-from healerd.core.images import ImagePolicy
+from healerd.core.images import ImagePolicy, no_pull_check
 from healerd.core.inputs import Inputs
 from healerd.core.looks import Claims, HostClaims, Looks, NoClaims
 from healerd.core.loopmemory import LoopMemory
@@ -144,9 +144,12 @@ def build_loop(
             dispatcher,
             reads,
             c.memory,
-            admission,
         )
     )
+
+
+def _pull_refusal(admission: Admission, engine: Engine, image: str) -> str | None:
+    return admission.pull_refusal(image, engine.image_size_hint(image))
 
 
 def _common(
@@ -168,7 +171,10 @@ def _common(
     declared, paused = Declared(updates), Paused()
     book = StatusBook(clock, events)
     shown = Shown(book, declared, paused)
-    images = ImagePolicy(engine, executor, clock, events, t, admission, credentials, shown.pulling)
+    pull_check: Callable[[str], str | None] = no_pull_check
+    if admission is not None:
+        pull_check = partial(_pull_refusal, admission, engine)
+    images = ImagePolicy(engine, executor, clock, events, t, pull_check, credentials, shown.pulling)
     health = EngineHealth(
         engine,
         clock,

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from healerd.config import DesiredState, SettingsError, load_settings
-from healerd.core.admission import Admission, Claim, Offer, Use
+from healerd.core.admission import Admission, Claim, Use
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.planner import PlanContext, plan
+from healerd.core.plantypes import Offer
 from healerd.core.pressure import assess, pull_refusal
 from healerd.core.ratelimit import TokenBucket
 from healerd.core.timings import Timings
