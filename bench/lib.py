@@ -25,6 +25,7 @@ from typing import Any
 
 import docker
 
+from tests.support import engines
 from tests.support.busybox_image import build
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -41,10 +42,11 @@ def docker_host() -> str:
 
 
 @contextlib.contextmanager
-def private_engine(save_log: Path | None = None) -> Iterator[str]:
-    """Start a private dockerd for the run; yields its URL (its log kept in `save_log`)."""
+def private_engine(save_log: Path | None = None, kind: str = engines.DEFAULT) -> Iterator[str]:
+    """Start a private engine for the run (`kind`: one of tests/support/engines.py's);
+    yields its URL (its log kept in `save_log`)."""
     PrivateDockerd.reap_stale(BENCH_ROOT, owner_marker="bench")
-    d = PrivateDockerd(BENCH_ROOT / f"run-{os.getpid()}", bridge_prefix="hdb")
+    d = engines.private_engine(BENCH_ROOT / f"run-{os.getpid()}", kind, bridge_prefix="hdb")
     d.start()
     _HOST["url"] = d.url
     _ENGINE["d"] = d

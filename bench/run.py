@@ -1,5 +1,5 @@
 """Run the benchmarks (from the repo):
-`python -m bench.run [all|heal|fleet|scale|reload|restart|slowpull|autoupdate]`.
+`python -m bench.run [all|heal|fleet|scale|reload|restart|slowpull|autoupdate|engines]`.
 
 Writes bench/results.json (the suites run replace theirs; the others' stay, each with
 the date and commit it ran on) and prints the figures with their ratios and goals.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import auto_update, fleet, heal, restart, slow_pull
+from bench import auto_update, engines, fleet, heal, restart, slow_pull
 from bench.lib import api, cleanup, private_engine
 
 SUITES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -27,22 +27,28 @@ SUITES: dict[str, Callable[[], dict[str, Any]]] = {
     "slowpull": slow_pull.run,
     "autoupdate": auto_update.run,
 }
+# Suites that start their engines themselves (one per engine kind): not part of "all".
+OWN_ENGINES: dict[str, Callable[[], dict[str, Any]]] = {"engines": engines.run}
 
 
 def main(argv: list[str]) -> int:
     names = argv[1:] or ["all"]
     if names == ["all"]:
         names = list(SUITES)
+    if all(n in OWN_ENGINES for n in names):
+        return _run(names)
     with private_engine():
         return _run(names)
 
 
 def _run(names: list[str]) -> int:
-    client = api()
+    suites = {**SUITES, **OWN_ENGINES}
+    own = all(n in OWN_ENGINES for n in names)
+    client = None if own else api()
+    engine = "each its own" if client is None else client.version()["Version"]
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.node()} {platform.machine()}, {_cores()} cores, "
-        f"engine {client.version()['Version']}",
+        "machine": f"{platform.node()} {platform.machine()}, {_cores()} cores, engine {engine}",
     }
     path = Path(__file__).with_name("results.json")
     try:
@@ -52,10 +58,11 @@ def _run(names: list[str]) -> int:
     try:
         for name in names:
             print(f"== {name}", flush=True)
-            results[name] = {**SUITES[name](), "ran": f"{results['date']}, {_commit()}"}
+            results[name] = {**suites[name](), "ran": f"{results['date']}, {_commit()}"}
             print(json.dumps(results[name], indent=2, default=str), flush=True)
     finally:
-        cleanup(client)
+        if client is not None:
+            cleanup(client)
     path.write_text(json.dumps({**kept, **results}, indent=2, default=str) + "\n")
     goals = {f"{n}: {g}": ok for n in names for g, ok in results[n].get("goals", {}).items()}
     print("\n== goals")

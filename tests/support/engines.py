@@ -28,9 +28,12 @@ def kind() -> str:
     return chosen
 
 
-def private_engine(root: Path) -> PrivateDockerd:
-    """A private engine of the chosen kind under `root` (PrivateDockerd's interface)."""
-    chosen = kind()
+def private_engine(
+    root: Path, chosen: str | None = None, bridge_prefix: str = "hdt"
+) -> PrivateDockerd:
+    """A private engine under `root` (PrivateDockerd's interface), of the kind `chosen`
+    (the run's, HEALERD_TEST_ENGINE, by default); `bridge_prefix` names its bridge."""
+    chosen = chosen or kind()
     if chosen == "docker":
-        return PrivateDockerd(root)
+        return PrivateDockerd(root, bridge_prefix=bridge_prefix)
     raise NotImplementedError(f"HEALERD_TEST_ENGINE={chosen}: not built yet")
