@@ -13,8 +13,10 @@ heals it (event times, no polling), and judged by the p50 of its samples:
   the bench's service has `restart_policy.window: 10s` to match);
 - `docker rm -f` of healerd's replica, healed by a new container, next to a bare
   create+start of the same container (on a project network with the service's alias, as
-  healerd's is) and to Swarm with `--restart-delay 0` (as `docker stack deploy` makes it:
-  the stack's overlay network, the alias);
+  healerd's is), to the perfect replacing script (a create+start of a new bare container
+  the moment the `die` of the removed one reaches it: the floor of any healer that learns
+  of the removal from the engine, as healerd must) and to Swarm with `--restart-delay 0`
+  (as `docker stack deploy` makes it: the stack's overlay network, the alias);
 - a storm: 50 of 100 replicas killed at once (16 threads), to the 50th start, next to the
   same perfect script on 100 bare containers.
 
@@ -88,9 +90,12 @@ class Script:
     chunk at a time, so that no event is held back), and `docker start` of the container
     whose `die` it reads, at once, on a pool of 8 (healerd's parallel actions)."""
 
-    def __init__(self, client: docker.APIClient, role: str) -> None:
+    def __init__(self, client: docker.APIClient, role: str, *, replace: bool = False) -> None:
+        """`replace`: the perfect replacing healer instead (the `rm -f` floor): on the
+        `die` of an armed container, create and start a new bare one of the role."""
         self._client = client
         self._role = role
+        self._replace = replace
         self._pool = ThreadPoolExecutor(8)
         self._resp: Any = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -129,7 +134,16 @@ class Script:
                     continue
                 cid = json.loads(line).get("id", "")
                 if cid in self.armed:
-                    self._pool.submit(self._client.start, cid)
+                    self._pool.submit(self._heal, cid)
+
+    def _heal(self, cid: str) -> None:
+        if not self._replace:
+            self._client.start(cid)
+            return
+        self.armed.discard(cid)
+        new = _bare(self._client, self._role)
+        self.armed.add(new)
+        self._client.start(new)
 
 
 # -- one sample each ----------------------------------------------------------------------
@@ -193,6 +207,21 @@ class Arms:
         t0 = time.time()
         self.c.remove_container(victim, force=True)
         return _replacement(self.events, SERVICE_LABEL, "bench-heal", victim, t0)
+
+    def script_rm(self, script: Script) -> float:
+        """The perfect replacing script's heal of a `docker rm -f` (its floor: it learns
+        of the removal from the `die` event, as healerd does)."""
+        (victim,) = tuple(script.armed) or (self._spare(script),)
+        wait_for("script-rm's box running", lambda: _uptime(self.c, victim) > 0, 30, 0.02)
+        t0 = time.time()
+        self.c.remove_container(victim, force=True)
+        return _replacement(self.events, BENCH_LABEL, "script-rm", victim, t0)
+
+    def _spare(self, script: Script) -> str:
+        cid = _bare(self.c, "script-rm")
+        script.armed.add(cid)
+        self.c.start(cid)
+        return cid
 
     def bare(self) -> float:
         t0 = time.time()
@@ -299,9 +328,12 @@ def run(rounds: int = ROUNDS, crashes: int = CRASHES, storms: int = STORMS) -> d
                 for name in ("bench-swarm-zero", "bench-swarm-default"):
                     wait_for(name, lambda n=name: _swarm_running(client, n), 120)
             arms = Arms(client, events, img)
-            with Script(client, "script") as script:
+            with (
+                Script(client, "script") as script,
+                Script(client, "script-rm", replace=True) as replacer,
+            ):
                 script.armed.add(arms.script_box)
-                _rounds(arms, script, take, rounds, crashes, have_swarm)
+                _rounds(arms, (script, replacer), take, rounds, crashes, have_swarm)
             storm = _storms(client, h, events, storms)
     finally:
         h.stop()
@@ -314,16 +346,18 @@ def run(rounds: int = ROUNDS, crashes: int = CRASHES, storms: int = STORMS) -> d
 
 def _rounds(
     arms: Arms,
-    script: Script,
+    scripts: tuple[Script, Script],
     take: Callable[[str, Callable[[], float]], None],
     rounds: int,
     crashes: int,
     have_swarm: bool,
 ) -> None:
+    script, replacer = scripts
     plain: list[tuple[str, Callable[[], float]]] = [
         ("healerd_kill", arms.healerd_kill),
         ("script_kill", lambda: arms.script_kill(script)),
         ("healerd_rm", arms.healerd_rm),
+        ("script_rm", lambda: arms.script_rm(replacer)),
         ("bare_create_start", arms.bare),
         ("bare_default_bridge", arms.bare_default_bridge),
     ]
@@ -412,6 +446,10 @@ def _judged(out: dict[str, Any]) -> dict[str, Any]:
             out.get("healerd_crash", nan), out.get("policy_crash", nan)
         ),
         "rm_over_bare_create_start": _ratio(out["healerd_rm"], out["bare_create_start"]),
+        "rm_over_replacing_script": _ratio(out["healerd_rm"], out.get("script_rm", nan)),
+        "replacing_script_over_bare_create_start": _ratio(
+            out.get("script_rm", nan), out["bare_create_start"]
+        ),
         "rm_over_swarm_delay0": _ratio(out["healerd_rm"], out.get("swarm_delay0", nan)),
         "storm_over_script": _ratio(storm["healerd"], storm["script"]),
         "swarm_default_over_rm": _ratio(out.get("swarm_default", nan), out["healerd_rm"]),
@@ -425,6 +463,9 @@ def _judged(out: dict[str, Any]) -> dict[str, Any]:
             r["crash_over_restart_policy"] <= 1.0
         ),
         "rm -f: healerd p50 <= 1.2 x a bare create+start": r["rm_over_bare_create_start"] <= 1.2,
+        "rm -f: healerd p50 <= 1.0 x the perfect replacing script": (
+            r["rm_over_replacing_script"] <= 1.0
+        ),
         "rm -f: healerd p50 <= 0.6 x Swarm --restart-delay 0": r["rm_over_swarm_delay0"] <= 0.6,
         "storm 50 of 100: healerd p50 <= 1.1 x the script": r["storm_over_script"] <= 1.1,
         "storm: no create (every heal in place)": bool(creates) and not any(creates),
