@@ -33,4 +33,8 @@ def private_engine(root: Path) -> PrivateDockerd:
     chosen = kind()
     if chosen == "docker":
         return PrivateDockerd(root)
+    if chosen == "docker26":
+        from tests.support.chrootdockerd import ChrootDockerd
+
+        return ChrootDockerd(root)
     raise NotImplementedError(f"HEALERD_TEST_ENGINE={chosen}: not built yet")
