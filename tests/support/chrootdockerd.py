@@ -19,14 +19,17 @@ exec` (and so a health check) ran in the container's namespaces but in the *host
 directory (see LAUNCH). dockerd gets a mount namespace of its own, private (nothing
 mounted there reaches the host, and its mounts go with its last process: no teardown
 unmounts on the host), with the root bound on itself (`docker load` needs a mount point
-there), proc, the host's /sys and /dev, then pivot_root. It shares the host's network
-namespace: the bridge is PrivateDockerd's, `--iptables=false`.
+there), proc, the host's /sys and /dev and the tests' temp dir (host_dirs: a service's
+bind mount of a test's file), then pivot_root. It shares the host's network namespace:
+the bridge is PrivateDockerd's, `--iptables=false`.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 
 from tests.support import debian_image
 from tests.support.dockerd import PrivateDockerd
@@ -41,12 +44,15 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # then pivot_root into it and the host's tree unmounted. Not a bare chroot: a container's
 # mount namespace is a copy of dockerd's, and setns into one (`docker exec`, health
 # checks) lands at that namespace's root, which under a chroot is the host's `/`.
+# The host directories after the root, up to "--", are bound at their own paths inside.
 LAUNCH = """set -e
 root=$1; shift
 mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
+while [ "$1" != -- ]; do mkdir -p "$root$1"; mount --rbind "$1" "$root$1"; shift; done
+shift
 mkdir -p "$root/.host"
 cd "$root"
 pivot_root . .host
@@ -54,6 +60,14 @@ cd /
 /usr/bin/umount -l /.host
 exec "$@"
 """
+
+
+def host_dirs() -> list[str]:
+    """Where the tests keep the files their services bind (tmp_path: tests/conftest.py's
+    PYTEST_DEBUG_TEMPROOT, else the temp dir): the engine must see them where a host's
+    engine would, at the same path."""
+    found = {os.environ.get("PYTEST_DEBUG_TEMPROOT", ""), tempfile.gettempdir()}
+    return sorted(d for d in found if d.startswith("/") and os.path.isdir(d) and d != "/")
 
 
 class ChrootDockerd(PrivateDockerd):
@@ -71,6 +85,8 @@ class ChrootDockerd(PrivateDockerd):
             LAUNCH,
             "launch-dockerd",
             str(self.root),
+            *host_dirs(),
+            "--",
             "/usr/bin/env",
             f"PATH={PATH}",
             "/usr/sbin/dockerd",
