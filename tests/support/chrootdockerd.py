@@ -7,12 +7,13 @@ root made with debootstrap: once per machine, cached as a tarball under
 the packages and the trim list, under a lock, so that two runs never debootstrap one
 entry; about a minute), then unpacked into each run's own root (a few seconds).
 
-The run's root directory *is* the engine's root: its socket, pidfile, data and exec roots
-are /docker.sock, /docker.pid, /data and /exec inside it, so that on the host they lie
-where PrivateDockerd keeps them (ROOT/docker.sock, ...), and PrivateDockerd's teardown and
-`reap_stale` (of a run that died) find them: its stop_pid by the `--label` that names the
-root in dockerd's command line, its kill of what is left by the processes whose root
-directory is this root (containerd and the shims).
+The run's root directory *is* the engine's root, and is bound inside itself at its host
+path, so that dockerd's socket, pidfile, data and exec roots have one path inside and on
+the host, where PrivateDockerd keeps them (ROOT/docker.sock, ROOT/data, ...): the engine's
+DockerRootDir, which healerd measures for disk pressure and image GC, is a real host
+path, and PrivateDockerd's teardown and `reap_stale` (of a run that died) find what it
+left (its dockerd by the root in the command line, containerd and the shims also by
+their root directory).
 
 Not a bare chroot, which ../shared/notes/machine-facts.md measured: under one, `docker
 exec` (and so a health check) ran in the container's namespaces but in the *host's* root
@@ -48,6 +49,8 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LAUNCH = """set -e
 root=$1; shift
 mount --bind "$root" "$root"
+mkdir -p "$root$root"
+mount --bind "$root" "$root$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
@@ -91,15 +94,13 @@ class ChrootDockerd(PrivateDockerd):
             f"PATH={PATH}",
             "/usr/sbin/dockerd",
             "--host",
-            "unix:///docker.sock",
+            self.url,
             "--data-root",
-            "/data",
+            str(self.root / "data"),
             "--exec-root",
-            "/exec",
+            str(self.root / "exec"),
             "--pidfile",
-            "/docker.pid",
-            # Only so that the host can tell this root's dockerd from others (stop_pid).
-            f"--label=io.healerd.test-root={self._marker}",
+            str(self.pidfile),
             *self._common_args(),
         ]
 
