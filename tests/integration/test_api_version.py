@@ -1,13 +1,19 @@
 """The Docker API version negotiated with the real engine (issue 31): Debian 12's dockerd
 20.10 speaks API 1.41, so healerd speaks 1.41 with it (the venv's SDK knows newer), says
 so once in its log and on `healerctl status`; a field that needs API 1.44 is the
-service's error, naming the Docker release, while the other services converge."""
+service's error, naming the Docker release, while the other services converge. Debian
+13's dockerd 26.1 (HEALERD_TEST_ENGINE=docker26) speaks 1.45: healerd speaks the lower of
+1.45 and its SDK's newest, and the same field works there."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
+from healerd.engine.docker import apiversion
+from tests.support import engines
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.fakedockerd import FakeDockerd
@@ -53,6 +59,30 @@ def test_api_1_41_is_spoken_with_dockerd_20_10_and_a_1_44_field_is_refused(
     assert engine_line and "(API 1.41)" in engine_line[0], engine_line
     log = healerd.log()
     assert "healerd speaks API 1.41" in log
+
+
+@pytest.mark.every_engine
+@pytest.mark.skipif(engines.kind() != "docker26", reason="dockerd 26.1 (API 1.45) only")
+def test_api_1_45_or_the_sdks_newest_is_spoken_with_dockerd_26_and_a_1_44_field_works(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster
+) -> None:
+    config.service("newer.yaml", "newer", 1, volumes=NEWER)
+    healerd.start()
+    wait_for("1 newer replica", lambda: cluster.converged("newer", 1), timeout=30)
+    (newer,) = cluster.running("newer")
+    info = cluster.api.inspect_container(newer["Id"])
+    (mount,) = info["HostConfig"]["Mounts"]
+    assert mount["ReadOnly"] is True, mount
+    assert mount["BindOptions"].get("ReadOnlyForceRecursive") is True, mount
+
+    spoken = min("1.45", apiversion.sdk_newest(), key=apiversion.parsed)
+    data = json.loads(healerd.ctl("status", "-o", "json")[1])
+    assert data["engine"]["api_version"] == spoken, data["engine"]
+    assert data["engine"]["version"].startswith("26.1"), data["engine"]
+    engine_line = [ln for ln in healerd.ctl("status")[1].splitlines() if ln.startswith("engine:")]
+    assert engine_line and f"(API {spoken})" in engine_line[0], engine_line
+    assert f"healerd speaks API {spoken}" in healerd.log()
+    assert not data["services"][0]["reason"] or "needs" not in data["services"][0]["reason"]
 
 
 def test_an_engine_below_api_1_41_is_refused_and_healerd_keeps_running(

@@ -10,6 +10,7 @@ import json
 import threading
 
 import docker
+import pytest
 
 from healerd.cli.client import Client
 from tests.support.cluster import Cluster
@@ -69,6 +70,7 @@ class Floor:
         self._t.join()
 
 
+@pytest.mark.every_engine
 def test_follows_the_tag_rolls_back_a_crashing_digest_and_takes_a_later_good_one(
     healerd: Healerd,
     config: ConfigDir,

@@ -15,6 +15,7 @@ from tests.support.healerd_process import Healerd
 from tests.support.polling import holds_for, wait_for
 
 
+@pytest.mark.every_engine
 @pytest.mark.engine_restart
 def test_engine_restart_is_survived_and_healed(
     healerd: Healerd,

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
+from tests.support import engines
 from tests.support.dockerd import CHAOS_POOL, PrivateDockerd
+from tests.support.polling import wait_for
+from tests.support.processes import alive
 
 
 def _bridges() -> set[str]:
@@ -44,3 +50,48 @@ def test_a_killed_engine_leaves_no_network_bridge_and_docker0_stays() -> None:
     left = {b for b in _bridges() if b in made or b == d.bridge}
     assert not left and before <= _bridges(), (left, before)
     assert not root.exists()
+
+
+CHILD = """
+import os, sys
+from pathlib import Path
+from tests.support.busybox_image import COMMAND, build
+from tests.support.chrootdockerd import ChrootDockerd
+
+d = ChrootDockerd(Path(sys.argv[1]) / f"run-{os.getpid()}")
+d.start()
+api = d.client(timeout=60)
+cid = api.create_container(build(api), COMMAND, name="left-running")["Id"]
+api.start(cid)
+net = api.create_network("left-behind", driver="bridge")["Id"]
+print(d.root, d.bridge, f"br-{net[:12]}", api.inspect_container(cid)["State"]["Pid"])
+d.proc.kill()  # the engine dies with the run: no teardown
+os._exit(0)
+"""
+
+
+@pytest.mark.every_engine
+@pytest.mark.skipif(engines.kind() != "docker26", reason="HEALERD_TEST_ENGINE=docker26 only")
+def test_a_docker26_engine_of_a_run_that_died_is_reaped_with_all_it_left() -> None:
+    """What ChrootDockerd leaves when its run dies (dockerd SIGKILLed, a container and a
+    network bridge left): PrivateDockerd.reap_stale, as the next run's conftest calls it,
+    stops every process rooted there, deletes the bridges and the root, and leaves no
+    mount on the host (dockerd's are in a mount namespace of its own)."""
+    parent = Path("/var/lib/healerd-test-engine")
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(parent)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=Path(__file__).parents[2],
+    )
+    root_s, bridge, net_bridge, pid_s = done.stdout.split()
+    root, pid = Path(root_s), int(pid_s)
+    assert alive(pid) and {bridge, net_bridge} <= _bridges()
+    assert root in PrivateDockerd.reap_stale(parent)
+    wait_for("the container's process gone", lambda: not alive(pid), timeout=10)
+    assert not root.exists()
+    assert not {bridge, net_bridge} & _bridges()
+    with open("/proc/self/mounts") as f:
+        assert not [line for line in f if root_s in line]

@@ -72,6 +72,7 @@ def ids(cluster: Cluster, service: str) -> list[str]:
     return sorted(c["Id"] for c in cluster.running(service))
 
 
+@pytest.mark.every_engine
 def test_the_private_engine_treats_a_loopback_registry_as_insecure(
     api: docker.APIClient,
 ) -> None:
@@ -80,6 +81,7 @@ def test_the_private_engine_treats_a_loopback_registry_as_insecure(
     assert "127.0.0.0/8" in cidrs
 
 
+@pytest.mark.every_engine
 def test_a_registry_without_auth_needs_no_auth_json(
     healerd: Healerd,
     config: ConfigDir,

@@ -2,6 +2,8 @@
 
 - dockerd.py: a private dockerd (own socket, data and exec roots, bridge and subnet):
   start, stop, restart, kill, teardown, and reaping what runs that died left behind;
+- chrootdockerd.py: the same for Debian 13's dockerd 26.1, run from a cached Debian 13
+  root (HEALERD_TEST_ENGINE=docker26, engines.py);
 - healerd_process.py: healerd as a subprocess with a config dir of its own;
 - config.py: that config dir (healerd.yaml, conf.d/ service files, atomic or in place);
 - cluster.py: healerd's containers on an engine, by service;

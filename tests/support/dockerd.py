@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -116,32 +117,42 @@ class PrivateDockerd:
     def client(self, timeout: float = 30) -> docker.APIClient:
         return docker.APIClient(base_url=self.url, version=API_VERSION, timeout=timeout)
 
-    def start(self, timeout: float = 90.0) -> None:
+    def _command(self) -> list[str]:
+        """dockerd's command line (ChrootDockerd runs another dockerd in a chroot)."""
         dockerd = shutil.which("dockerd")
         if dockerd is None:
             raise RuntimeError("dockerd not installed: run tests/support/engine.sh (or .ci/run)")
+        return [
+            dockerd,
+            "--host",
+            self.url,
+            "--data-root",
+            str(self.root / "data"),
+            "--exec-root",
+            str(self.root / "exec"),
+            "--pidfile",
+            str(self.pidfile),
+            *self._common_args(),
+        ]
+
+    def _common_args(self) -> list[str]:
+        return [
+            f"--bridge={self.bridge}",
+            "--iptables=false",
+            "--ip6tables=false",
+            "--ip-masq=false",
+            *self.extra_args,
+        ]
+
+    def start(self, timeout: float = 90.0) -> None:
+        command = self._command()
         self.root.mkdir(parents=True, exist_ok=True)
         # One left running for this root (a run whose pid was reused) would hold the socket.
         stop_pid(read_pid(self.pidfile), self._marker, timeout=30)
         self._make_bridge()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [
-                    dockerd,
-                    "--host",
-                    self.url,
-                    "--data-root",
-                    str(self.root / "data"),
-                    "--exec-root",
-                    str(self.root / "exec"),
-                    "--pidfile",
-                    str(self.pidfile),
-                    f"--bridge={self.bridge}",
-                    "--iptables=false",
-                    "--ip6tables=false",
-                    "--ip-masq=false",
-                    *self.extra_args,
-                ],
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -219,28 +230,50 @@ class PrivateDockerd:
         """Delete the data and the bridge of a stopped engine (lazily unmounting what an
         engine that died left mounted there: network namespaces, overlay layers)."""
         self._kill_containers()
-        prefix = self._marker
-        with open("/proc/self/mounts") as f:
-            mounts = [line.split()[1] for line in f if line.split()[1].startswith(prefix)]
-        for mount in sorted(mounts, key=len, reverse=True):
+        for mount in sorted(self._mounts(), key=len, reverse=True):
             subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
         leaked = self._network_bridges()
-        subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], check=False)
+        if left := self._mounts():
+            # Never rm -rf across a mount (a chroot's bind of the host's /dev or /sys):
+            # --one-file-system does not see a bind of the same file system.
+            print(f"{self.root} kept: still mounted there: {left}", file=sys.stderr)
+        else:
+            subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], check=False)
         for bridge in (self.bridge, *leaked):
             subprocess.run(["ip", "link", "del", bridge], check=False, capture_output=True)
+
+    def _mounts(self) -> list[str]:
+        """What is mounted at or under the root (the root itself, for a chroot's)."""
+        with open("/proc/self/mounts") as f:
+            points = [line.split()[1] for line in f]
+        return [m for m in points if m == str(self.root) or m.startswith(self._marker)]
 
     def _kill_containers(self) -> None:
         """The containers of an engine killed at its stop's deadline: their shims outlive
         it, and so do they (a bench run stopped at 900 left 900 sleeping, which slowed
-        the next run's engine by a third). Each shim's children, then the shim."""
-        lines = ((p, " ".join(p.info["cmdline"] or ())) for p in psutil.process_iter(["cmdline"]))
-        shims = [p for p, line in lines if "containerd-shim" in line and self._marker in line]
+        the next run's engine by a third). Each shim's children, then the shim; and any
+        process whose root is this root (a ChrootDockerd's containerd and shims, whose
+        command lines name paths inside its root only)."""
+        shims = []
+        for p in psutil.process_iter(["cmdline"]):
+            line = " ".join(p.info["cmdline"] or ())
+            if ("containerd-shim" in line and self._marker in line) or self._chrooted(p.pid):
+                shims.append(p)
         for shim in shims:
             with contextlib.suppress(psutil.Error):
                 for child in shim.children():
                     child.kill()
                 shim.kill()
         psutil.wait_procs(shims, timeout=10)
+
+    def _chrooted(self, pid: int) -> bool:
+        """Whether the process's root directory is this root (by inode, so that a root
+        pivoted into in another mount namespace counts too)."""
+        try:
+            theirs, ours = os.stat(f"/proc/{pid}/root"), os.stat(self.root)
+        except OSError:
+            return False
+        return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
     def _network_bridges(self) -> list[str]:
         """The host bridges of this engine's user-defined networks: br-<id[:12]> for the

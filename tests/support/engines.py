@@ -1,7 +1,8 @@
 """Which engine the integration tests run against: HEALERD_TEST_ENGINE.
 
 - `docker` (the default): the host's dockerd (Debian 12's docker.io 20.10), the whole suite;
-- `docker26`: Debian 13's dockerd 26.1, run from a debootstrap'd Debian 13 root in a chroot;
+- `docker26`: Debian 13's dockerd 26.1, run from a debootstrap'd Debian 13 root (its own
+  mount namespace, pivot_root into the root: tests/support/chrootdockerd.py);
 - `podman`: Podman 4.3 from Debian 12, through its Docker-compatible socket.
 
 On every engine but `docker` only the tests marked `every_engine` run (the engine contract
@@ -36,4 +37,8 @@ def private_engine(
     chosen = chosen or kind()
     if chosen == "docker":
         return PrivateDockerd(root, bridge_prefix=bridge_prefix)
+    if chosen == "docker26":
+        from tests.support.chrootdockerd import ChrootDockerd
+
+        return ChrootDockerd(root, bridge_prefix=bridge_prefix)
     raise NotImplementedError(f"HEALERD_TEST_ENGINE={chosen}: not built yet")
