@@ -133,6 +133,9 @@ mkdir -p "$cache"
 )
 mkdir -p "$root" "$logs"
 tar -C "$root" -xf "$tarball"
+# A machine's / is 755 (the tarball's top came from mktemp -d, 700): users other than
+# root must reach their files (healerctl as nobody, in tests/integration/test_healerctl.py).
+chmod 755 "$root"
 ok "Debian $(cat "$root/etc/debian_version") unpacked in $root ($(du -sm "$root" | cut -f1) MiB); python3: $(chroot "$root" sh -c 'command -v python3 || echo none')"
 
 step "chroot: mounts, resolv.conf, policy-rc.d, the checkout"
