@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Proof under a real systemd: build the .deb, install it in a Debian 12 container whose
-# PID 1 is systemd, and check the unit end to end (issue 6, item 5).
+# Proof under a real systemd: build the .deb, install it in a Debian container whose
+# PID 1 is systemd, and check the unit end to end (issue 6, item 5), on each Debian
+# release healerd supports with that release's own packages (issue 31, item 4).
 #
-#   bash packaging/test-systemd.sh        (as root, on Debian 12; about 4 min warm)
+#   bash packaging/test-systemd.sh [bookworm|trixie]   (as root; default bookworm)
+#   bash packaging/test-systemd.sh --release trixie
 #
-# - The systemd image is made from Debian's packages with debootstrap and `docker import`,
-#   cached as a tarball under /var/cache/healerd-test and as a local image.
+# - The systemd image is made from the release's packages with debootstrap and
+#   `docker import`, cached per release as a tarball under /var/cache/healerd-test and
+#   as a local image (healerd-test/systemd:RELEASE-KEY).
 # - The container runs on the system dockerd (tests/support/engine.sh starts it).
 # - healerd inside talks to a dockerd of this script's own (own socket, data root and
 #   bridge, no iptables), mounted as /var/run/docker.sock: a healerd removes every
@@ -17,10 +20,24 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 unset DOCKER_HOST
 
+release=bookworm
+while [ $# -gt 0 ]; do
+  case $1 in
+    --release) release=${2:?--release needs bookworm or trixie}; shift 2 ;;
+    --release=*) release=${1#--release=}; shift ;;
+    bookworm|trixie) release=$1; shift ;;
+    *) echo "usage: $0 [bookworm|trixie] (or --release RELEASE)" >&2; exit 2 ;;
+  esac
+done
+case $release in
+  bookworm|trixie) ;;
+  *) echo "test-systemd.sh: release '$release': bookworm (Debian 12) or trixie (Debian 13)" >&2; exit 2 ;;
+esac
+
 cache=/var/cache/healerd-test
 pkgs=systemd,systemd-sysv,dbus,procps,python3,python3-docker,python3-yaml,python3-psutil,python3-systemd,python3-prometheus-client
-tag=$(printf '%s' "bookworm $pkgs" | sha256sum | cut -c1-12)
-image=healerd-test/systemd:bookworm-$tag
+tag=$(printf '%s' "$release $pkgs" | sha256sum | cut -c1-12)
+image=healerd-test/systemd:$release-$tag
 run=/var/lib/healerd-systest/run-$$
 bridge=hst$$
 subnet=172.31.126
@@ -75,11 +92,12 @@ if docker image inspect "$image" >/dev/null 2>&1; then
   ok "cached image"
 else
   mkdir -p "$cache"
-  tarball=$cache/bookworm-systemd-$tag.tar
+  tarball=$cache/$release-systemd-$tag.tar
+  log=$cache/$release-systemd-$tag.debootstrap.log
   if [ ! -s "$tarball" ]; then
     rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
-    debootstrap --variant=minbase --include="$pkgs" bookworm "$rootfs" http://deb.debian.org/debian \
-      > "$cache/debootstrap.log" 2>&1 || { tail -20 "$cache/debootstrap.log"; exit 1; }
+    debootstrap --variant=minbase --include="$pkgs" "$release" "$rootfs" http://deb.debian.org/debian \
+      > "$log" 2>&1 || { tail -20 "$log"; rm -rf --one-file-system "$rootfs"; exit 1; }
     tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
     rm -rf --one-file-system "$rootfs"
     ok "debootstrap done"
@@ -113,7 +131,7 @@ ok "PID 1: $(in_ctr ps -o comm= -p 1), $(in_ctr systemctl --version | head -1), 
 step "test image from busybox-static, built with Debian's python3-docker inside"
 docker cp /bin/busybox "$ctr:/bin/busybox"
 docker cp tests/support/busybox_image.py "$ctr:/tmp/busybox_image.py"
-in_ctr python3 -c 'import docker; print("   docker SDK", docker.__version__)'
+in_ctr python3 -c 'import sys, docker, urllib3; print("   Debian", open("/etc/debian_version").read().strip(), "python3", sys.version.split()[0], "docker SDK", docker.__version__, "urllib3", urllib3.__version__)'
 in_ctr python3 /tmp/busybox_image.py healerd-systest/busybox:1 >/dev/null
 ok "healerd-systest/busybox:1 on the private engine"
 
@@ -132,11 +150,11 @@ ok "conffile, conf.d, example, group healerd"
 step "systemd-analyze verify and security"
 # --man=no: this minimal image has no man-db to look the Documentation= pages up with;
 # they are checked to be installed right below.
-out=$(in_ctr systemd-analyze verify --man=no /lib/systemd/system/healerd.service 2>&1) || true
+out=$(in_ctr systemd-analyze verify --man=no /usr/lib/systemd/system/healerd.service 2>&1) || true
 [ -z "$out" ] || { echo "$out"; fail "systemd-analyze verify is not clean"; }
 in_ctr test -f /usr/share/man/man8/healerd.8.gz -a -f /usr/share/man/man1/healerctl.1.gz || fail "man pages missing"
 ok "systemd-analyze verify: clean; man pages healerd(8), healerctl(1) installed"
-in_ctr sh -c 'sed "/^# Hardening/,/^\[Install\]/{/^\[Install\]/!d}" /lib/systemd/system/healerd.service > /tmp/healerd-unhardened.service'
+in_ctr sh -c 'sed "/^# Hardening/,/^\[Install\]/{/^\[Install\]/!d}" /usr/lib/systemd/system/healerd.service > /tmp/healerd-unhardened.service'
 before=$(in_ctr systemd-analyze security --offline=yes /tmp/healerd-unhardened.service 2>/dev/null | tail -1)
 after=$(in_ctr systemd-analyze security healerd 2>/dev/null | tail -1)
 echo "   before hardening: $before"
@@ -232,7 +250,7 @@ in_ctr rm /etc/healerd/conf.d/systest.yaml
 in_ctr dpkg --purge healerd
 in_ctr systemctl is-active -q healerd && fail "still running after purge"
 in_ctr test -e /etc/healerd && fail "/etc/healerd left behind"
-in_ctr test -e /lib/systemd/system/healerd.service && fail "unit left behind"
+in_ctr test -e /usr/lib/systemd/system/healerd.service && fail "unit left behind"
 in_ctr test -e /usr/lib/python3/dist-packages/healerd && fail "python package left behind"
 after_n=$(pdocker ps -aq --filter "label=io.healerd.service=$svc" | wc -l)
 [ "$after_n" -eq "$before_n" ] || fail "purge changed the containers: $before_n -> $after_n"

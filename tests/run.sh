@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite, on a fresh Debian 12 machine as root: installs what is missing
+# The test suite, on a fresh Debian 12 or 13 machine as root: installs what is missing
 # (docker.io, busybox-static, a venv with the Python deps), then runs pytest.
 # Unit tests need no engine; integration tests start a private dockerd of their own.
 set -euo pipefail

@@ -32,6 +32,10 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
+# Strict verification also wants the key identifiers in a certificate a CA signed.
+_KEY_IDS = "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
+
+
 def _signed(name: str, cn: str, ext: str, cwd: Path) -> None:
     """NAME-key.pem and NAME-cert.pem, signed by ca.pem, with the extensions `ext`."""
     (cwd / f"{name}.ext").write_text(ext)
@@ -88,15 +92,19 @@ def make_certs(directory: Path) -> None:
         "1",
         "-subj",
         "/CN=healerd-test-ca",
+        # Python 3.13 (Debian 13) verifies strictly (VERIFY_X509_STRICT, as urllib3 2.3
+        # does there): a CA without keyUsage is refused, which 3.11 and Go accept.
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
         cwd=directory,
     )
     _signed(
         "server",
         "127.0.0.1",
-        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        f"subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n{_KEY_IDS}",
         directory,
     )
-    _signed("client", "healerd", "extendedKeyUsage=clientAuth\n", directory)
+    _signed("client", "healerd", f"extendedKeyUsage=clientAuth\n{_KEY_IDS}", directory)
     for pem in directory.glob("*.pem"):
         os.chmod(pem, 0o600)
 

@@ -27,8 +27,12 @@ fi
 
 ping_engine() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 if ! ping_engine; then
-  echo "engine.sh: starting dockerd (log: /var/log/dockerd.log)" >&2
-  setsid dockerd >/var/log/dockerd.log 2>&1 < /dev/null &
+  # HEALERD_DOCKERD_ARGS: more flags for it, where another engine shares the network
+  # namespace (a chroot: a bridge of its own and --iptables=false, as
+  # packaging/test-readme-commands.sh gives it).
+  read -r -a extra <<< "${HEALERD_DOCKERD_ARGS:-}"
+  echo "engine.sh: starting dockerd ${extra[*]} (log: /var/log/dockerd.log)" >&2
+  setsid dockerd "${extra[@]}" >/var/log/dockerd.log 2>&1 < /dev/null &
   for _ in $(seq 1 60); do
     ping_engine && break
     sleep 0.5

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Create ./.venv with healerd (editable) and the test tools. Debian 12's own python3
+# Create ./.venv with healerd (editable) and the test tools. Debian's own python3 (12 and 13)
 # refuses system-wide pip installs (PEP 668), so everything lives in the venv.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+# A minimal Debian (debootstrap minbase, a cloud image) may have no python3 at all.
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "venv.sh: installing python3" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 >/dev/null
+fi
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "venv.sh: healerd needs Python 3.11 or newer" >&2
   exit 1
