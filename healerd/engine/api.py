@@ -147,6 +147,11 @@ class EngineInfo(Protocol):
         first answered (None before; no request)."""
         ...
 
+    def engine_kind(self) -> str | None:
+        """ "docker" or "podman" (its Docker-compatible socket), from the same answer as
+        api_version (None before; no request)."""
+        ...
+
     def identity(self) -> str:
         """Who the engine is, the same at any address: `docker info`'s ID and data root
         ("" if unknown)."""

@@ -28,6 +28,11 @@ def kind() -> str:
     return chosen
 
 
+def engine_kind() -> str:
+    """What healerd calls the chosen engine (`engine.kind`): docker26 is docker."""
+    return "podman" if kind() == "podman" else "docker"
+
+
 def private_engine(root: Path) -> PrivateDockerd:
     """A private engine of the chosen kind under `root` (PrivateDockerd's interface)."""
     chosen = kind()
