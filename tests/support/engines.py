@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from tests.support.dockerd import PrivateDockerd
+from tests.support.podman import PrivatePodman
 
 KINDS = ("docker", "docker26", "podman")
 DEFAULT = "docker"
@@ -33,9 +34,17 @@ def engine_kind() -> str:
     return "podman" if kind() == "podman" else "docker"
 
 
+def reap_stale(parent: Path) -> None:
+    """What runs that died left in `parent`, of every kind."""
+    PrivateDockerd.reap_stale(parent)
+    PrivatePodman.reap_stale(parent)
+
+
 def private_engine(root: Path) -> PrivateDockerd:
     """A private engine of the chosen kind under `root` (PrivateDockerd's interface)."""
     chosen = kind()
     if chosen == "docker":
         return PrivateDockerd(root)
+    if chosen == "podman":
+        return PrivatePodman(root)
     raise NotImplementedError(f"HEALERD_TEST_ENGINE={chosen}: not built yet")
