@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import docker
+import pytest
 
 from tests.integration.harness import IMAGE
 from tests.support.busybox_image import COMMAND
@@ -50,6 +51,7 @@ def _only(cluster: Cluster, service: str) -> dict[str, Any] | None:
     return cs[0] if len(cs) == 1 and cs[0]["State"] == "running" else None
 
 
+@pytest.mark.every_engine
 def test_services_reach_each_other_by_name_across_a_heal(
     forwarding: Callable[[docker.APIClient, str], None],
     healerd: Healerd,

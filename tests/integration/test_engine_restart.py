@@ -16,6 +16,7 @@ from tests.support.polling import holds_for, wait_for
 
 
 @pytest.mark.engine_restart
+@pytest.mark.every_engine
 def test_engine_restart_is_survived_and_healed(
     healerd: Healerd,
     config: ConfigDir,

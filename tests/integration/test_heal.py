@@ -16,6 +16,7 @@ from tests.support.healerd_process import Healerd
 from tests.support.polling import holds_for, wait_for
 
 
+@pytest.mark.every_engine
 def test_replicas_follow_edits_with_sighup(
     healerd: Healerd, config: ConfigDir, cluster: Cluster
 ) -> None:

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import docker
+import pytest
 
 from tests.integration.harness import current_hash
 from tests.support.cluster import Cluster
@@ -67,6 +68,7 @@ def test_a_crash_is_healed_in_place_keeping_id_hostname_files_and_address(
     assert [x["Id"] for x in cluster.containers("keep")] == [c["Id"]]  # no history
 
 
+@pytest.mark.every_engine
 def test_kill_and_stop_are_healed_in_place_and_rm_by_a_new_container(
     healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
 ) -> None:

@@ -80,6 +80,7 @@ def test_the_private_engine_treats_a_loopback_registry_as_insecure(
     assert "127.0.0.0/8" in cidrs
 
 
+@pytest.mark.every_engine
 def test_a_registry_without_auth_needs_no_auth_json(
     healerd: Healerd,
     config: ConfigDir,

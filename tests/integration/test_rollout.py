@@ -48,6 +48,7 @@ def hashes(cluster: Cluster, service: str) -> set[str]:
     return {c["Labels"][LABEL_SPEC_HASH] for c in cluster.containers(service)}
 
 
+@pytest.mark.every_engine
 def test_rolling_update_of_four_never_drops_below_four(
     healerd: Healerd, config: ConfigDir, cluster: Cluster
 ) -> None:
