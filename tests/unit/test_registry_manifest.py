@@ -102,7 +102,7 @@ def test_references_are_located_as_the_v2_api_names_them() -> None:
 def test_the_digest_comes_with_the_credentials_and_asks_for_lists(registry: Registry) -> None:
     auth = {"username": "ann", "password": "secret", "serveraddress": registry.host}
     assert registry_digest(f"{registry.host}/team/app:1", auth, timeout=5) == DIGEST
-    method, path, accept, _ = registry.seen[0]
+    _, path, accept, _ = registry.seen[0]
     assert path == "/v2/team/app/manifests/1" and accept == ACCEPT
     assert "manifest.list.v2+json" in ACCEPT and "image.index.v1+json" in ACCEPT
 
