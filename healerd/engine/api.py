@@ -27,6 +27,11 @@ class EngineError(Exception):
     """The engine answered with an error; the pass backs off and retries."""
 
 
+class Unsupported(EngineError):
+    """This engine cannot do it at all (Podman 4.3 has no restart policy update): no
+    retry helps."""
+
+
 class EngineUnavailable(EngineError):
     """The engine could not be reached at all (socket missing, refused, timed out)."""
 
