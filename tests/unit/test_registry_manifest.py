@@ -26,7 +26,8 @@ class Registry:
     (no Docker-Content-Digest header: the digest is the body's)."""
 
     def __init__(self, mode: str) -> None:
-        self.mode, self.seen = mode, []  # (method, path, Accept, Authorization)
+        self.mode = mode
+        self.seen: list[tuple[str, str, str | None, str]] = []  # method, path, Accept, auth
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,7 +45,7 @@ class Registry:
                 given = self.headers.get("Authorization", "")
                 registry.seen.append((self.command, self.path, self.headers.get("Accept"), given))
                 if registry.mode == "bearer" and given != "Bearer t0k":
-                    realm = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+                    realm = f"http://{registry.host}/token"
                     challenge = (
                         f'Bearer realm="{realm}",service="reg",scope="repository:team/app:pull"'
                     )
