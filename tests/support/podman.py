@@ -35,6 +35,10 @@ from tests.support.dockerd import PrivateDockerd, pick_subnet
 from tests.support.polling import wait_for
 from tests.support.processes import stop_pid, terminate
 
+# Netavark 1.4 keeps its IPAM database and aardvark-dns's configs here for every rootful
+# Podman of the host (no setting moves it in 4.3): one aardvark-dns serves them all.
+NETWORK_RUN_DIR = Path("/run/containers/networks")
+
 # Registries on this host over plain HTTP (tests/support/registry.py): Docker allows
 # 127.0.0.0/8 by itself, Podman only where registries.conf says so.
 INSECURE = ("127.0.0.1", "localhost")
@@ -52,6 +56,21 @@ def _limits() -> list[str]:
         value = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
         out.append(f'"{name}={value}:{value}"')
     return out
+
+
+def _stop_idle_aardvark() -> None:
+    """Stop an aardvark-dns that serves no network (every config gone with the engine that
+    made it): netavark 1.4 then starts a fresh one. One left from an engine that was killed
+    or deleted answered nothing for the next engine's networks (CI: no service name
+    resolved for 60 s)."""
+    configs = NETWORK_RUN_DIR / "aardvark-dns"
+    if any(p.name != "aardvark.pid" for p in configs.glob("*")):
+        return  # it serves some Podman's network: not ours to stop
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "aardvark-dns":
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+                proc.wait(5)
 
 
 class PrivatePodman(PrivateDockerd):
@@ -138,6 +157,7 @@ class PrivatePodman(PrivateDockerd):
             )
         self.root.mkdir(parents=True, exist_ok=True)
         stop_pid(self._pid(), self._marker, timeout=30)
+        _stop_idle_aardvark()
         env = self._configure()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -166,6 +186,10 @@ class PrivatePodman(PrivateDockerd):
             wait_for("private podman to answer", lambda: self._ping(client), timeout, 0.1)
         finally:
             client.close()
+
+    def teardown(self, save_log: Path | None = None) -> None:
+        super().teardown(save_log)
+        _stop_idle_aardvark()
 
     def _pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
