@@ -17,9 +17,12 @@ def run_in(api: docker.APIClient, container: str, *cmd: str) -> str:
     return output if api.exec_inspect(exec_id)["ExitCode"] == 0 else ""
 
 
-def fetch_by_name(api: docker.APIClient, container: str, name: str, port: int) -> str:
-    """Resolve `name` from `container` and fetch / from each address ("" if any fails)."""
-    answer = run_in(api, container, "busybox", "nslookup", name)
+def fetch_by_name(
+    api: docker.APIClient, container: str, name: str, port: int, server: str | None = None
+) -> str:
+    """Resolve `name` from `container` (asking `server`, else the first nameserver) and
+    fetch / from each address ("" if any fails)."""
+    answer = run_in(api, container, "busybox", "nslookup", name, *([server] if server else []))
     # The answer's addresses, after its "Name:" line: not the server's own (127.0.0.11 on
     # Docker, the network's gateway on Podman); Podman's aardvark-dns 1.4 answers the
     # AAAA question with the A record too, so each address once.
