@@ -13,7 +13,6 @@ import docker.errors
 import pytest
 
 from tests.integration.harness import current_hash
-from tests.integration.test_in_place import _running_again
 from tests.support import engines
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -22,6 +21,11 @@ from tests.support.polling import wait_for
 
 KILLS = 10
 GOAL = 1.0  # seconds, the median
+
+
+def _running_again(api: docker.APIClient, cid: str, started_before: str) -> bool:
+    state = api.inspect_container(cid)["State"]
+    return bool(state["Running"]) and state["StartedAt"] != started_before
 
 
 def _again(api: docker.APIClient, cluster: Cluster, victim: str, started: str) -> bool:
