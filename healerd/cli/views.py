@@ -100,7 +100,9 @@ def engine_host_line(data: dict[str, Any]) -> str:
     reachable = {True: "reachable", False: "UNREACHABLE", None: "not checked yet"}.get(
         eng.get("reachable"), "?"
     )
-    version = f", version {eng['version']}" if eng.get("version") else ""
+    # "docker 20.10.24" or "podman 4.3.1"; "version ..." from a daemon older than the kind.
+    kind = eng.get("kind") or "version"
+    version = f", {kind} {eng['version']}" if eng.get("version") else ""
     if eng.get("api_version"):
         version += f" (API {eng['api_version']})"
     host = data.get("host") or {}

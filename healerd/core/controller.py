@@ -92,6 +92,10 @@ class Controller:
         return self.parts.health.api_version
 
     @property
+    def engine_kind(self) -> str | None:
+        return self.parts.health.kind
+
+    @property
     def engine_data_root(self) -> str | None:
         return self.parts.health.data_root
 

@@ -52,6 +52,7 @@ class EngineHealth:
         self.ok: bool | None = None
         self.version: str | None = None
         self.api_version: str | None = None
+        self.kind: str | None = None
         self.data_root: str | None = None
         self.list_error = ""
 
@@ -109,6 +110,7 @@ class EngineHealth:
             with contextlib.suppress(EngineError):
                 self.version = self._engine.version()
                 self.api_version = self._engine.api_version()
+                self.kind = self._engine.engine_kind()
         if self.data_root is None or self.ok is not True:
             # The disk figures and the pull check need it: retried until known.
             with contextlib.suppress(EngineError):

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from healerd.core.handoff import HANDOFF_POLICY, TAKEN_BACK, to_hand_off
 from healerd.daemon.atomicfile import write_atomic
-from healerd.engine import ContainerRuntime, EngineError, RestartHandOff
+from healerd.engine import ContainerRuntime, EngineError, RestartHandOff, Unsupported
 from healerd.engine.pacing import UNPACED, lane
 from healerd.model import ContainerState, ObservedContainer, ServiceSpec
 
@@ -72,7 +72,11 @@ class HandOff:
             return 0
         # First the marker: a stop killed half-way is taken back all the same.
         self._write_marker([c.id for c in chosen])
-        done = self._apply([c.id for c in chosen], HANDOFF_POLICY, deadline)
+        try:
+            done = self._apply([c.id for c in chosen], HANDOFF_POLICY, deadline)
+        except Unsupported:
+            self.marker.unlink(missing_ok=True)  # nothing handed: nothing to take back
+            raise
         if len(done) < len(chosen):
             log.warning(
                 "handed %d of %d containers to the engine's restart policy in %gs; the "
@@ -140,7 +144,11 @@ class HandOff:
             for c in listed
             if c.state not in _GONE and (named is None or c.id in named) and c.id not in self._taken
         ]
-        self._taken |= self._apply(targets, TAKEN_BACK, None)
+        try:
+            self._taken |= self._apply(targets, TAKEN_BACK, None)
+        except Unsupported as exc:  # this engine was never handed any (Podman 4.3)
+            log.info("no restart policy to take back: %s", exc)
+            targets = []
         left = [cid[:12] for cid in targets if cid not in self._taken]
         if left:
             self._tries += 1
@@ -159,6 +167,8 @@ class HandOff:
             try:
                 with lane(UNPACED):
                     self._engine.set_restart_policy(cid, policy)
+            except Unsupported:
+                raise  # the same for every container: said once, by the caller
             except EngineError as exc:
                 log.warning("restart policy %s for %s: %s", policy, cid[:12], exc)
                 return None
@@ -169,6 +179,9 @@ class HandOff:
         finished, _ = wait(futures, timeout=deadline)
         # Past the deadline, calls still in the engine are not waited for.
         pool.shutdown(wait=False, cancel_futures=True)
+        unsupported = [e for f in finished if isinstance(e := f.exception(), Unsupported)]
+        if unsupported:
+            raise unsupported[0]
         return {cid for f in finished if (cid := f.result()) is not None}
 
     def _read_marker(self) -> set[str] | None:

@@ -25,6 +25,7 @@ from healerd.engine.api import (
     ProjectResources,
     Registry,
     RestartHandOff,
+    Unsupported,
 )
 
 __all__ = [
@@ -48,4 +49,5 @@ __all__ = [
     "ProjectResources",
     "Registry",
     "RestartHandOff",
+    "Unsupported",
 ]

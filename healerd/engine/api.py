@@ -27,6 +27,11 @@ class EngineError(Exception):
     """The engine answered with an error; the pass backs off and retries."""
 
 
+class Unsupported(EngineError):
+    """This engine cannot do it at all (Podman 4.3 has no restart policy update): no
+    retry helps."""
+
+
 class EngineUnavailable(EngineError):
     """The engine could not be reached at all (socket missing, refused, timed out)."""
 
@@ -145,6 +150,11 @@ class EngineInfo(Protocol):
     def api_version(self) -> str | None:
         """The Docker API version healerd speaks with the engine, negotiated when it
         first answered (None before; no request)."""
+        ...
+
+    def engine_kind(self) -> str | None:
+        """ "docker" or "podman" (its Docker-compatible socket), from the same answer as
+        api_version (None before; no request)."""
         ...
 
     def identity(self) -> str:

@@ -19,6 +19,13 @@ T = TypeVar("T")
 
 class Harness(Protocol):
     engine: Engine
+    # Where engines differ, what healerd relies on instead (docs/engines.md):
+    # - kill_signals: the engine's kill events name the signal (Docker); Podman 4.3's
+    #   carry none, which core takes for a stop on purpose, as a SIGKILL;
+    # - reports_health: its container list says each container's health (Docker);
+    #   Podman 4.3's does not, and healerd refuses a healthcheck there at create time.
+    kill_signals: bool
+    reports_health: bool
 
     def spec(self, name: str, **fields: object) -> ServiceSpec:
         """A service of the engine's test image (whose command runs until stopped), its
@@ -50,8 +57,9 @@ class Harness(Protocol):
         """`docker rm -f` from outside healerd."""
         ...
 
-    def remove_network(self, spec: ServiceSpec, container_id: str) -> None:
-        """Remove the network the (stopped) container names, from outside healerd."""
+    def remove_network(self, spec: ServiceSpec, container_id: str) -> bool:
+        """Remove the network the (stopped) container names, from outside healerd;
+        False where the engine refuses while a container names it (Podman)."""
         ...
 
     def volumes(self) -> set[str]:

@@ -104,6 +104,14 @@ class EngineContract:
         def checked(test: str) -> HealthcheckSpec:
             return HealthcheckSpec(test=("CMD", test), interval=0.5, timeout=2.0, retries=1)
 
+        if not harness.reports_health:
+            # Refused before anything is made, naming the key: no health that never comes.
+            spec = harness.spec("unhealthchecked", healthcheck=checked("true"))
+            with pytest.raises(EngineError, match="healthcheck: not on Podman"):
+                harness.engine.create_and_start(spec, f"{spec.name}-1", {})
+            assert [c for c in harness.engine.list_managed() if c.service == spec.name] == []
+            return
+
         good = created(harness, harness.spec("healthy", healthcheck=checked("true")))
         bad = created(harness, harness.spec("sick", healthcheck=checked("false")))
         plain = created(harness, harness.spec("plain"))
@@ -122,10 +130,10 @@ class EngineContract:
         spec = harness.network_spec("netgone")
         c = created(harness, spec)
         harness.engine.stop(c, 1)
-        harness.remove_network(spec, c.id)
-        with pytest.raises(CannotRestart) as info:
-            harness.engine.start(c)
-        assert not info.value.gone
+        if harness.remove_network(spec, c.id):
+            with pytest.raises(CannotRestart) as info:
+                harness.engine.start(c)
+            assert not info.value.gone
         # A container removed from outside cannot be started either: gone.
         harness.remove_outside(c.id)
         with pytest.raises(CannotRestart) as gone:
@@ -226,7 +234,8 @@ class EngineContract:
         ]
         kill = next(e for e in mine if e.action is EngineAction.KILLED)
         die = next(e for e in mine if e.action is EngineAction.DIED)
-        assert kill.signal == 9 and die.exit_code == 137 and die.name == c.name
+        assert kill.signal == (9 if harness.kill_signals else None)
+        assert die.exit_code == 137 and die.name == c.name
 
 
 def in_state(h: Harness, container_id: str, state: str) -> ObservedContainer | None:

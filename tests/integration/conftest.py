@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def dockerd() -> Iterator[PrivateDockerd]:
     # One engine per test run, so that two runs on one machine cannot disturb each other;
     # engines left behind by runs that died are stopped first.
-    PrivateDockerd.reap_stale(PRIVATE_ROOT)
+    engines.reap_stale(PRIVATE_ROOT)
     d = engines.private_engine(PRIVATE_ROOT / f"run-{os.getpid()}")
     d.start()
     yield d

@@ -13,12 +13,17 @@ import docker
 import pytest
 
 from tests.integration.harness import IMAGE
+from tests.support import engines
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd
 from tests.support.netprobe import fetch_by_name
 from tests.support.polling import wait_for
+
+# Podman 4.3's netavark 1.4 changes the bridge's MAC address as containers come and go:
+# container DNS may stall 15-50 s (../shared/notes/machine-facts.md; fixed in netavark 1.9).
+DNS_DEADLINE = 90 if engines.engine_kind() == "podman" else 10
 
 STACK = f"""\
 version: "3.8"
@@ -68,10 +73,17 @@ def test_services_reach_each_other_by_name_across_a_heal(
     )
     (client,) = cluster.running("client")
     forwarding(api, "shop_default")
+    # Podman 4.3 gives a container one nameserver per network, in no fixed order, and its
+    # aardvark-dns answers only for the network asked through: the client (on default
+    # and back) asks default's, where web is (docs/engines.md). Docker answers for all.
+    dns = None
+    if engines.engine_kind() == "podman":
+        nets = api.inspect_container(client["Id"])["NetworkSettings"]["Networks"]
+        dns = str(nets["shop_default"]["Gateway"])
     wait_for(
         "client reaches web by its service name",
-        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080),
-        timeout=10,
+        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080, dns),
+        timeout=DNS_DEADLINE,
     )
     # The network and the volume, as Compose names them, made by healerd with its labels.
     net = api.inspect_network("shop_default")
@@ -80,7 +92,9 @@ def test_services_reach_each_other_by_name_across_a_heal(
     assert api.inspect_volume("shop_site")["Labels"]["io.healerd.volume"] == "site"
     (web,) = cluster.running("web")
     info = api.inspect_container(web["Id"])
-    assert info["HostConfig"]["NetworkMode"] == "shop_default"
+    assert "shop_default" in info["NetworkSettings"]["Networks"]
+    if engines.engine_kind() == "docker":  # Podman's inspect says "bridge" for any bridge
+        assert info["HostConfig"]["NetworkMode"] == "shop_default"
     assert "web" in info["NetworkSettings"]["Networks"]["shop_default"]["Aliases"]
     assert any(m["Name"] == "shop_site" for m in info["Mounts"])
     aliases = api.inspect_container(client["Id"])["NetworkSettings"]["Networks"]["shop_back"]
@@ -99,8 +113,8 @@ def test_services_reach_each_other_by_name_across_a_heal(
     )
     wait_for(
         "client reaches the restarted web by name",
-        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080),
-        timeout=10,
+        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080, dns),
+        timeout=DNS_DEADLINE,
     )
     # Removed: the name leads to its replacement.
     api.remove_container(web["Id"], force=True)
@@ -111,8 +125,8 @@ def test_services_reach_each_other_by_name_across_a_heal(
     )
     wait_for(
         "client reaches the new web by name",
-        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080),
-        timeout=10,
+        lambda: "hello from healerd" in fetch_by_name(api, client["Id"], "web", 8080, dns),
+        timeout=DNS_DEADLINE,
     )
 
 

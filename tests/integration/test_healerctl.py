@@ -22,6 +22,7 @@ import yaml
 
 from healerd.cli.client import Client
 from tests.integration.harness import started_again, unique
+from tests.support import engines
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir, trusted_copy
 from tests.support.healerd_process import REPO, Healerd
@@ -118,7 +119,7 @@ def test_every_verb_in_table_and_json(
     ]  # fmt: skip
     row = next(line.split() for line in table if line.startswith(svc + " "))
     assert row[:7] == [svc, "2", "2", "2", "2", "0", "Converged"]
-    assert table[-2].startswith("engine: reachable, version ")
+    assert table[-2].startswith(f"engine: reachable, {engines.engine_kind()} ")
     assert "; host: memory " in table[-2] and " load " in table[-2]
     assert table[-2].endswith(", pressure: none") and " inodes " in table[-2]
     assert table[-1].startswith("healerd: rss ") and " fds; engine calls " in table[-1]

@@ -273,6 +273,7 @@ def test_a_broken_auth_json_at_start_is_reported_and_pulls_go_anonymous(
     assert password not in healerd.log(since_start=False)
 
 
+@pytest.mark.every_engine
 def test_an_update_check_never_sends_the_sdks_own_docker_config(
     dockerd: PrivateDockerd,
     api: docker.APIClient,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import tarfile
 
@@ -63,18 +64,34 @@ def rootfs_tar(busybox: str = BUSYBOX) -> bytes:
     return buf.getvalue()
 
 
+def has_image(api: docker.APIClient, ref: str) -> bool:
+    """Whether the engine has `ref` (Podman names it docker.io/REF)."""
+    repo = ref.rpartition(":")[0]
+    names = {ref, f"docker.io/{ref}", f"docker.io/library/{ref}"}
+    return any(names & set(img.get("RepoTags") or ()) for img in api.images(name=repo))
+
+
+def import_tagged(api: docker.APIClient, data: bytes, ref: str, changes: list[str]) -> None:
+    """`docker import` as REF. Podman 4.3's compat import ignores the tag (it names the
+    image REPO:latest): the tag is then set on its own."""
+    repo, _, tag = ref.rpartition(":")
+    answer = api.import_image_from_data(data, repository=repo, tag=tag, changes=changes)
+    if not has_image(api, ref):
+        image_id = json.loads(str(answer).splitlines()[-1]).get("status") or f"{repo}:latest"
+        api.tag(image_id, repo, tag)
+
+
 def build(api: docker.APIClient, ref: str = DEFAULT_REF, *, volume: str | None = None) -> str:
     """Import the image unless it is there already; returns the reference. `volume`: a
     mount point the image declares as a VOLUME (as postgres or mosquitto images do)."""
-    repo, _, tag = ref.rpartition(":")
-    if any(ref in (img.get("RepoTags") or []) for img in api.images(name=repo)):
+    if has_image(api, ref):
         return ref
     if not os.path.exists(BUSYBOX):
         raise SystemExit("no /bin/busybox: apt-get install busybox-static")
     changes = ['CMD ["/bin/sh"]', "ENV PATH=/bin"]
     if volume:
         changes.append(f'VOLUME ["{volume}"]')
-    api.import_image_from_data(rootfs_tar(), repository=repo, tag=tag, changes=changes)
+    import_tagged(api, rootfs_tar(), ref, changes)
     return ref
 
 

@@ -306,6 +306,12 @@ class PrivateDockerd:
         self.remove()
 
     @classmethod
+    def owns(cls, root: Path) -> bool:
+        """Whether `root` is an engine of this class's kind (a Podman's has its own
+        containers.conf: tests/support/podman.py)."""
+        return not (root / "containers.conf").exists()
+
+    @classmethod
     def reap_stale(cls, parent: Path, owner_marker: str | None = None) -> list[Path]:
         """Stop and delete what runs that died left in `parent` (their dockerd and healerd,
         if pidfiles name them, mounts, data, bridge). A run-<pid> directory is kept while
@@ -318,8 +324,10 @@ class PrivateDockerd:
                 owner = int(root.name.removeprefix("run-"))
             except ValueError:
                 continue
-            if owner == os.getpid() or (
-                alive(owner) and (owner_marker is None or owner_marker in cmdline(owner))
+            if (
+                not cls.owns(root)
+                or owner == os.getpid()
+                or (alive(owner) and (owner_marker is None or owner_marker in cmdline(owner)))
             ):
                 continue
             stale = cls(root)

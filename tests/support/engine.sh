@@ -16,6 +16,11 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 # Images of real software from Debian's packages (tests/support/debian_image.py).
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+# Podman 4.3 (and netavark, aardvark-dns, conmon) for HEALERD_TEST_ENGINE=podman only:
+# about 16 packages (tests/support/podman.py).
+if [ "${HEALERD_TEST_ENGINE:-docker}" = podman ]; then
+  command -v podman >/dev/null 2>&1 || need+=(podman)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "engine.sh: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

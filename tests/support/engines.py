@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from tests.support.dockerd import PrivateDockerd
+from tests.support.podman import PrivatePodman
 
 KINDS = ("docker", "docker26", "podman")
 DEFAULT = "docker"
@@ -31,16 +32,30 @@ def kind() -> str:
     return chosen
 
 
+def engine_kind() -> str:
+    """What healerd calls the chosen engine (`engine.kind`): docker26 is docker."""
+    return "podman" if kind() == "podman" else "docker"
+
+
+def reap_stale(parent: Path) -> None:
+    """What runs that died left in `parent`, of every kind."""
+    PrivateDockerd.reap_stale(parent)
+    PrivatePodman.reap_stale(parent)
+
+
 def private_engine(
-    root: Path, chosen: str | None = None, bridge_prefix: str = "hdt"
+    root: Path, chosen: str | None = None, bridge_prefix: str | None = None
 ) -> PrivateDockerd:
     """A private engine under `root` (PrivateDockerd's interface), of the kind `chosen`
-    (the run's, HEALERD_TEST_ENGINE, by default); `bridge_prefix` names its bridge."""
+    (the run's, HEALERD_TEST_ENGINE, by default); `bridge_prefix` names its bridge (each
+    kind has its own by default)."""
     chosen = chosen or kind()
     if chosen == "docker":
-        return PrivateDockerd(root, bridge_prefix=bridge_prefix)
+        return PrivateDockerd(root, bridge_prefix=bridge_prefix or "hdt")
     if chosen == "docker26":
         from tests.support.chrootdockerd import ChrootDockerd
 
-        return ChrootDockerd(root, bridge_prefix=bridge_prefix)
+        return ChrootDockerd(root, bridge_prefix=bridge_prefix or "hdt")
+    if chosen == "podman":
+        return PrivatePodman(root, bridge_prefix=bridge_prefix or "hdp")
     raise NotImplementedError(f"HEALERD_TEST_ENGINE={chosen}: not built yet")

@@ -16,8 +16,9 @@ class FakeDockerd:
     """Answers /version with `api` and `low` (MinAPIVersion), /_ping, and an empty
     container list at any API version; records every path asked."""
 
-    def __init__(self, path: Path, api: str, low: str = "1.12") -> None:
-        self.path, self.api, self.low = path, api, low
+    def __init__(self, path: Path, api: str, low: str = "1.12", component: str = "Engine") -> None:
+        # `component`: the first of /version's Components ("Podman Engine" on Podman).
+        self.path, self.api, self.low, self.component = path, api, low, component
         self.asked: list[str] = []
         self._server: socketserver.UnixStreamServer | None = None
 
@@ -30,7 +31,12 @@ class FakeDockerd:
             def do_GET(self) -> None:
                 fake.asked.append(self.path)
                 if self.path == "/version":
-                    body = {"Version": "fake", "ApiVersion": fake.api, "MinAPIVersion": fake.low}
+                    body = {
+                        "Version": "fake",
+                        "ApiVersion": fake.api,
+                        "MinAPIVersion": fake.low,
+                        "Components": [{"Name": fake.component, "Version": "fake"}],
+                    }
                     self._answer(json.dumps(body).encode())
                 elif self.path == "/_ping":
                     self._answer(b"OK")

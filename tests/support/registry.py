@@ -59,6 +59,14 @@ def auth_json(host: str, user: str, password: str, *, split: bool = False) -> st
     return json.dumps({"auths": {host: entry}}, indent=2) + "\n"
 
 
+MANIFEST_TYPES = (
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+)
+
+
 class Registry:
     """One registry process on 127.0.0.1:`port`; with `user`, htpasswd basic auth."""
 
@@ -142,6 +150,21 @@ class Registry:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+
+    def digest(self, repo: str, tag: str) -> str:
+        """The digest this registry gives REPO:TAG (its Docker-Content-Digest for the
+        manifest, as a pull by tag records it): asked of the registry itself, since
+        Podman has no /distribution endpoint."""
+        request = urllib.request.Request(
+            f"http://{self.host}/v2/{repo}/manifests/{tag}",
+            method="HEAD",
+            headers={"Accept": ", ".join(MANIFEST_TYPES)},
+        )
+        if self.user is not None:
+            pair = f"{self.user}:{self.password or ''}".encode()
+            request.add_header("Authorization", "Basic " + base64.b64encode(pair).decode())
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return str(answer.headers["Docker-Content-Digest"])
 
     def push(self, api: docker.APIClient, image: str, repo: str, tag: str) -> str:
         """Push local `image` as REPO:TAG here, then drop the local tag; returns the ref."""

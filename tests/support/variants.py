@@ -30,7 +30,6 @@ def variant(api: docker.APIClient, base: str, version: str, *, crash: bool = Fal
 def push_digest(api: docker.APIClient, registry: Registry, image: str, repo: str, tag: str) -> str:
     """Push `image` as REPO:TAG to `registry`, drop the local image, and return the
     digest the registry now gives the tag."""
-    ref = registry.push(api, image, repo, tag)
+    registry.push(api, image, repo, tag)
     api.remove_image(image)
-    digest: str = api.inspect_distribution(ref)["Descriptor"]["digest"]
-    return digest
+    return registry.digest(repo, tag)

@@ -49,7 +49,12 @@ def test_status_lists_services_engine_host_and_config_errors(served: Any) -> Non
         assert key in web
     assert web["state"] == "CrashLoopBackOff" and "keep stopping" in web["reason"]
     assert by["db"]["converged"] is True and web["converged"] is False
-    assert data["engine"] == {"reachable": True, "version": "28.2.2", "api_version": "1.45"}
+    assert data["engine"] == {
+        "reachable": True,
+        "version": "28.2.2",
+        "api_version": "1.45",
+        "kind": "docker",
+    }
     assert data["host"]["memory"]["total_bytes"] > 0 and len(data["host"]["load"]) == 3
     assert data["host"]["memory"]["threshold_bytes"] == 100 * 2**20
     assert data["host"]["disk"]["path"] == "/" and data["host"]["inodes"]["free"] > 0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,6 +122,23 @@ def test_an_event_stream_that_ends_makes_the_next_call_negotiate_again(
     dockerd.asked = []
     assert engine.list_managed() == [] and engine.api_version() == "1.44"
     assert dockerd.asked[0] == "/version"
+
+
+@pytest.mark.parametrize(("component", "kind"), [("Engine", "docker"), ("Podman Engine", "podman")])
+def test_the_engine_kind_comes_from_the_version_answer(
+    tmp_path: Path, component: str, kind: str
+) -> None:
+    fake = FakeDockerd(tmp_path / "engine.sock", "1.41", component=component)
+    fake.start()
+    try:
+        engine = DockerEngine(f"unix://{fake.path}", timeout=5.0)
+        assert engine.engine_kind() is None  # not asked yet: no request
+        assert engine.list_managed() == [] and engine.engine_kind() == kind
+        engine.watch(lambda event: None, lambda: None)
+        [events] = [p for p in fake.asked if "/events" in p]
+        assert ("label" in urllib.parse.unquote(events)) is (kind == "docker")
+    finally:
+        fake.stop()
 
 
 @pytest.mark.parametrize(("api", "refused"), [("1.41", True), ("1.44", False)])

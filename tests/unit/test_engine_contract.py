@@ -20,6 +20,9 @@ T = TypeVar("T")
 
 
 class FakeHarness:
+    kill_signals = True
+    reports_health = True
+
     def __init__(self) -> None:
         self.clock = FakeClock()
         self.clock.now = 1_800_000_000.0
@@ -49,8 +52,9 @@ class FakeHarness:
     def remove_outside(self, container_id: str) -> None:
         self.engine.containers.pop(container_id)
 
-    def remove_network(self, spec: ServiceSpec, container_id: str) -> None:
+    def remove_network(self, spec: ServiceSpec, container_id: str) -> bool:
         self.engine.unstartable[container_id] = f"network {spec.networks[0]} not found"
+        return True
 
     def volumes(self) -> set[str]:
         return set(self.engine.volumes)

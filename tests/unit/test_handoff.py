@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
+
+import pytest
 
 from healerd.config import DesiredState
 from healerd.core.clock import FakeClock
 from healerd.core.handoff import to_hand_off
 from healerd.daemon.handoff import MARKER, TAKE_BACK_TRIES
 from healerd.daemon.main import Daemon, build_parser, resolve_settings
-from healerd.engine import EngineError
+from healerd.engine import EngineError, Unsupported
 from healerd.model import ContainerState
 from healerd.vocabulary import Restart
 from tests.unit.harness.builders import container, spec
@@ -167,6 +170,42 @@ def test_a_container_the_engine_refuses_for_good_stops_healing_only_for_a_few_lo
         second.clock.advance(1.0)
     assert len(engine.running("web")) == 2, "healing went on"
     assert not (tmp_path / "state" / MARKER).exists()
+
+
+class NoUpdate(FakeEngine):
+    """Podman 4.3: no endpoint to change a restart policy at all."""
+
+    def __init__(self) -> None:
+        super().__init__(allow=CALLS)
+        self.attempts = 0
+
+    def set_restart_policy(self, container_id: str, policy: str) -> None:
+        self.attempts += 1
+        raise Unsupported("the restart hand-off: not on Podman 4.3.1 (no /containers/ID/update)")
+
+
+def test_an_engine_without_a_restart_policy_update_hands_off_nothing_and_heals_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Podman's 404 for the missing endpoint once passed for a container gone: the log
+    said the containers were handed off, and the next start waited TAKE_BACK_TRIES
+    looks for a take-back that could never be. Now: said once, no marker left."""
+    engine = NoUpdate()
+    first = daemon(tmp_path, engine)
+    converge(first)
+    first.controller.shutdown()
+    caplog.set_level(logging.INFO, logger="healerd.handoff")
+    first._hand_off()
+    assert "containers not handed" in caplog.text and "handed 0" not in caplog.text
+    assert caplog.text.count("not on Podman 4.3.1") == 1
+    assert not (tmp_path / "state" / MARKER).exists()
+    (victim, _) = engine.running("web")
+    engine.kill(victim.id, exit_code=1)
+    engine.attempts = 0
+    second = daemon(tmp_path, engine)
+    second.controller.enqueue_all(force=True)
+    second.controller.process_once()
+    assert engine.attempts == 0 and len(engine.running("web")) == 2
 
 
 def test_no_hand_off_when_off_when_another_healerd_has_the_engine_or_before_a_look(

@@ -143,7 +143,7 @@ def test_status_table_and_check(daemon: FakeDaemon) -> None:
     assert lines[2].split()[:8] == ["web", "2", "1", "1", "1", "4", "CrashLoopBackOff", "90s"]
     assert lines[2].endswith("containers keep stopping; next replacement in 3.0s")
     assert "config: 1 error(s)" in out and "bad.yaml:3: services.x.image: bad" in out
-    assert lines[-2].startswith("engine: reachable, version 28.2.2 (API 1.45); host: memory ")
+    assert lines[-2].startswith("engine: reachable, docker 28.2.2 (API 1.45); host: memory ")
     assert lines[-2].endswith(", pressure: none")
     assert lines[-1].startswith("healerd: rss ") and "engine calls 42 (cap 50/s" in lines[-1]
     code, _, err = ctl(daemon, "status", "--check")

@@ -53,6 +53,8 @@ class ControllerLike(Protocol):
     @property
     def engine_api_version(self) -> str | None: ...
     @property
+    def engine_kind(self) -> str | None: ...
+    @property
     def stats(self) -> StatsLike: ...
 
     def statuses(self) -> list[ServiceStatus]: ...
@@ -154,6 +156,7 @@ def engine_view(controller: ControllerLike) -> dict[str, Any]:
         "reachable": controller.engine_ok,
         "version": controller.engine_version,
         "api_version": controller.engine_api_version,
+        "kind": controller.engine_kind,
     }
 
 

@@ -9,6 +9,9 @@ Fields that need a newer API than the one in use are refused at create time
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import docker.constants
 
 from healerd.engine.api import EngineError
@@ -70,6 +73,16 @@ def negotiate(engine: str, engine_min: str | None, sdk: str) -> str:
     return chosen
 
 
+def engine_kind(answer: Mapping[str, Any]) -> str:
+    """ "podman" for an engine whose /version names a Podman component (Podman 4.3 and
+    later answer with one named "Podman Engine" on the Docker-compatible socket), else
+    "docker": what differs between them is kept in the adapter (events.py, images.py)."""
+    for component in answer.get("Components") or ():
+        if isinstance(component, Mapping) and "podman" in str(component.get("Name", "")).lower():
+            return "podman"
+    return "docker"
+
+
 def needs(current: str, needed: str, what: str) -> None:
     """Refuses `what` (a field as written) when the API in use is below `needed`."""
     if parsed(current) < parsed(needed):
@@ -79,4 +92,13 @@ def needs(current: str, needed: str, what: str) -> None:
         )
 
 
-__all__ = ["FLOOR", "EngineTooOld", "docker_of", "needs", "negotiate", "parsed", "sdk_newest"]
+__all__ = [
+    "FLOOR",
+    "EngineTooOld",
+    "docker_of",
+    "engine_kind",
+    "needs",
+    "negotiate",
+    "parsed",
+    "sdk_newest",
+]

@@ -133,6 +133,8 @@ class DockerClient:
         # None until negotiated, and again once the engine was lost.
         self.engine_version: str | None = None
         self.api_version: str | None = None
+        # "docker" or "podman" (apiversion.engine_kind), from the same answer.
+        self.engine_kind: str | None = None
 
     def new_api(self, **options: Any) -> Any:
         version = self.api_version or apiversion.FLOOR
@@ -168,10 +170,12 @@ class DockerClient:
         version = apiversion.negotiate(engine, str(low) if low else None, newest)
         sdk.speak(self.api, version)
         self.engine_version = str(answer.get("Version") or "?")
+        self.engine_kind = apiversion.engine_kind(answer)
         self.api_version = version
         _log.info(
-            "engine: Docker %s speaks API %s (oldest %s); the docker SDK knows up to %s: "
+            "engine: %s %s speaks API %s (oldest %s); the docker SDK knows up to %s: "
             "healerd speaks API %s",
+            self.engine_kind.capitalize(),
             self.engine_version,
             engine,
             low or "?",

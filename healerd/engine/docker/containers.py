@@ -10,7 +10,7 @@ from contextlib import suppress
 import docker.errors
 
 from healerd.engine.api import CannotRestart, Death, EngineError, LogStream, Owner
-from healerd.engine.docker import logs
+from healerd.engine.docker import logs, podman
 from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.errors import needs_new, removed
 from healerd.engine.docker.listing import RowCache, int_or_none
@@ -137,6 +137,11 @@ class DockerContainers:
         )
 
     def set_restart_policy(self, container_id: str, policy: str) -> None:
+        # Podman answers the missing endpoint 404, as Docker a container gone: asked first.
+        with self._client.call(f"update {container_id[:12]}"):
+            self._client.negotiated()
+        kind, version = self._client.engine_kind, self._client.engine_version
+        podman.no_update(kind, version, "the restart hand-off")
         with (
             self._client.call(f"update {container_id[:12]}"),
             suppress(docker.errors.NotFound),

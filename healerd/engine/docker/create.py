@@ -12,7 +12,7 @@ import docker.errors
 import requests.exceptions
 
 from healerd.engine.api import EngineError, Inherited, Owner
-from healerd.engine.docker import apiversion, request
+from healerd.engine.docker import apiversion, podman, request
 from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.project import Ensured
 from healerd.model import LABEL_SERVICE, ServiceSpec
@@ -79,7 +79,9 @@ class DockerCreate:
 
     def _supported(self, spec: ServiceSpec, name: str) -> None:
         """A field that needs a newer API than the one spoken with this engine is the
-        create's error (the service's action error), before anything is made."""
+        create's error (the service's action error), before anything is made; so is
+        a key Podman cannot serve, on Podman (podman.py)."""
+        podman.check(self._client.engine_kind, self._client.engine_version, spec, name)
         needs = request.api_needs(spec)
         if needs:
             with self._client.call(f"create {name}"):

@@ -47,6 +47,9 @@ class DockerEngine(DockerContainers, DockerCreate, DockerEvents, DockerImages, D
     def api_version(self) -> str | None:
         return self._client.api_version
 
+    def engine_kind(self) -> str | None:
+        return self._client.engine_kind
+
     def identity(self) -> str:
         with self._client.call("info"):
             info = self._client.api.info()

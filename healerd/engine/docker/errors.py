@@ -14,6 +14,16 @@ import urllib3.exceptions
 from healerd.engine.api import EngineError, EngineUnavailable, ImageMissing, NameConflict
 
 
+def _name_taken(exc: docker.errors.APIError) -> bool:
+    """A create refused for its name: Docker answers 409; Podman 4.3's compat API 500,
+    "the container name "x" is already in use by ..." (not a port's "address already
+    in use", a 500 from a start)."""
+    text = str(exc.explanation or "")
+    if exc.status_code == 409:
+        return "already in use" in text
+    return exc.status_code == 500 and "container name" in text and "already in use" in text
+
+
 @contextmanager
 def translated(what: str) -> Iterator[None]:
     try:
@@ -21,7 +31,7 @@ def translated(what: str) -> Iterator[None]:
     except docker.errors.ImageNotFound as exc:
         raise ImageMissing(f"{what}: {exc.explanation or exc}") from exc
     except docker.errors.APIError as exc:
-        if exc.status_code == 409 and "already in use" in str(exc.explanation or ""):
+        if _name_taken(exc):
             raise NameConflict(f"{what}: {exc.explanation}") from exc
         raise EngineError(f"{what}: {exc.explanation or exc}") from exc
     except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, ValueError) as exc:

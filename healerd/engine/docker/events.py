@@ -37,8 +37,19 @@ ACTIONS = {
 WATCHED_EVENTS = sorted(ACTIONS)
 # requests' chunk size for "each chunk as it arrives" (its type hints say int only).
 _AS_THEY_COME: Any = None
-# Podman (its Docker-compatible API too) names a container's death `died`.
-_NAMES = {**ACTIONS, "died": EngineAction.DIED}
+# Podman 4.3's Docker-compatible stream sends Docker's names but `remove` for `destroy`
+# (and no `stop`; `kill` without a signal). Its event filter matches its own names:
+# `died` lets its `die` events through, which a filter of `die` drops.
+PODMAN_ACTIONS = {"died": EngineAction.DIED, "remove": EngineAction.DESTROYED}
+_NAMES = {**ACTIONS, **PODMAN_ACTIONS}
+
+
+def event_filters(kind: str | None) -> dict[str, list[str]]:
+    """The stream's filters. Podman 4.3 matches a label filter only as key=value (a key
+    alone lets nothing through): on Podman the label is checked here (event_of)."""
+    if kind == "podman":
+        return {"type": ["container"], "event": sorted(_NAMES)}
+    return {"type": ["container"], "label": [LABEL_SERVICE], "event": WATCHED_EVENTS}
 
 
 def signal_number(value: object) -> int | None:
@@ -91,7 +102,7 @@ class DockerEvents:
                 # Not api.events(): its chunk reader can hold the last event back until
                 # the next one arrives (docker-py over urllib3 2), and a held-back `die`
                 # is a missed heal. requests yields each chunk as it arrives.
-                filters = {"type": ["container"], "label": [LABEL_SERVICE], "event": WATCHED_EVENTS}
+                filters = event_filters(self._client.engine_kind)
                 query = {"filters": json.dumps(filters)}
                 resp = self._client.get("/events", api=api, params=query, stream=True, timeout=None)
             with self._watch_lock:
@@ -143,4 +154,12 @@ class DockerEvents:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-__all__ = ["ACTIONS", "WATCHED_EVENTS", "DockerEvents", "event_of", "signal_number"]
+__all__ = [
+    "ACTIONS",
+    "PODMAN_ACTIONS",
+    "WATCHED_EVENTS",
+    "DockerEvents",
+    "event_filters",
+    "event_of",
+    "signal_number",
+]

@@ -19,8 +19,10 @@ from healerd.engine.api import (
     ImagePullFailed,
     LocalImage,
 )
+from healerd.engine.docker import manifest
 from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.logs import CHUNK, Readable
+from healerd.engine.docker.podman import PODMAN
 from healerd.engine.docker.pullauth import registry_auth
 from healerd.engine.reference import split_reference
 from healerd.model import RegistryAuth
@@ -129,10 +131,14 @@ class DockerImages:
     def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
         """GET /distribution/NAME/json: the engine asks the registry for the manifest's
         descriptor (a HEAD or GET of one manifest), with `auth` only: {} is anonymous, as
-        in `pull` (the SDK's own call would look for a docker config file instead)."""
-        header = docker.auth.encode_header(registry_auth(image, auth))
+        in `pull` (the SDK's own call would look for a docker config file instead).
+        Podman has no such endpoint: there healerd asks the registry itself (manifest.py)."""
+        credentials = registry_auth(image, auth)
+        header = docker.auth.encode_header(credentials)
         try:
             with self._client.call(f"check {image}"):
+                if self._client.engine_kind == PODMAN:
+                    return manifest.registry_digest(image, credentials, self._client.timeout)
                 response = self._client.get(
                     "/distribution/{0}/json", image, headers={"X-Registry-Auth": header}
                 )

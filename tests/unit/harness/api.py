@@ -72,6 +72,7 @@ class FakeController:
     engine_ok: bool | None = True
     engine_version: str | None = "28.2.2"
     engine_api_version: str | None = "1.45"
+    engine_kind: str | None = "docker"
     stats: FakeStats = field(default_factory=FakeStats)
     engine_down: bool = False
     paused: set[str] = field(default_factory=set)

@@ -183,6 +183,9 @@ class FakeEngine:
     def api_version(self) -> str | None:
         return "1.41"
 
+    def engine_kind(self) -> str | None:
+        return "docker"
+
     def identity(self) -> str:
         self._allowed("identity")
         self._check()
