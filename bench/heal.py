@@ -104,7 +104,7 @@ class Script:
     def __enter__(self) -> Script:
         filters = {
             "type": ["container"],
-            "event": ["die"],
+            "event": ["die", "died"],  # Podman names it `died` (docs/engines.md)
             "label": [f"{BENCH_LABEL}={self._role}"],
         }
         c = self._client

@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/support/engine.sh
 bash tests/support/venv.sh
+if [[ " $* " == *" engines "* ]]; then
+  HEALERD_TEST_ENGINE=podman bash tests/support/engine.sh  # Podman, for the engines suite
+fi
 if ! command -v docker-compose >/dev/null 2>&1; then
   echo "bench: installing Debian's docker-compose (the compose reference)" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
