@@ -43,8 +43,9 @@ from tests.support.polling import wait_for
 
 PROJECT = "cdiff"
 # A bind source both tools mount (it must exist); not under /tmp, whose sticky, world-
-# writable directory healerd refuses on the way to a bind source (issue 29).
-HOST_DIR = "/run/healerd-cdiff-bind"
+# writable directory healerd refuses on the way to a bind source (issue 29). Under the
+# tests' temp root (tests/conftest.py), which HEALERD_TEST_ENGINE=docker26's engine sees.
+HOST_DIR = os.path.join(os.environ.get("PYTEST_DEBUG_TEMPROOT") or "/run", "healerd-cdiff-bind")
 
 
 def _free_port(kind: int) -> int:
