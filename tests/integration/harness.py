@@ -11,10 +11,12 @@ from typing import Any
 import docker
 
 from healerd.config import load_service_file
+from tests.support import compose_oracle
 from tests.support.cluster import Cluster
 from tests.support.polling import wait_for
 
 IMAGE = "healerd-test/busybox:1"
+SERVICE_LABEL = "com.docker.compose.service"
 
 
 def unique(prefix: str) -> str:
@@ -98,10 +100,18 @@ def normalised(info: dict[str, Any], service: str, *, compose: bool = False) -> 
     out = {k: v if v else None for k, v in out.items()}  # [] and {} are "not set" too
     out["Config.Env"] = sorted(config.get("Env") or [])
     out["HostConfig.NetworkMode"] = host.get("NetworkMode")
-    # The networks joined and each one's aliases (the engine adds the short id: not ours).
+    if compose_oracle.major() >= 2:  # v2 sends some of v1's binds as Mounts: same effect
+        out["HostConfig.Binds"] = out["HostConfig.Mounts"] = None
+        out["Mounted"] = compose_oracle.mounts(info["HostConfig"])
+        out = compose_oracle.same_meaning(out)
+    # The networks joined and each one's aliases (the engine adds the short id: not ours;
+    # Compose v2 adds its container's name, which it labels with its version).
+    labels = info["Config"].get("Labels") or {}
+    v2 = str(labels.get("com.docker.compose.version", "1")).split(".")[0] != "1"
+    name = str(info["Name"]).lstrip("/")  # v2's alias; its service alias too if the same
+    own = {info["Id"][:12]} | ({name} if v2 and name != labels.get(SERVICE_LABEL) else set())
     networks = info["NetworkSettings"]["Networks"] or {}
     out["Networks"] = {
-        net: sorted(set(ep.get("Aliases") or []) - {info["Id"][:12]})
-        for net, ep in networks.items()
+        net: sorted(set(ep.get("Aliases") or []) - own) for net, ep in networks.items()
     }
     return out

@@ -1,6 +1,7 @@
 """Differential test on real public Compose files (issue 16): each runs once under Debian's
-`docker-compose` 1.29.2 and once under healerd, from the same file in the same project
-directory, on the same private engine; per service the inspected containers must match
+`docker-compose` (Debian 12's 1.29.2, or Debian 13's v2: tests/support/compose_oracle.py)
+and once under healerd, from the same file in the same project directory, on the same
+private engine; per service the inspected containers must match
 (tests/integration/test_compose_diff.py's `normalised`: HostConfig, Config, networks and
 aliases).
 
@@ -27,6 +28,7 @@ import pytest
 import yaml
 
 from tests.integration.harness import IMAGE, normalised
+from tests.support import compose_oracle
 from tests.support.busybox_image import COMMAND
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
@@ -62,7 +64,7 @@ def runnable(text: str) -> dict[str, Any]:
 
 def _compose(dockerd: PrivateDockerd, file: Path, project: str, *args: str) -> None:
     env = dict(os.environ, DOCKER_HOST=dockerd.url)
-    cmd = ["docker-compose", "-f", str(file), "--project-directory", str(file.parent)]
+    cmd = [*compose_oracle.command(), "-f", str(file), "--project-directory", str(file.parent)]
     p = subprocess.run(
         [*cmd, "-p", project, *args], env=env, capture_output=True, text=True, timeout=180
     )
@@ -144,6 +146,6 @@ def test_a_public_compose_file_runs_as_docker_compose_runs_it(
         ours = api.inspect_container(mine["Id"])
         a, b = _normalised(theirs, compose=True), _normalised(ours)
         differences += [f"{svc} {k}: compose {a[k]!r}, healerd {b[k]!r}" for k in a if a[k] != b[k]]
-        if theirs["Name"] != f"/{project}_{svc}_1":  # container_name: both use it
+        if theirs["Name"] != compose_oracle.default_name(project, svc):  # container_name
             assert ours["Name"] == theirs["Name"], svc
     assert not differences, "\n".join(differences)

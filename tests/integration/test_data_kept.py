@@ -48,8 +48,14 @@ def write_stack(config: ConfigDir, image: str) -> None:
 
 
 def run(api: docker.APIClient, cid: str, cmd: str) -> str:
+    """`cmd`'s output in the container; one that fails is the test's error, so that a
+    marker never written is not reported as a marker lost (as under a bare chroot's
+    engine, whose `docker exec` lands in the host's root: issue 31)."""
     exec_id = api.exec_create(cid, ["sh", "-c", cmd])["Id"]
-    return bytes(api.exec_start(exec_id)).decode().strip()
+    out = bytes(api.exec_start(exec_id)).decode().strip()
+    code = api.exec_inspect(exec_id)["ExitCode"]
+    assert code == 0, f"{cmd!r} in {cid[:12]} exited {code}: {out}"
+    return out
 
 
 def the_one(cluster: Cluster, svc: str) -> dict[str, Any]:

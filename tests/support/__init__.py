@@ -9,7 +9,9 @@
 - cluster.py: healerd's containers on an engine, by service;
 - polling.py: wait_for and holds_for (deadlines, never a bare sleep);
 - processes.py: terminating children, and pids from pidfiles checked before a signal;
-- busybox_image.py: the local busybox image (no registry) and the containers' command.
+- busybox_image.py: the local busybox image (no registry) and the containers' command;
+- compose_oracle.py: the `docker-compose` the differential tests compare with (v1 or
+  Debian 13's v2; HEALERD_TEST_COMPOSE names another) and what v2 spells differently.
 
 The shell scripts beside them (engine.sh, venv.sh, run-example.sh) set up a machine.
 """
