@@ -78,11 +78,22 @@ def _ws(text: str, i: int) -> int:
     return found.end()
 
 
+# Podman's own states, as its Docker-compatible list passes them through (Podman 4.3:
+# a killed container is `stopped` for a moment before it is `exited`), in Docker's words.
+_PODMAN_STATES = {
+    "stopped": ContainerState.EXITED,
+    "stopping": ContainerState.RUNNING,  # its process still runs: the `died` event follows
+    "configured": ContainerState.CREATED,
+    "initialized": ContainerState.CREATED,
+}
+
+
 def _state(value: str) -> ContainerState:
+    word = value.lower()
     try:
-        return ContainerState(value.lower())
+        return ContainerState(word)
     except ValueError:
-        return ContainerState.DEAD
+        return _PODMAN_STATES.get(word, ContainerState.DEAD)
 
 
 def _changing(raw: dict[str, Any]) -> tuple[ContainerState, str, str, str]:
