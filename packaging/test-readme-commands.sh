@@ -60,8 +60,9 @@ mntns=
 step() { printf '\n== [%4ss] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
 ok() { printf '   ok: %s\n' "$*"; }
 fail() { printf '   FAIL: %s (logs in %s)\n' "$*" "$logs" >&2; exit 1; }
-# A command in the root (the namespace's `/`), from the copied checkout, with a clean environment; the
-# machine's CA bundle goes with it where it has one (an egress proxy's CA, say).
+# A command in the root (the namespace's `/`), from the copied checkout, with a clean environment
+# and SIGINT and SIGQUIT not ignored (run in the background, `... &`, this script ignores
+# them, and so would a `healerctl logs -f` a test interrupts); the machine's CA bundle goes with it where it has one (an egress proxy's CA, say).
 in_root() {
   local env=(HOME=/root LANG=C.UTF-8 TERM=dumb
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -70,7 +71,7 @@ in_root() {
     env+=(PIP_CERT=/etc/healerd-check-ca.crt SSL_CERT_FILE=/etc/healerd-check-ca.crt
       REQUESTS_CA_BUNDLE=/etc/healerd-check-ca.crt)
   fi
-  nsenter -t "$holder" -m /usr/bin/env -i "${env[@]}" bash -c 'cd /root/healerd && exec "$@"' bash "$@"
+  nsenter -t "$holder" -m /usr/bin/env -i --default-signal=INT,QUIT "${env[@]}" bash -c 'cd /root/healerd && exec "$@"' bash "$@"
 }
 wait_until() { # SECONDS WHAT COMMAND...
   local limit=$1 what=$2; shift 2
@@ -122,6 +123,7 @@ cleanup() {
   fi
   # The holder last: with the namespace's last process go its mounts.
   pids=$(ours | grep -vx "$holder"); [ -n "$pids" ] && kill $pids 2>/dev/null && sleep 1
+  [ -n "$holder" ] && kill "$holder" 2>/dev/null && wait "$holder" 2>/dev/null
   pids=$(ours); [ -n "$pids" ] && kill -9 $pids 2>/dev/null && sleep 1
   [ -n "$holder" ] && kill -9 "$holder" 2>/dev/null
   # (A run of the script before the namespace had the root mounted here.)
@@ -209,7 +211,7 @@ ok "checkout copied ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || ech
 
 step "(1) bash tests/support/run-example.sh (until the example converges, then Ctrl-C)"
 t1=$(date +%s)
-setsid nsenter -t "$holder" -m /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+setsid nsenter -t "$holder" -m /usr/bin/env -i --default-signal=INT,QUIT HOME=/root LANG=C.UTF-8 TERM=dumb \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   "HEALERD_DOCKERD_ARGS=--bridge=$bridge --iptables=false --ip6tables=false --ip-masq=false" \
   ${ca:+PIP_CERT=/etc/healerd-check-ca.crt SSL_CERT_FILE=/etc/healerd-check-ca.crt REQUESTS_CA_BUNDLE=/etc/healerd-check-ca.crt} \
