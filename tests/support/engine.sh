@@ -33,7 +33,7 @@ fi
 ping_engine() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 if ! ping_engine; then
   # HEALERD_DOCKERD_ARGS: more flags for it, where another engine shares the network
-  # namespace (a chroot: a bridge of its own and --iptables=false, as
+  # namespace (a bridge of its own and --iptables=false, as
   # packaging/test-readme-commands.sh gives it).
   read -r -a extra <<< "${HEALERD_DOCKERD_ARGS:-}"
   echo "engine.sh: starting dockerd ${extra[*]} (log: /var/log/dockerd.log)" >&2
