@@ -123,8 +123,10 @@ def test_a_public_compose_file_runs_as_docker_compose_runs_it(
     before = _volumes(api)
     request.addfinalizer(lambda: _leave_no_volume(api, healerd, cluster, before))
     _make_external(api, doc)
-    _compose(dockerd, path, project, "up", "-d", "--no-build")
     try:
+        # Inside the try: an `up` that fails half-way (a port taken) leaves containers
+        # and volumes that the next tests would find.
+        _compose(dockerd, path, project, "up", "-d", "--no-build")
         by_compose = {
             svc: api.inspect_container(c["Id"])
             for svc in services
