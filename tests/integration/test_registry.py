@@ -22,6 +22,7 @@ import pytest
 from healerd.engine import ImagePullFailed
 from healerd.engine.docker import DockerEngine
 from healerd.model import RegistryAuth
+from tests.support import engines
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir, service_file
 from tests.support.dockerd import PrivateDockerd
@@ -73,6 +74,11 @@ def ids(cluster: Cluster, service: str) -> list[str]:
 
 
 @pytest.mark.every_engine
+@pytest.mark.skipif(
+    engines.engine_kind() == "podman",
+    reason="dockerd's own default; the test Podman is told so in its registries.conf "
+    "(tests/support/podman.py)",
+)
 def test_the_private_engine_treats_a_loopback_registry_as_insecure(
     api: docker.APIClient,
 ) -> None:
