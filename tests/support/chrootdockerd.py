@@ -93,14 +93,6 @@ class ChrootDockerd(PrivateDockerd):
             "/usr/bin/env",
             f"PATH={PATH}",
             "/usr/sbin/dockerd",
-            "--host",
-            self.url,
-            "--data-root",
-            str(self.root / "data"),
-            "--exec-root",
-            str(self.root / "exec"),
-            "--pidfile",
-            str(self.pidfile),
             *self._common_args(),
         ]
 

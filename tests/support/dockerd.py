@@ -122,8 +122,11 @@ class PrivateDockerd:
         dockerd = shutil.which("dockerd")
         if dockerd is None:
             raise RuntimeError("dockerd not installed: run tests/support/engine.sh (or .ci/run)")
+        return [dockerd, *self._common_args()]
+
+    def _common_args(self) -> list[str]:
+        """Every dockerd's own paths (the same inside ChrootDockerd's root) and network."""
         return [
-            dockerd,
             "--host",
             self.url,
             "--data-root",
@@ -132,11 +135,6 @@ class PrivateDockerd:
             str(self.root / "exec"),
             "--pidfile",
             str(self.pidfile),
-            *self._common_args(),
-        ]
-
-    def _common_args(self) -> list[str]:
-        return [
             f"--bridge={self.bridge}",
             "--iptables=false",
             "--ip6tables=false",
