@@ -51,7 +51,7 @@ root=$run/root
 # The logs outlive the run (the root does not).
 logs=/var/log/healerd-readme/run-$$
 bridge=hrd$$
-subnet=172.31.125
+subnet=10.232.125
 t0=$(date +%s)
 example_pid=
 holder=

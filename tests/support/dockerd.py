@@ -8,16 +8,20 @@ cannot disturb each other.
 Never `--bridge=none`: with it dockerd deletes the host's docker0. The engine's bridge
 interface is made here, on a /20 that no address or route of the host overlaps, and
 deleted at the end. The pools, so that the suites can run side by side:
-- TEST_POOL 172.31.128.0/17: the integration tests' engine and the benchmarks';
-- DISK_POOL 172.31.0.0/17: the integration tests' small-disk engine (test_faults.py);
-- CHAOS_POOL 172.30.0.0/16: the chaos soak;
-- 172.31.126.0/24 (packaging/test-systemd.sh) is never taken.
+- TEST_POOL 10.231.128.0/17: the integration tests' engine and the benchmarks';
+- DISK_POOL 10.231.0.0/17: the integration tests' small-disk engine (test_faults.py);
+- CHAOS_POOL 10.230.0.0/16: the chaos soak;
+- 10.232.126.0/24 (packaging/test-systemd.sh) and 10.232.125.0/24
+  (packaging/test-readme-commands.sh) are never taken.
+None of them lies in an engine's default pools (Docker: the /16s of 172.17-31 and the
+/20s of 192.168.0.0/16; Podman: 10.88.0.0/16 and 10.89.0.0/16): every Compose network
+any engine on the host makes takes one of those, and once one took 172.30.0.0/16, the
+chaos pool of then, whole (CI: "no free /20 left in 172.30.0.0/16").
 
 The bridges of an engine's user-defined networks (Compose projects) are deleted with
 it too (`remove()`, from the network ids in its
 store), so that an engine that died leaks none: one such bridge left on the host, a
-/16 of 172.17-31, once took the chaos soak's whole pool (CI: "no free /20 left in
-172.30.0.0/16"). No `--default-address-pool` to keep them apart: with it, dockerd 20.10
+/16 of 172.17-31, is a route that some other engine's network may need. No `--default-address-pool` to keep them apart: with it, dockerd 20.10
 deletes the host's docker0 when it starts a second time on the same data root.
 """
 
@@ -39,10 +43,13 @@ import psutil
 from tests.support.polling import wait_for
 from tests.support.processes import alive, cmdline, read_pid, stop_pid, terminate
 
-TEST_POOL = ipaddress.IPv4Network("172.31.128.0/17")
-DISK_POOL = ipaddress.IPv4Network("172.31.0.0/17")
-CHAOS_POOL = ipaddress.IPv4Network("172.30.0.0/16")
-RESERVED = (ipaddress.IPv4Network("172.31.126.0/24"),)  # packaging/test-systemd.sh
+TEST_POOL = ipaddress.IPv4Network("10.231.128.0/17")
+DISK_POOL = ipaddress.IPv4Network("10.231.0.0/17")
+CHAOS_POOL = ipaddress.IPv4Network("10.230.0.0/16")
+RESERVED = (  # packaging/test-systemd.sh, packaging/test-readme-commands.sh
+    ipaddress.IPv4Network("10.232.126.0/24"),
+    ipaddress.IPv4Network("10.232.125.0/24"),
+)
 API_VERSION = "1.41"
 
 
