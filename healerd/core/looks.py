@@ -134,7 +134,7 @@ class Looks:
             self._last_look.offer(listed, began)  # dated when it began: what it may miss
         seen = self._fold(listed, began, scope)
         self._reconciler.save_runs()  # the runs of containers gone are pruned
-        obs = Observation(seen, desired)
+        obs = Observation(seen, desired, began)
         self._room.claim(obs, scope)
         return obs
 
@@ -190,7 +190,7 @@ class Looks:
         if not all(self._hints.still_shown(k, at, began) for k, at in stamps):
             return None
         self._report.count("reused_looks")
-        return Observation(seen, desired)
+        return Observation(seen, desired, began)
 
     def _ahead(self, key: str, desired: DesiredState) -> bool:
         """Whether higher priorities may have to go ahead of `key`'s starts: the room is

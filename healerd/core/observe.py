@@ -274,6 +274,17 @@ def in_flight(
     return replace(c, state=ContainerState.RUNNING, health=Health.STARTING, exit_code=None)
 
 
+def started_since(mem: Memory, c: ObservedContainer, began: float) -> ObservedContainer:
+    """A row the list showed stopped, listed before the container started again (a start
+    in place that ended after the look began, its pass's worker late; a start event): it
+    counts as starting, as in_flight, not as stopped once more (chaos soak seed 141384,
+    after an engine restart: started in place twice 22 ms apart, a crash counted)."""
+    since = mem.started.get(c.id)
+    if c.running or since is None or since <= began:
+        return c
+    return replace(c, state=ContainerState.RUNNING, health=Health.STARTING, exit_code=None)
+
+
 def unlisted_starts(
     mem: Memory, service: str, listed: Sequence[ObservedContainer], mono: float, on_its_way: float
 ) -> list[ObservedContainer]:
@@ -361,6 +372,7 @@ __all__ = [
     "note_event",
     "note_started",
     "observe",
+    "started_since",
     "still_suspect",
     "unlisted_starts",
 ]

@@ -23,7 +23,14 @@ from healerd.core.dependencies import outdated
 from healerd.core.images import ImagePolicy
 from healerd.core.lifecycle import ServiceState
 from healerd.core.memdelta import MemoryDelta, Recorder
-from healerd.core.observe import Memory, as_dead, in_flight, still_suspect, unlisted_starts
+from healerd.core.observe import (
+    Memory,
+    as_dead,
+    in_flight,
+    started_since,
+    still_suspect,
+    unlisted_starts,
+)
 from healerd.core.outcome import Facts, Outcome, decide
 from healerd.core.passplan import Prepared, hold_for, with_rollout
 from healerd.core.planner import Plan, PlanContext
@@ -45,6 +52,9 @@ class Observation:
 
     containers: Sequence[ObservedContainer]
     desired: DesiredState
+    # When the list call began (monotonic): a container started since then shows as it
+    # was before (observe.started_since).
+    began: float = float("-inf")
 
     @cached_property
     def _by_service(self) -> dict[str, list[ObservedContainer]]:
@@ -199,7 +209,17 @@ class Reconciler:
         listed = obs.of(key)
         window, way = self._t.suspect_window, self._t.start_on_its_way
         mine = [
-            rec.do(partial(_as_listed, c=c, mono=mono, creating=creating, window=window, way=way))
+            rec.do(
+                partial(
+                    _as_listed,
+                    c=c,
+                    began=obs.began,
+                    mono=mono,
+                    creating=creating,
+                    window=window,
+                    way=way,
+                )
+            )
             for c in listed
         ]
         late = rec.do(
@@ -271,13 +291,16 @@ class Reconciler:
 def _as_listed(
     mem: Memory,
     c: ObservedContainer,
+    began: float,
     mono: float,
     creating: frozenset[str],
     window: float,
     way: float,
 ) -> ObservedContainer:
-    """The list's row with what events said since: dead if a `die` came, running if a
-    start or a create of ours is on its way."""
+    """The list's row with what events and healerd's own starts said since: starting if
+    it started after the list began, dead if a `die` came, running if a start or a
+    create of ours is on its way."""
+    c = started_since(mem, c, began)
     return in_flight(mem, as_dead(mem, c, mono, window), mono, way, creating)
 
 

@@ -19,10 +19,11 @@ any engine on the host makes takes one of those, and once one took 172.30.0.0/16
 chaos pool of then, whole (CI: "no free /20 left in 172.30.0.0/16").
 
 The bridges of an engine's user-defined networks (Compose projects) are deleted with
-it too (`remove()`, from the network ids in its
-store), so that an engine that died leaks none: one such bridge left on the host, a
-/16 of 172.17-31, is a route that some other engine's network may need. No `--default-address-pool` to keep them apart: with it, dockerd 20.10
-deletes the host's docker0 when it starts a second time on the same data root.
+it too (`remove()`, from the network ids in its store), so that an engine that died
+leaks none: one such bridge left on the host, a /16 of 172.17-31, is a route that some
+other engine's network may need. No `--default-address-pool` to keep them apart: with
+it, dockerd 20.10 deletes the host's docker0 when it starts a second time on the same
+data root.
 """
 
 from __future__ import annotations

@@ -646,3 +646,43 @@ def test_a_create_whose_start_failed_is_not_counted_as_on_its_way() -> None:
     drive(ctrl, clock, max_seconds=30)
     assert failed
     assert len(engine.running("web")) == 1, {k: v.state for k, v in engine.containers.items()}
+
+
+def test_a_list_taken_before_a_start_in_place_ended_does_not_start_it_again() -> None:
+    """A pass's look began while its service's start in place was on its way, and the
+    pass ran once that start had ended (its worker was late): the list says exited, the
+    memory no longer says starting. The row is older than the start: the container
+    counts as starting, not as exited once more (chaos soak seed 141384, after an engine
+    restart: started twice 22 ms apart, the second counted as a crash)."""
+    import threading
+
+    ctrl, engine, clock = make()
+    ctrl.set_desired(desired(spec("web", 1)))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    real_start = engine.start
+    go = threading.Event()
+
+    def slow_start(x: ObservedContainer) -> None:
+        go.wait(10)
+        real_start(x)
+
+    engine.start = slow_start  # type: ignore[method-assign,assignment]
+    die(ctrl, engine, cid, 0)
+    d, looks = ctrl.parts.dispatcher, ctrl.parts.looks
+    (key,) = ctrl.queue.get_batch(10)
+    d.handle(key, looks.observe([key]))  # plans the start in place, not waited for
+    clock.advance(0.01)
+    early = looks.observe([key])  # the next pass's look: the start is still on its way
+    clock.advance(0.01)
+    go.set()
+    ctrl.parts.executor.drain()  # the start ends: the memory says so
+    clock.advance(0.01)
+    engine.calls.clear()
+    d.handle(key, early)
+    ctrl.parts.executor.drain()
+    assert "start" not in engine.calls, engine.calls
+    (c,) = [c for c in ctrl.container_statuses("web") if c.id == cid]
+    assert c.restarts == 1, c
+    restarted = [e.message for e in ctrl.events.since(0) if e.kind == "restarted"]
+    assert restarted == ["restarted in place: exited with code 0"], restarted
