@@ -167,7 +167,7 @@ class Reconciler:
             counts = tally(spec, mine, p.available, p.up_to_date)
             problem = self._images.ensure(key, spec, counts)
             if problem is not None:
-                self._room.release(key)
+                self._room.release(key, p)
                 return decide(Facts(image_problem=problem, tally=counts), self._t)
         if wait_reason:
             # Waiting for room is no lack of progress: the progress deadline stops.

@@ -89,9 +89,13 @@ class HostRoom:
         """The service claims no room any more (paused, gone, nothing to create)."""
         self._admission.done(key)
 
-    def release(self, key: str) -> None:
-        """The pass's creates will not happen: the room it reserved goes back."""
-        self._admission.release(key)
+    def release(self, key: str, p: Plan) -> None:
+        """The plan's creates will not happen: the room it reserved goes back. A plan
+        that reserved none (all of it waits) gives back nothing: the reservation of the
+        service's last pass is for containers being made."""
+        use = used(p)
+        if use.replacements or use.extras:
+            self._admission.release(key)
         self._admission.done(key)
 
     def fit(
@@ -121,7 +125,7 @@ class NoRoomCheck:
     def done(self, key: str) -> None:
         pass
 
-    def release(self, key: str) -> None:
+    def release(self, key: str, p: Plan) -> None:
         pass
 
     def fit(

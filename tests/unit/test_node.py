@@ -4,6 +4,7 @@ check, the engine call cap, and the loop under a fake probe."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -496,3 +497,33 @@ def test_merge_keys_that_expand_too_far_are_refused() -> None:
     big = "{" + ", ".join(f"k{i}: 1" for i in range(MAX_MERGED + 1)) + "}"
     data, errors = load_yaml(f"base: &b {big}\nx:\n  <<: *b\n", "m.yaml")
     assert data is None and "merge keys expand to more than" in str(errors[0])
+
+
+def test_a_pass_that_reserved_nothing_gives_back_no_earlier_reservation() -> None:
+    """An image problem gives back what its pass reserved; a pass whose creates all
+    waited reserved nothing, and must not give back the reservation of the pass before
+    it, whose containers are being made (a third pass would count their room twice)."""
+    from healerd.core.plantypes import Plan
+    from healerd.core.room import HostRoom
+    from healerd.model import Action, ActionKind
+
+    a, _, _ = admission(host(mem_avail=200 * Mi))  # 100 MiB of room
+    room = HostRoom(a)
+    s = spec("web", 3, mem_limit=64 * Mi)
+    create = Action(ActionKind.CREATE, "web", "missing", s)
+
+    def wanting(n: int) -> Callable[[Offer], Plan]:
+        def make(offer: Offer) -> Plan:
+            fits = n if offer.fits is None else min(n, offer.fits)
+            return Plan(actions=(create,) * fits, converged=False, waiting=n - fits)
+
+        return make
+
+    first, _ = room.fit("web", s, wanting(1))
+    assert first.creates == 1 and a.room() == 100 * Mi - 64 * Mi
+    second, reason = room.fit("web", s, wanting(2))
+    assert second.creates == 0 and second.waiting == 2 and reason
+    room.release("web", second)  # its image could not be had
+    assert a.room() == 100 * Mi - 64 * Mi  # the first pass's creates still hold theirs
+    room.release("web", first)
+    assert a.room() == 100 * Mi
