@@ -90,12 +90,17 @@ class Script:
     chunk at a time, so that no event is held back), and `docker start` of the container
     whose `die` it reads, at once, on a pool of 8 (healerd's parallel actions)."""
 
-    def __init__(self, client: docker.APIClient, role: str, *, replace: bool = False) -> None:
+    def __init__(
+        self, client: docker.APIClient, role: str, *, replace: bool = False, any_label: bool = False
+    ) -> None:
         """`replace`: the perfect replacing healer instead (the `rm -f` floor): on the
-        `die` of an armed container, create and start a new bare one of the role."""
+        `die` of an armed container, create and start a new bare one of the role.
+        `any_label`: it reads every container's `die`, to heal armed ones that are not
+        its role's (healerd's own, while healerd is stopped: bench/engines.py)."""
         self._client = client
         self._role = role
         self._replace = replace
+        self._any_label = any_label
         self._pool = ThreadPoolExecutor(8)
         self._resp: Any = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -107,6 +112,8 @@ class Script:
             "event": ["die", "died"],  # Podman names it `died` (docs/engines.md)
             "label": [f"{BENCH_LABEL}={self._role}"],
         }
+        if self._any_label:
+            del filters["label"]
         c = self._client
         self._resp = c._get(
             c._url("/events"), params={"filters": json.dumps(filters)}, stream=True, timeout=None
