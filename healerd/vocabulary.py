@@ -40,6 +40,7 @@ class EventKind(StrEnum):
     PAUSED = "paused"
     RESUMED = "resumed"
     CONFIG_ERROR = "config-error"
+    CONFIG_FIXED = "config-fixed"  # a file refused before reads cleanly again
     ENGINE_LOST = "engine-lost"
     ENGINE_BACK = "engine-back"
     PRESSURE = "pressure"
@@ -54,6 +55,26 @@ class EventKind(StrEnum):
     IMAGE_PULL_BACKOFF = "image-pull-backoff"
     ERR_IMAGE_NEVER_PULL = "err-image-never-pull"
     COMPLETED = "completed"
+
+
+class NoticeKind(StrEnum):
+    """What a notification tells of (healerd.yaml's `notifications[].events`): each is a
+    condition that is told once when it begins, or a thing that happened once."""
+
+    CRASH_LOOP = "crash-loop"  # a service waits out its crash-loop backoff
+    FAILED = "failed"  # Failed, Degraded, an image it cannot pull, a halted rollout
+    RECOVERED = "recovered"  # one of the two above ended: Converged (or Completed) again
+    UPDATE = "update"  # an image update applied, or found and held
+    ROLLBACK = "rollback"  # an image update rolled back
+    CONFIG_ERROR = "config-error"  # a config file refused, or fixed
+    ENGINE = "engine"  # the engine went away, or came back
+    PRESSURE = "pressure"  # host pressure began or ended, or holds a service back
+    HEALERD = "healerd"  # healerd started after an unclean stop
+    HEAL = "heal"  # a plain heal (started in place, replaced): not sent by default
+
+
+# What a target is sent when its `events` are not given: all but the plain heals.
+DEFAULT_NOTICES = frozenset(NoticeKind) - {NoticeKind.HEAL}
 
 
 class Condition(StrEnum):
@@ -122,9 +143,11 @@ class Restart:
 
 
 __all__ = [
+    "DEFAULT_NOTICES",
     "AutoUpdate",
     "Condition",
     "EventKind",
+    "NoticeKind",
     "Restart",
     "RestartMode",
     "VolumeKind",

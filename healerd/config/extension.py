@@ -25,6 +25,15 @@ EXTENSION_FIELDS = (
         "registry",
         schema={"enum": list(AUTO_UPDATE_MODES)},
     ),
+    Key(
+        "notify",
+        "boolean",
+        "false: no notification tells of this service (healerd.yaml's notifications), "
+        "whatever it goes through; its status, events and metrics are as ever.",
+        "false",
+        default=True,
+        schema={"type": "boolean"},
+    ),
 )
 
 
@@ -47,6 +56,17 @@ def x_healerd(value: object, at: At) -> AutoUpdate:
         )
         return AutoUpdate.NEVER
     return AutoUpdate(mode)
+
+
+def notify(value: object, at: At) -> bool:
+    """x-healerd's `notify` (true when absent; a mapping that is not one was reported)."""
+    if not isinstance(value, LineDict) or "notify" not in value:
+        return True
+    flag = value["notify"]
+    if not isinstance(flag, bool):
+        at.key(value, "notify").error(f"must be true or false, not {describe(flag)}")
+        return True
+    return flag
 
 
 def auto_update(declared: AutoUpdate, labels: tuple[tuple[str, str], ...], at: At) -> AutoUpdate:

@@ -13,7 +13,7 @@ from healerd.config import netopts
 from healerd.config.deploy import merge as merge_spellings
 from healerd.config.envfile import EnvFileError, env_digest
 from healerd.config.errors import describe, unknown_key_reason
-from healerd.config.extension import auto_update
+from healerd.config.extension import auto_update, notify
 from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
 from healerd.config.keys import MAX_ENTRIES, At, check_keys
 from healerd.config.unsupported import UNSUPPORTED
@@ -107,4 +107,8 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
     _across_keys(spec, body, at)
     at_labels = at.key(body, "labels") if "labels" in body else at
     mode = auto_update(spec.auto_update, spec.labels, at_labels)
-    return spec if mode == spec.auto_update else dataclasses.replace(spec, auto_update=mode)
+    ext = body.get("x-healerd")
+    told = notify(ext, at.key(body, "x-healerd")) if ext is not None else True
+    if mode == spec.auto_update and told:
+        return spec
+    return dataclasses.replace(spec, auto_update=mode, notify=told)

@@ -13,6 +13,7 @@ from typing import Any
 from healerd.config.dockertls import DOCKER_TLS_CHILDREN, check_docker_tls
 from healerd.config.imagegc import IMAGE_GC_CHILDREN, check_image_gc
 from healerd.config.keys import Key, parsed
+from healerd.config.notifyconf import NOTIFY_CHILDREN, check_notifications
 from healerd.config.settingchecks import (
     LOG_LEVELS,
     MAX_CALLS,
@@ -304,6 +305,24 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         check=check_image_gc,
         reloadable=True,
         children=IMAGE_GC_CHILDREN,
+    ),
+    Setting(
+        "notifications",
+        "list of targets",
+        "Where healerd tells what happened and why: a crash loop (exit code, OOM or "
+        "signal, the last lines of output), a service Failed or Degraded and its recovery, "
+        "image updates and rollbacks, a config file refused, the engine lost, host "
+        "pressure, an unclean stop of healerd. Sent with Apprise (ntfy, Gotify, e-mail, "
+        "Slack, Matrix, Telegram, MQTT, webhooks, ...): one message per service and kind "
+        "while the condition lasts, then one when it is over; notices that come together "
+        "go as one digest. Sending never holds a heal back: a target that does not answer "
+        "is retried with backoff, and shown in `healerctl status`. The keys of each target "
+        "are below. See docs/user-guide.md, Notifications.",
+        "[{url: 'ntfy://ntfy.example.net/edge-7', events: [crash-loop, failed, recovered]}]",
+        default=(),
+        check=check_notifications,
+        reloadable=True,
+        children=NOTIFY_CHILDREN,
     ),
 )
 SETTING_KEYS = frozenset(key.name for key in SETTINGS_FIELDS)

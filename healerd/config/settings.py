@@ -89,6 +89,21 @@ def _read(path: Path, file: str) -> tuple[Any, list[ConfigError]]:
     return load_yaml_bytes(raw, file)
 
 
+def _private(path: Path, file: str, line: int | None) -> list[ConfigError]:
+    """A notification URL holds credentials: the file that holds it is not for others."""
+    try:
+        readable = path.stat().st_mode & 0o004
+    except OSError:
+        return []
+    if not readable:
+        return []
+    reason = (
+        "holds credentials (a target's URL), so healerd.yaml must not be readable by "
+        f"others: chmod o-r {file}"
+    )
+    return [ConfigError(file, line, "notifications", reason)]
+
+
 def load_settings(path: Path) -> Settings:
     """Settings from `path`; a missing file means all defaults. Raises SettingsError.
 
@@ -116,6 +131,8 @@ def load_settings(path: Path) -> Settings:
                     ConfigError(file, line, str(key), unknown_key_reason(key, SETTING_KEYS))
                 )
     good, more = _checked(values, file, lines)
+    if good.get("notifications"):
+        more += _private(path, file, lines.get("notifications"))
     if errors or more:
         raise SettingsError(sort_errors([*errors, *more]))
     return Settings(**good)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from healerd import paths
 from healerd.config.imagegc import ImageGcSettings
+from healerd.config.notifyconf import NotifyTarget
 from healerd.model import DockerTLS, NodeLimits, Threshold
 
 
@@ -69,6 +70,8 @@ class Settings:
     engine_call_burst: int = NodeLimits.engine_call_burst
     # Image garbage collection (the `image_gc:` section; see healerd.config.imagegc).
     image_gc: ImageGcSettings = field(default_factory=ImageGcSettings)
+    # Where healerd tells what happened (the `notifications:` list; healerd.config.notifyconf).
+    notifications: tuple[NotifyTarget, ...] = ()
 
     @property
     def node_limits(self) -> NodeLimits:

@@ -14,6 +14,7 @@ from healerd.core.crashloop import Replacement, replacement_verdict
 from healerd.core.jobs import run_once
 from healerd.core.planner import PlanContext
 from healerd.core.readiness import min_ready_at
+from healerd.core.runs import signal_name
 from healerd.model import ObservedContainer, ServiceSpec
 
 
@@ -65,11 +66,10 @@ def plan_context(
         if now < ready_at:
             wake.append(ready_at)
             if ready_at < note_at:
-                code = f", exit code {c.exit_code}" if c.exit_code is not None else ""
                 note_at = ready_at
                 note = (
                     f"back-off {ready_at - died:.0f}s restarting failed container "
-                    f"{c.name}{code}; next try in {ready_at - now:.0f}s"
+                    f"{c.name}, {_how(c)}; next try in {ready_at - now:.0f}s"
                 )
     if recall.rollout is not None:
         rollout_allowed = _rollout_pacing(spec, recall.rollout, now, wake) and rollout_allowed
@@ -133,3 +133,14 @@ def _rollout_pacing(
 
 
 __all__ = ["Recall", "plan_context"]
+
+
+def _how(c: ObservedContainer) -> str:
+    """`exit code 137 (SIGKILL), 4 restarts so far`: how the failed run ended."""
+    if c.oom_killed:
+        how = "killed by the kernel's OOM killer"
+    elif c.exit_code is None:
+        how = "not running"
+    else:
+        how = f"exit code {c.exit_code}{signal_name(c.exit_code)}"
+    return f"{how}, {c.restarts} restart(s) so far"

@@ -23,6 +23,7 @@ from healerd.core.looks import Looks
 from healerd.core.loopmemory import LoopMemory
 from healerd.core.loopsettings import DISCOVER, LoopSettings
 from healerd.core.prune import PruneRefused
+from healerd.core.readmodel import StatusBook
 from healerd.core.reads import Reads
 from healerd.core.reconcile import Reconciler
 from healerd.core.report import Reporter, Stats
@@ -47,12 +48,15 @@ class LoopParts:
     dispatcher: Dispatcher
     reads: Reads
     memory: LoopMemory
+    book: StatusBook
 
 
 class Controller:
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
         self.queue, self.events, self.updates = parts.queue, parts.events, parts.updates
+        # Told of every change of a service's state (healerd.daemon.notifications).
+        self.state_listeners = parts.book.listeners
         inputs, reads, dispatcher = parts.inputs, parts.reads, parts.dispatcher
         # Inputs (healerd.core.inputs).
         self.set_desired, self.check_updates = inputs.set_desired, inputs.check_updates

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from healerd.core.clock import Clock
@@ -26,6 +27,9 @@ class EventLog:
         self._events: deque[Event] = deque(maxlen=capacity)
         self._cond = threading.Condition()
         self._seq = 0
+        # Told of each event as it is recorded, outside the lock (the notifications'
+        # intake: it only queues, so a slow target never holds the recorder back).
+        self.listeners: list[Callable[[Event], None]] = []
 
     def record(self, kind: EventKind, service: str, message: str, container: str = "") -> Event:
         if not isinstance(kind, EventKind):
@@ -36,7 +40,9 @@ class EventLog:
             event = Event(self._seq, self._clock.time(), kind, service, message, container)
             self._events.append(event)
             self._cond.notify_all()
-            return event
+        for listen in self.listeners:
+            listen(event)
+        return event
 
     def since(self, seq: int = 0, *, wall_time: float | None = None) -> list[Event]:
         """Events after sequence number `seq` (and not older than `wall_time`), oldest first."""

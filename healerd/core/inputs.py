@@ -78,6 +78,8 @@ class Inputs:
             if err not in old.errors:
                 self._events.record(EventKind.CONFIG_ERROR, "", str(err))
         broken_changed = set(old.broken_files) ^ set(state.broken_files)
+        for file in sorted(set(old.broken_files) - set(state.broken_files)):
+            self._events.record(EventKind.CONFIG_FIXED, "", f"{file}: reads cleanly again")
         for name in set(old.services) | set(state.services):
             spec = state.services.get(name)
             if old.services.get(name) != spec or (spec and spec.source_file in broken_changed):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from healerd.vocabulary import EventKind
+from healerd.vocabulary import EventKind, NoticeKind
 
 
 class ServiceState(StrEnum):
@@ -42,6 +42,16 @@ class ServiceState(StrEnum):
         return self in (ServiceState.CRASH_LOOP_BACK_OFF, ServiceState.IMAGE_PULL_BACK_OFF)
 
     @property
+    def notice(self) -> NoticeKind | None:
+        """What a notification calls entering this state (None: nothing to tell)."""
+        return _NOTICES.get(self)
+
+    @property
+    def is_well(self) -> bool:
+        """Running as declared (or done as declared): a crash loop or failure is over."""
+        return self in (ServiceState.CONVERGED, ServiceState.COMPLETED)
+
+    @property
     def event(self) -> EventKind | None:
         """The event kind recorded when a service enters this state (None: none)."""
         return _EVENTS.get(self)
@@ -61,6 +71,15 @@ _NOT_CLAIMING = frozenset(
         ServiceState.FAILED,
     }
 )
+_NOTICES = {
+    ServiceState.CRASH_LOOP_BACK_OFF: NoticeKind.CRASH_LOOP,
+    ServiceState.FAILED: NoticeKind.FAILED,
+    ServiceState.DEGRADED: NoticeKind.FAILED,
+    ServiceState.IMAGE_PULL_BACK_OFF: NoticeKind.FAILED,
+    ServiceState.ERR_IMAGE_NEVER_PULL: NoticeKind.FAILED,
+    ServiceState.ROLLOUT_HALTED: NoticeKind.FAILED,
+    ServiceState.WAITING_FOR_RESOURCES: NoticeKind.PRESSURE,
+}
 _EVENTS = {
     ServiceState.CRASH_LOOP_BACK_OFF: EventKind.BACKOFF,
     ServiceState.WAITING_FOR_RESOURCES: EventKind.WAITING_FOR_RESOURCES,

@@ -12,6 +12,7 @@ from healerd.config import DesiredState
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.lifecycle import ServiceState
+from healerd.core.notices import StateChange
 from healerd.core.outcome import Tally
 from healerd.core.planner import history
 from healerd.core.ratelog import LOOP_KINDS, LOOP_WINDOW, RateLimitedLog
@@ -36,6 +37,8 @@ class StatusBook:
         # A line per change of state, at most STATE_BURST per service per window: a
         # state that flaps (an engine going away: Degraded, EngineUnreachable, ...) is
         # counted, and its latest said when the window ends.
+        # Told of each change of a service's state (the notifications' intake).
+        self.listeners: list[Callable[[StateChange], None]] = []
         self.quiet = RateLimitedLog(
             log, LOOP_WINDOW, max_kinds=LOOP_KINDS, burst=STATE_BURST, clock=clock.monotonic
         )
@@ -58,7 +61,10 @@ class StatusBook:
         with self._lock:
             if unless is not None and unless():
                 return
-            st = self._status.setdefault(key, ServiceStatus(name=key, since=now))
+            st = self._status.get(key)
+            was = st.state if st is not None else None
+            if st is None:
+                st = self._status[key] = ServiceStatus(name=key, since=now)
             changed = st.state != state
             if changed:
                 st.since = now
@@ -86,6 +92,8 @@ class StatusBook:
         )
         if state.event is not None:
             self._events.record(state.event, key, reason)
+        for listen in self.listeners:
+            listen(StateChange(key, was, state, reason, now))
 
     def drop(self, key: str) -> None:
         with self._lock:

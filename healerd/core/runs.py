@@ -83,6 +83,16 @@ def after_start(
     )
 
 
+def signal_name(exit_code: int) -> str:
+    """` (SIGKILL)` for 137: the signal a shell's code of 128+N says ended the run."""
+    if 128 < exit_code < 128 + 65:
+        try:
+            return f" ({signal.Signals(exit_code - 128).name})"
+        except ValueError:
+            return ""
+    return ""
+
+
 def exit_words(exit_code: int | None, oom_killed: bool = False) -> str:
     """`exited with code 137 (killed)`: the code, and what it says of a signal."""
     if oom_killed:
@@ -92,13 +102,7 @@ def exit_words(exit_code: int | None, oom_killed: bool = False) -> str:
         return "stopped"
     if exit_code == 137:
         return "exited with code 137 (killed)"
-    if 128 < exit_code < 128 + 65:
-        try:
-            name = signal.Signals(exit_code - 128).name
-        except ValueError:
-            return f"exited with code {exit_code}"
-        return f"exited with code {exit_code} ({name})"
-    return f"exited with code {exit_code}"
+    return f"exited with code {exit_code}{signal_name(exit_code)}"
 
 
 def to_json(runs: Mapping[str, Run]) -> dict[str, object]:

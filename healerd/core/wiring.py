@@ -144,6 +144,7 @@ def build_loop(
             dispatcher,
             reads,
             c.memory,
+            c.book,
         )
     )
 

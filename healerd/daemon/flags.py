@@ -95,4 +95,14 @@ def loop_settings(settings: Settings) -> LoopSettings:
     )
 
 
-__all__ = ["build_parser", "docker_host", "loop_settings", "resolve_settings"]
+def self_pipe() -> tuple[int, int]:
+    """Signal handlers and other threads only set a flag and write a byte; the main loop
+    sleeps in select() on it. (A handler that touched a threading.Event could deadlock
+    against the main thread's own wait on it.)"""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    return r, w
+
+
+__all__ = ["build_parser", "docker_host", "loop_settings", "resolve_settings", "self_pipe"]

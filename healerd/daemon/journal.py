@@ -136,10 +136,18 @@ def make_handler(env: Mapping[str, str] | None = None) -> logging.Handler:
     return handler
 
 
+def setup_logging(level: str) -> None:
+    """Structured journal entries under systemd, plain stderr lines elsewhere."""
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[make_handler()])
+    # Every engine request at debug level would drown what healerd itself says.
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+
+
 __all__ = [
     "FIELDS",
     "JournalHandler",
     "make_handler",
+    "setup_logging",
     "structured_fields",
     "syslog_priority",
     "under_systemd",

@@ -22,35 +22,39 @@ from pathlib import Path
 from types import FrameType
 
 from healerd import __version__
-from healerd.config import (
-    DesiredStore,
-    Settings,
-    SettingsError,
-)
+from healerd.config import DesiredStore, Settings, SettingsError
 from healerd.config.registryauth import auth_file
 from healerd.core.admission import Admission
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller
 from healerd.core.executor import plain_tag
 from healerd.core.lifecycle import ServiceState
+from healerd.core.notices import unclean_notice
 from healerd.core.ratelimit import TokenBucket
 from healerd.core.readlanes import ReadBudget, ReadLanes
 from healerd.core.signing import HostKey, Signer, Unverified, sign
 from healerd.core.status import NodeReport
 from healerd.core.wiring import build_loop
-from healerd.daemon import instance
+from healerd.daemon import instance, runmarker
 from healerd.daemon.api.server import ApiOptions, ApiServer
 from healerd.daemon.confwatch import ConfigWatcher
 from healerd.daemon.credentials import CredentialsFile
 from healerd.daemon.engineaddr import connect
-from healerd.daemon.flags import build_parser, docker_host, loop_settings, resolve_settings
+from healerd.daemon.flags import (
+    build_parser,
+    docker_host,
+    loop_settings,
+    resolve_settings,
+    self_pipe,
+)
 from healerd.daemon.handoff import HandOff
 from healerd.daemon.hostkey import HostKeyError, load_or_create
 from healerd.daemon.imagework import ImageWork
-from healerd.daemon.journal import make_handler
+from healerd.daemon.journal import setup_logging
 from healerd.daemon.memory import keep_large_blocks_in_mmap
 from healerd.daemon.metrics import LoopMetrics, Metrics
-from healerd.daemon.notify import Notifier
+from healerd.daemon.notifications import for_daemon
+from healerd.daemon.notify import Notifier as SystemdNotifier
 from healerd.daemon.reload import ReloadMemory, node_changes, prefer_what_runs, read_conf_d
 from healerd.daemon.runbook import FileRunBook
 from healerd.daemon.watcher import EventWatcher
@@ -66,16 +70,6 @@ EXIT_RUNNING = 3
 SHUTDOWN_GRACE = 3.0
 # A host key younger than this was made by this start (handoff.take_back_all).
 NEW_KEY = 60.0
-
-
-def _self_pipe() -> tuple[int, int]:
-    """Signal handlers and other threads only set a flag and write a byte; the main loop
-    sleeps in select() on it. (A handler that touched a threading.Event could deadlock
-    against the main thread's own wait on it.)"""
-    r, w = os.pipe()
-    os.set_blocking(r, False)
-    os.set_blocking(w, False)
-    return r, w
 
 
 class Daemon:
@@ -116,18 +110,25 @@ class Daemon:
         # Signed, and off the budget: only what healerd owns, at the pace a stop allows.
         self.handoff = HandOff(engine, settings.state_dir)
         self.runbook = FileRunBook(settings.state_dir)
+        self.notices = for_daemon(
+            lambda: self.settings.notifications,
+            lambda: self.controller,
+            lambda target, result: self.metrics.notified(target, result),
+        )
         self.controller = self._controller(name_tag, loop_metrics)
+        self.controller.events.listeners.append(self.notices.offer)
+        self.controller.state_listeners.append(self.notices.offer)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.images = ImageWork(
             self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc, self._now
         )
         self.watcher = EventWatcher(self.engine, self.controller, self.clock, self.loop)
         self._stop = threading.Event()
-        self._wake_r, self._wake_w = _self_pipe()
+        self._wake_r, self._wake_w = self_pipe()
         self._stop_requested = False
         self._reload_requested = False
         self._reloads = ReloadMemory()
-        self.notifier = Notifier()
+        self.notifier = SystemdNotifier()
         self.id_lock_dir = id_lock_dir
         self._id_lock: int | None = None
         self.exit_code = 0
@@ -139,7 +140,7 @@ class Daemon:
             self.clock,
             self.loop,
             admission=self.admission,
-            hooks=[metrics],
+            hooks=[metrics, self.notices],
             engine_guard=self._before_first_look,
             # When a list call finds the engine back, do not wait out the stream's backoff.
             on_engine_back=lambda: self.watcher.kick(),
@@ -306,6 +307,8 @@ class Daemon:
             s.workers,
             s.resync_interval,
         )
+        if runmarker.began(s.state_dir, os.getpid()):
+            self.notices.offer(unclean_notice(self.clock.time()))
         self._prefer_what_runs()
         # The watcher first, so that a file written from now on is held at the first read
         # too; a writer already busy before healerd started cannot be known
@@ -333,6 +336,7 @@ class Daemon:
         self.controller.shutdown()
         self.runbook.flush()
         self._hand_off()
+        runmarker.ended(s.state_dir)
         for t in threads:
             t.join(timeout=SHUTDOWN_GRACE / len(threads))
         return self.exit_code
@@ -344,6 +348,9 @@ class Daemon:
             ),
             threading.Thread(
                 target=self.watcher.run, args=(self._stop,), name="healerd-events", daemon=True
+            ),
+            threading.Thread(
+                target=self.notices.run, args=(self._stop,), name="healerd-notify", daemon=True
             ),
             *self.images.threads(self._stop),
         ]
@@ -382,13 +389,6 @@ class Daemon:
                 self.reload()
                 self.controller.enqueue_all()
                 next_resync = self.clock.monotonic() + s.resync_interval
-
-
-def setup_logging(level: str) -> None:
-    # Structured journal entries under systemd, plain stderr lines elsewhere.
-    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[make_handler()])
-    # Every engine request at debug level would drown what healerd itself says.
-    logging.getLogger("urllib3").setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -129,12 +129,23 @@ class Metrics:
             *self.image_gc.counters,
         ):
             self.registry.register(metric)
+        self.notifications = Counter(
+            "healerd_notifications",
+            "Notifications by target (its name; '' for the intake) and result: sent, failed "
+            "(kept and tried again) or dropped (a full queue or outbox).",
+            ["target", "result"],
+            registry=None,
+        )
+        self.registry.register(self.notifications)
         self.state = StateCollector(controller)
         self.registry.register(self.state)
         self.registry.register(NodeCollector(node))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def notified(self, target: str, result: str) -> None:
+        self.notifications.labels(target, result).inc()
 
 
 class StateCollector(Collector):

@@ -138,6 +138,8 @@ class ServiceSpec:
     # (healerd.core.updates); NEVER never looks.
     auto_update: AutoUpdate = field(default=AutoUpdate.NEVER, metadata=STEERING)
     unhealthy_grace: float = steering(0.0)
+    # x-healerd's notify: false mutes the service's notifications (healerd.yaml's targets).
+    notify: bool = steering(True)
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)
     # Compose's `restart` (healerd.core.jobs): None, always and unless-stopped replace

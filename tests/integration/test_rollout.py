@@ -341,7 +341,7 @@ def test_a_crash_loop_backs_off_and_a_neighbour_still_heals_in_two_seconds(
     log = healerd.log()
     assert re.search(
         r"crash: CrashLoopBackOff .*back-off \d+s restarting failed container "
-        r"crash-\w+-\w+, exit code 1; next try in \d+s",
+        r"crash-\w+-\w+, exit code 1, \d+ restart\(s\) so far; next try in \d+s",
         log,
     )
 

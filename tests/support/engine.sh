@@ -16,6 +16,8 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 # Images of real software from Debian's packages (tests/support/debian_image.py).
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+# A real MQTT broker for the notification tests (tests/integration/test_notifications.py).
+command -v mosquitto >/dev/null 2>&1 || need+=(mosquitto)
 # Podman 4.3 (and netavark, aardvark-dns, conmon) for HEALERD_TEST_ENGINE=podman only:
 # about 16 packages (tests/support/podman.py).
 if [ "${HEALERD_TEST_ENGINE:-docker}" = podman ]; then

@@ -25,6 +25,7 @@ STEERING_ONLY = {
     "replicas",
     "pull_policy",
     "auto_update",
+    "notify",
     "unhealthy_grace",
     "priority",
     "update_config",

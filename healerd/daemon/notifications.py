@@ -1,0 +1,359 @@
+"""Sending what healerd.core.notices finds worth telling, to healerd.yaml's targets.
+
+The loop only offers: a state change, an event or a heal is put on a bounded intake queue
+without waiting (a full queue drops it and counts the drop), so no target, dead or slow,
+ever holds a heal back. One thread (`healerd-notify`) does the rest: it feeds the notice
+book, gathers what comes within GATHER seconds into one message per target (50 services
+killed at once are one digest), adds a crash loop's last lines of output (masked), and
+sends with Apprise. A message a target refuses stays in that target's outbox and is
+tried again with backoff (10 s doubling to 5 min) until it goes, or until the outbox is
+full, when the oldest is dropped and counted. Sends are one at a time: Apprise's own
+timeouts bound each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from healerd.config import DesiredState
+from healerd.config.masking import mask_free, shown
+from healerd.config.notifyconf import NotifyTarget, masked_url, scrub
+from healerd.core.events import Event
+from healerd.core.notices import Notice, NoticeBook, StateChange, digest, heal_notice
+from healerd.engine import LogStream
+from healerd.model import ObservedContainer
+from healerd.vocabulary import NoticeKind
+
+log = logging.getLogger("healerd.notify")
+
+GATHER = 2.0  # seconds: what comes within this of the first notice goes as one message
+INTAKE_MAX = 10_000
+OUTBOX_MAX = 100  # messages per target waiting to go
+RETRY_FIRST, RETRY_MAX = 10.0, 300.0
+TAIL_LINES = 10
+_FAILURES = frozenset({NoticeKind.CRASH_LOOP, NoticeKind.FAILED, NoticeKind.CONFIG_ERROR})
+
+
+class Sender(Protocol):
+    def send(self, url: str, title: str, body: str, failure: bool) -> tuple[bool, str]:
+        """(whether it went, what the target answered: masked)."""
+        ...
+
+
+class AppriseSender:
+    """One Apprise object per send: targets share nothing, and a reload's new URL is
+    used at once. Apprise logs what it tries (with parts of the URL): its log goes to
+    the answer, masked, never to healerd's."""
+
+    def __init__(self) -> None:
+        logging.getLogger("apprise").propagate = False
+
+    def send(self, url: str, title: str, body: str, failure: bool) -> tuple[bool, str]:
+        import apprise  # loads 100+ plugins (0.1 s): only once a target is declared
+
+        box = apprise.Apprise()
+        if not box.add(url):
+            return False, f"Apprise cannot send to {masked_url(url)}"
+        kind = apprise.NotifyType.FAILURE if failure else apprise.NotifyType.INFO
+        with apprise.LogCapture(level=logging.INFO) as captured:  # type: ignore[no-untyped-call]
+            try:
+                ok = bool(box.notify(body=body, title=title, notify_type=kind))
+            except Exception as exc:  # a plugin's bug must not end the sending thread
+                ok, said = False, f"{type(exc).__name__}: {exc}"
+            else:
+                said = ""
+            said = said or _last_words(captured.getvalue(), ok)
+        return ok, scrub(said, url)
+
+
+def _last_words(text: str, ok: bool) -> str:
+    lines = [ln.split(" - ", 2)[-1] for ln in text.strip().splitlines() if ln.strip()]
+    if ok:
+        return "sent"
+    worth = [ln for ln in lines if "fail" in ln.lower() or "error" in ln.lower()]
+    return (worth or lines or ["refused, without a reason"])[-1][:300]
+
+
+@dataclass
+class TargetState:
+    """What `healerctl status` shows of a target."""
+
+    name: str
+    sent: int = 0
+    failed: int = 0
+    dropped: int = 0
+    last_error: str = ""
+    last_error_at: float | None = None
+    last_sent_at: float | None = None
+    outbox: deque[tuple[str, str, bool]] = field(default_factory=deque)
+    next_try: float = 0.0
+    delay: float = RETRY_FIRST
+
+    def view(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "sent": self.sent,
+            "failed": self.failed,
+            "dropped": self.dropped,
+            "pending": len(self.outbox),
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "last_sent_at": self.last_sent_at,
+        }
+
+
+@dataclass
+class Hooks:
+    """What the notifier asks the daemon: the targets (reloadable), whether a service is
+    muted, a service's last lines of output, and where to count a result."""
+
+    targets: Callable[[], Sequence[NotifyTarget]]
+    muted: Callable[[str], bool] = lambda _service: False
+    tail: Callable[[str, int], list[str]] = lambda _service, _n: []
+    count: Callable[[str, str], None] = lambda _target, _result: None
+    host: str = field(default_factory=socket.gethostname)
+
+
+class Notifier:
+    def __init__(
+        self,
+        hooks: Hooks,
+        sender: Sender | None = None,
+        *,
+        settle: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._hooks = hooks
+        self._sender = sender or AppriseSender()
+        self._book = NoticeBook() if settle is None else NoticeBook(settle)
+        self._intake: queue.Queue[object] = queue.Queue(INTAKE_MAX)
+        self._mono, self._wall = monotonic, wall
+        self._lock = threading.Lock()  # the targets' states; and one send at a time
+        self._send_lock = threading.Lock()
+        self._states: dict[str, TargetState] = {}
+        self._gathered: list[Notice] = []
+        self._gather_until: float | None = None
+        self.dropped = 0
+
+    # -- what the loop calls: never blocks ----------------------------------------------
+
+    def offer(self, item: StateChange | Event | Notice) -> None:
+        if not self._hooks.targets():
+            return
+        try:
+            self._intake.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+            self._hooks.count("", "dropped")
+
+    def on_heal(self, service: str, latency_seconds: float, how: str) -> None:
+        self.offer(heal_notice(service, latency_seconds, how, self._wall()))
+
+    def on_action(self, kind: str, service: str, ok: bool) -> None:
+        pass
+
+    def on_pass(self, service: str, seconds: float) -> None:
+        pass
+
+    # -- the sending thread ------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.step(self._wait())
+
+    def _wait(self) -> float:
+        """How long the thread may sleep: until the gather ends, a retry is due, or the
+        book's next look (a recovery's settle)."""
+        now = self._mono()
+        due = [1.0]
+        if self._gather_until is not None:
+            due.append(self._gather_until - now)
+        with self._lock:
+            due += [s.next_try - now for s in self._states.values() if s.outbox]
+        return max(0.0, min(due))
+
+    def step(self, timeout: float) -> None:
+        """Take what came in (waiting up to `timeout` for the first), then send what is due."""
+        items: list[object] = []
+        try:
+            items.append(
+                self._intake.get(timeout=timeout) if timeout > 0 else self._intake.get_nowait()
+            )
+            while len(items) < INTAKE_MAX:
+                items.append(self._intake.get_nowait())
+        except queue.Empty:
+            pass
+        found: list[Notice] = []
+        for item in items:
+            found += self._notices(item)
+        found += self._book.tick(self._wall())
+        now = self._mono()
+        if found:
+            self._gathered += found
+            if self._gather_until is None:
+                self._gather_until = now + GATHER
+        if self._gather_until is not None and now >= self._gather_until:
+            gathered, self._gathered, self._gather_until = self._gathered, [], None
+            self._post(gathered)
+        self._send_due(now)
+
+    def _notices(self, item: object) -> list[Notice]:
+        if isinstance(item, Notice):
+            return [item]
+        if isinstance(item, StateChange):
+            return self._book.state(item)
+        if isinstance(item, Event):
+            return self._book.event(item)
+        return []
+
+    def _post(self, notices: list[Notice]) -> None:
+        """One message per target of what it wants of `notices`."""
+        notices = [n for n in notices if not (n.service and self._hooks.muted(n.service))]
+        tails = {n.service: self._tail(n.service) for n in notices if n.tail and n.service}
+        for target in self._hooks.targets():
+            mine = [n for n in notices if target.wants(n.kind, n.service)]
+            if not mine:
+                continue
+            title, body = digest(mine, self._hooks.host)
+            for n in mine:
+                if tails.get(n.service) and n.tail:
+                    lines = "\n".join(tails[n.service])
+                    body += f"\n\nlast lines of {n.service}'s output:\n{lines}"
+                    tails[n.service] = []  # once per message
+            failure = any(n.kind in _FAILURES for n in mine)
+            with self._lock:
+                state = self._state(target)
+                if len(state.outbox) >= OUTBOX_MAX:
+                    state.outbox.popleft()
+                    state.dropped += 1
+                    self._hooks.count(target.name, "dropped")
+                state.outbox.append((title, body, failure))
+
+    def _tail(self, service: str) -> list[str]:
+        try:
+            return self._hooks.tail(service, TAIL_LINES)
+        except Exception as exc:  # the output is a bonus: the notice goes without it
+            log.debug("no output of %s for a notification: %s", service, exc)
+            return []
+
+    def _state(self, target: NotifyTarget) -> TargetState:
+        state = self._states.get(target.name)
+        if state is None:
+            state = self._states[target.name] = TargetState(target.name)
+        return state
+
+    def _send_due(self, now: float) -> None:
+        for target in self._hooks.targets():
+            with self._lock:
+                state = self._states.get(target.name)
+                if state is None or not state.outbox or state.next_try > now:
+                    continue
+                title, body, failure = state.outbox[0]
+            with self._send_lock:
+                ok, said = self._sender.send(target.url, title, body, failure)
+            self._hooks.count(target.name, "sent" if ok else "failed")
+            with self._lock:
+                self._settle(state, ok, said)
+
+    def _settle(self, state: TargetState, ok: bool, said: str) -> None:
+        if ok:
+            state.outbox.popleft()
+            state.sent += 1
+            state.last_sent_at, state.delay, state.next_try = self._wall(), RETRY_FIRST, 0.0
+            return
+        state.failed += 1
+        state.last_error, state.last_error_at = said, self._wall()
+        state.next_try = self._mono() + state.delay
+        log.warning(
+            "notification to %s not sent (%d waiting; next try in %.0fs): %s",
+            state.name,
+            len(state.outbox),
+            state.delay,
+            said,
+        )
+        state.delay = min(RETRY_MAX, state.delay * 2)
+
+    # -- what the API asks ------------------------------------------------------------
+
+    def targets_view(self) -> list[dict[str, object]]:
+        with self._lock:
+            known = {t.name for t in self._hooks.targets()}
+            return [s.view() for name, s in sorted(self._states.items()) if name in known]
+
+    def test(self, url: str | None = None) -> list[dict[str, object]]:
+        """Send a test message to each target (or to `url` alone), now: what each said."""
+        targets: Sequence[NotifyTarget] = (
+            [NotifyTarget(url, masked_url(url))] if url else self._hooks.targets()
+        )
+        title = f"healerd on {self._hooks.host}: test"
+        body = (
+            "A test message from `healerctl notify test`: this target receives healerd's "
+            "notifications."
+        )
+        out: list[dict[str, object]] = []
+        for target in targets:
+            with self._send_lock:
+                ok, said = self._sender.send(target.url, title, body, False)
+            self._hooks.count(target.name, "sent" if ok else "failed")
+            out.append({"name": target.name, "ok": ok, "answer": said})
+        return out
+
+
+class Watched(Protocol):
+    """The part of the controller the notifier reads: the declaration, the output."""
+
+    @property
+    def desired(self) -> DesiredState: ...
+
+    def logs(
+        self, service: str, *, previous: bool, tail: int | None, since: float | None, until: float
+    ) -> tuple[ObservedContainer | None, LogStream]: ...
+
+
+def output_tail(c: Watched, service: str, lines: int) -> list[str]:
+    """A service's last lines of output, its declared values masked."""
+    _, stream = c.logs(service, previous=False, tail=lines, since=None, until=time.time())
+    with stream:
+        raw = b"".join(itertools.islice(stream, 64))[-16384:]
+    text = mask_free(raw.decode("utf-8", "replace"), shown(c.desired.services.get(service)))
+    return text.splitlines()[-lines:]
+
+
+def for_daemon(
+    targets: Callable[[], Sequence[NotifyTarget]],
+    controller: Callable[[], Watched],
+    count: Callable[[str, str], None],
+) -> Notifier:
+    """The daemon's notifier: targets as healerd.yaml says now, `x-healerd: {notify:
+    false}` honoured, a crash loop's output read from the engine."""
+
+    def muted(service: str) -> bool:
+        spec = controller().desired.services.get(service)
+        return spec is not None and not spec.notify
+
+    def tail(service: str, lines: int) -> list[str]:
+        return output_tail(controller(), service, lines)
+
+    return Notifier(Hooks(targets, muted, tail, count))
+
+
+__all__ = [
+    "AppriseSender",
+    "Hooks",
+    "Notifier",
+    "Sender",
+    "TargetState",
+    "Watched",
+    "for_daemon",
+    "output_tail",
+]
