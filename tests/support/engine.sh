@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure Debian's docker.io, busybox-static, docker-registry, apache2-utils
-# (htpasswd, for the registry's basic auth) and debootstrap are installed and that a Docker
-# engine answers on the default socket (started in the background if not).
+# (htpasswd, for the registry's basic auth), debootstrap and prometheus (promtool) are
+# installed and that a Docker engine answers on the default socket (started in the
+# background if not).
 # Used by .ci/run, the README's example command and the benchmarks.
 set -euo pipefail
 
@@ -30,6 +31,27 @@ if [ ${#need[@]} -gt 0 ]; then
   # docker-registry's package enables a service of its own (port 5000) where systemd
   # runs; the tests never use it: they start their own registries on free ports.
   apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# promtool, for tests/unit/test_prometheus_rules.py (packaging/prometheus): Debian's
+# prometheus package, without its recommends (node exporter). Its postinst starts the
+# server where an init system runs: a policy-rc.d of our own (when there is none) keeps
+# it from starting during the install, and goes with it.
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "engine.sh: installing prometheus (promtool)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  [ ${#need[@]} -gt 0 ] || apt-get update -qq
+  policy=/usr/sbin/policy-rc.d
+  if [ -e "$policy" ]; then
+    apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    printf '#!/bin/sh\nexit 101\n' > "$policy"
+    chmod 755 "$policy"
+    status=0
+    apt-get install -y -qq --no-install-recommends prometheus >/dev/null || status=$?
+    rm -f "$policy"
+    [ "$status" -eq 0 ] || exit "$status"
+  fi
 fi
 
 ping_engine() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
