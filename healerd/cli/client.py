@@ -90,10 +90,12 @@ class Client:
         *,
         timeout: float | None = None,
         raw: bool = False,
+        body: dict[str, Any] | None = None,
     ) -> Any:
+        """`body`: sent as JSON (what must not be in a URL: a request line may be logged)."""
         conn = self._connect(timeout)
         try:
-            resp = self._ask(conn, method, path, params)
+            resp = self._ask(conn, method, path, params, body)
             data = self._read(conn, resp.read)
         finally:
             conn.close()
@@ -130,13 +132,21 @@ class Client:
         return _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
 
     def _ask(
-        self, conn: _UnixConnection, method: str, path: str, params: dict[str, Any] | None
+        self,
+        conn: _UnixConnection,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None,
+        body: dict[str, Any] | None = None,
     ) -> http.client.HTTPResponse:
         given = {k: v for k, v in (params or {}).items() if v is not None}
         query = "?" + urlencode(given, doseq=True) if given else ""
+        data = json.dumps(body).encode() if body is not None else b""
+        headers = {"Content-Type": "application/json"} if body is not None else {}
 
         def ask() -> http.client.HTTPResponse:
-            conn.request(method, path + query, body=b"" if method == "POST" else None)
+            sent = data if method == "POST" else None
+            conn.request(method, path + query, body=sent, headers=headers)
             return conn.getresponse()
 
         return self._read(conn, ask)

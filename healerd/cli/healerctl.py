@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healerd import paths
-from healerd.cli import postmortem, update_verb
+from healerd.cli import notify_verb, postmortem, update_verb
 from healerd.cli.answers import (
     check_problems,
     container_status,
@@ -287,6 +287,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "prune": Ctl.prune,
     "wait": Ctl.wait,
     "update": update_verb.update,
+    "notify": notify_verb.notify,
     "logs": postmortem.logs,
     "describe": postmortem.describe,
     "export": _export,

@@ -50,12 +50,27 @@ def status_text(data: dict[str, Any], *, wide: bool = False) -> str:
             for u in unverified
         ]
     lines += not_reloaded(data)
+    lines += notifications_lines(data)
     lines.append(engine_host_line(data))
     lines += [f"  {r}" for r in (data.get("host") or {}).get("pressure_reasons") or []]
     me = self_line(data)
     if me:
         lines.append(me)
     return "\n".join(lines)
+
+
+def notifications_lines(data: dict[str, Any]) -> list[str]:
+    """`healerctl status`: the targets that failed or wait, one line each."""
+    lines = []
+    for t in data.get("notifications") or []:
+        if not (t.get("pending") or t.get("dropped") or t.get("last_error")):
+            continue
+        said = f"; last error: {t['last_error']}" if t.get("last_error") else ""
+        lines.append(
+            f"notifications to {t['name']}: {t.get('sent', 0)} sent, {t.get('failed', 0)} "
+            f"failed, {t.get('pending', 0)} waiting, {t.get('dropped', 0)} dropped{said}"
+        )
+    return lines
 
 
 def status_table(services: Sequence[dict[str, Any]], *, wide: bool = False) -> str:

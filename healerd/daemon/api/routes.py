@@ -16,10 +16,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from healerd import __version__
-from healerd.core.controller import PruneRefused
 from healerd.core.events import Event
 from healerd.core.readlanes import PRIVILEGED, Reader, ReadThrottled
 from healerd.daemon.api.access import AdminPolicy, Decision, Peer, peer_label
+from healerd.daemon.api.changes import ApiError, notify_test, prune_volumes
 from healerd.daemon.api.describe import EngineAway, NoSuchService, describe_payload
 from healerd.daemon.api.limits import InFlight
 from healerd.daemon.api.logs import InspectLimits, Streamed, logs_response, parse_tail
@@ -45,13 +45,6 @@ MAX_EVENT_WAIT = 30.0
 GONE_CHECK_INTERVAL = 0.5
 # How long POST /v1/reload waits for the main loop to apply the new config.
 RELOAD_APPLY_WAIT = 5.0
-
-
-class ApiError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass
@@ -154,6 +147,7 @@ class Api:
                 names,
                 node=self.daemon.node_report(),
                 unverified=self.daemon.unverified(),
+                notifications=self.daemon.notices.targets_view(),
             )
         if path == "/v1/containers":
             self._only(req, "GET", {"service"})
@@ -164,7 +158,7 @@ class Api:
         if path == "/v1/diff":
             self._only(req, "GET", {"service"})
             return self._diff(req)
-        if path in ("/v1/reload", "/v1/reconcile", "/v1/prune/volumes"):
+        if path in ("/v1/reload", "/v1/reconcile", "/v1/prune/volumes", "/v1/notify/test"):
             return self._change(req, path)
         m = re.fullmatch(r"/v1/services/([^/]+)/(logs|describe)", path)
         if m:
@@ -366,7 +360,8 @@ class Api:
         }
 
     def _change(self, req: Request, path: str) -> tuple[int, Any]:
-        """The daemon-wide changes: reload, reconcile everything, prune volumes."""
+        """The daemon-wide changes: reload, reconcile everything, prune volumes, a test
+        notification."""
         if path == "/v1/reload":
             self._only(req, "POST", set())
             self._authorize(req, "reload")
@@ -377,25 +372,16 @@ class Api:
             self.daemon.controller.reconcile_now(None)
             log.info("reconcile of every service requested by %s", peer_label(req.peer))
             return 202, {"ok": True, "message": "reconcile of every service queued"}
+        if path == "/v1/notify/test":
+            self._only(req, "POST", set())
+            self._authorize(req, "notify")
+            log.info("notification test requested by %s", peer_label(req.peer))
+            req.release_deadline()
+            return notify_test(self.daemon, req.body)
         self._only(req, "POST", {"dry_run"})
         self._authorize(req, "prune")
-        return self._prune_volumes(req)
-
-    def _prune_volumes(self, req: Request) -> tuple[int, Any]:
         dry_run = req.query.get("dry_run", ["0"])[-1] in ("1", "true")
-        try:
-            names = self.daemon.controller.prune_volumes(dry_run)
-        except PruneRefused as exc:
-            raise ApiError(409, str(exc)) from None
-        log.info(
-            "prune volumes%s requested by %s: %s",
-            " (dry run)" if dry_run else "",
-            peer_label(req.peer),
-            ", ".join(names) or "none",
-        )
-        verb = "would remove" if dry_run else "removed"
-        msg = f"{verb} {len(names)} volume(s)" + (": " + ", ".join(names) if names else "")
-        return 200, {"ok": True, "dry_run": dry_run, "volumes": names, "message": msg}
+        return prune_volumes(self.daemon, dry_run, peer_label(req.peer))
 
     def _update(self, req: Request, name: str) -> tuple[int, Any]:
         """Check a followed tag now; with the operator's word, roll out (once) a digest

@@ -89,6 +89,13 @@ class ImageWorkLike(Protocol):
     def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool: ...
 
 
+class NoticesLike(Protocol):
+    """The part of healerd.daemon.notifications.Notifier the API uses."""
+
+    def targets_view(self) -> list[dict[str, object]]: ...
+    def test(self, url: str | None = None) -> list[dict[str, object]]: ...
+
+
 class DaemonLike(Protocol):
     """The part of healerd.daemon.main.Daemon the API uses."""
 
@@ -100,6 +107,8 @@ class DaemonLike(Protocol):
     def metrics(self) -> Metrics: ...
     @property
     def settings(self) -> Settings: ...
+    @property
+    def notices(self) -> NoticesLike: ...
 
     def request_reload(self) -> None: ...
     def node_report(self) -> NodeReport | None: ...
@@ -222,6 +231,7 @@ def status_payload(
     now: float | None = None,
     node: NodeReport | None = None,
     unverified: Iterable[Unverified] = (),
+    notifications: Iterable[dict[str, object]] = (),
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     wanted = set(names)
@@ -240,6 +250,8 @@ def status_payload(
         "settings_errors": list(node.settings_errors) if node else [],
         "credentials_error": node.credentials_error if node else "",
         "paused": sorted(controller.paused_services()),
+        # Each notification target: sent, failed, dropped, waiting, the last error (masked).
+        "notifications": list(notifications),
         # Containers with healerd's labels it cannot prove it made: left alone.
         "unverified": [
             {"name": u.name, "id": u.id, "service": u.service, "why": u.why}

@@ -27,6 +27,7 @@ from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
 from healerd.daemon.api import server as api_module
 from healerd.daemon.api.server import Peer
 from healerd.daemon.metrics import LoopMetrics, Metrics
+from healerd.daemon.notifications import Hooks, Notifier
 from healerd.engine import EngineUnavailable, LogStream
 from healerd.host.psutil_probe import PsutilProbe
 from healerd.model import (
@@ -205,6 +206,7 @@ class FakeDaemon:
         self.images = FakeImages()
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.settings = Settings(socket_path=socket_path)
+        self.notices = Notifier(Hooks(targets=lambda: self.settings.notifications))
         self.reloads = 0
         self.settings_errors: tuple[str, ...] = ()
         self.unverified_containers: list[Unverified] = []
