@@ -106,7 +106,8 @@ def _events(value: object, at: At) -> frozenset[NoticeKind] | None:
             kinds.add(NoticeKind(item))
         except ValueError:
             where = at.item(value, i) if isinstance(value, LineList) else at
-            where.error(f"{describe(item)} is not a kind of notice; one of {', '.join(NoticeKind)}")
+            what = repr(item) if isinstance(item, str) else describe(item)
+            where.error(f"{what} is not a kind of notice; one of {', '.join(NoticeKind)}")
     return frozenset(kinds)
 
 
