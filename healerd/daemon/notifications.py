@@ -3,7 +3,7 @@
 The loop only offers: a state change, an event or a heal is put on a bounded intake queue
 without waiting (a full queue drops it and counts the drop), so no target, dead or slow,
 ever holds a heal back. One thread (`healerd-notify`) does the rest: it feeds the notice
-book, gathers what comes within GATHER seconds into one message per target (50 services
+book, gathers what comes together (GATHER) into one message per target (50 services
 killed at once are one digest), adds a crash loop's last lines of output (masked), and
 sends with Apprise. A message a target refuses stays in that target's outbox and is
 tried again with backoff (10 s doubling to 5 min) until it goes, or until the outbox is
@@ -24,18 +24,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from healerd.config import DesiredState
+from healerd.config import DesiredState, EnvFileError, effective_environment
 from healerd.config.masking import mask_free, shown
 from healerd.config.notifyconf import NotifyTarget, masked_url, scrub
 from healerd.core.events import Event
 from healerd.core.notices import Notice, NoticeBook, StateChange, digest, heal_notice
 from healerd.engine import LogStream
-from healerd.model import ObservedContainer
+from healerd.model import ObservedContainer, ServiceSpec
 from healerd.vocabulary import NoticeKind
 
 log = logging.getLogger("healerd.notify")
 
-GATHER = 2.0  # seconds: what comes within this of the first notice goes as one message
+# What comes together goes as one message: a gather ends once nothing new came for
+# GATHER seconds, or GATHER_MAX seconds after its first notice.
+GATHER = 2.0
+GATHER_MAX = 10.0
 INTAKE_MAX = 10_000
 OUTBOX_MAX = 100  # messages per target waiting to go
 RETRY_FIRST, RETRY_MAX = 10.0, 300.0
@@ -143,6 +146,7 @@ class Notifier:
         self._states: dict[str, TargetState] = {}
         self._gathered: list[Notice] = []
         self._gather_until: float | None = None
+        self._gather_first = 0.0
         self.dropped = 0
 
     # -- what the loop calls: never blocks ----------------------------------------------
@@ -199,9 +203,10 @@ class Notifier:
         found += self._book.tick(self._wall())
         now = self._mono()
         if found:
+            if not self._gathered:
+                self._gather_first = now
             self._gathered += found
-            if self._gather_until is None:
-                self._gather_until = now + GATHER
+            self._gather_until = min(self._gather_first + GATHER_MAX, now + GATHER)
         if self._gather_until is not None and now >= self._gather_until:
             gathered, self._gathered, self._gather_until = self._gathered, [], None
             self._post(gathered)
@@ -225,11 +230,10 @@ class Notifier:
             if not mine:
                 continue
             title, body = digest(mine, self._hooks.host)
-            for n in mine:
-                if tails.get(n.service) and n.tail:
-                    lines = "\n".join(tails[n.service])
-                    body += f"\n\nlast lines of {n.service}'s output:\n{lines}"
-                    tails[n.service] = []  # once per message
+            for service in dict.fromkeys(n.service for n in mine if n.tail):  # once each
+                if tails.get(service):
+                    lines = "\n".join(tails[service])
+                    body += f"\n\nlast lines of {service}'s output:\n{lines}"
             failure = any(n.kind in _FAILURES for n in mine)
             with self._lock:
                 state = self._state(target)
@@ -325,8 +329,25 @@ def output_tail(c: Watched, service: str, lines: int) -> list[str]:
     _, stream = c.logs(service, previous=False, tail=lines, since=None, until=time.time())
     with stream:
         raw = b"".join(itertools.islice(stream, 64))[-16384:]
-    text = mask_free(raw.decode("utf-8", "replace"), shown(c.desired.services.get(service)))
-    return text.splitlines()[-lines:]
+    spec = c.desired.services.get(service)
+    text = mask_free(raw.decode("utf-8", "replace"), shown(spec))
+    return [mask_environment(line, spec) for line in text.splitlines()[-lines:]]
+
+
+def mask_environment(line: str, spec: ServiceSpec | None) -> str:
+    """`line` with each of the service's environment values (env files' too) as
+    `[NAME]`: output often echoes them (a connection string in an error). Values of
+    fewer than 4 characters and numbers are left: they would mask half of any line."""
+    if spec is None:
+        return line
+    try:
+        env = effective_environment(spec)
+    except (EnvFileError, OSError):
+        env = spec.environment
+    for name, value in sorted(env, key=lambda kv: len(kv[1]), reverse=True):
+        if len(value) >= 4 and not value.replace(".", "").isdigit() and value in line:
+            line = line.replace(value, f"[{name}]")
+    return line
 
 
 def for_daemon(
@@ -355,5 +376,6 @@ __all__ = [
     "TargetState",
     "Watched",
     "for_daemon",
+    "mask_environment",
     "output_tail",
 ]

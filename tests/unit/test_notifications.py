@@ -317,3 +317,15 @@ def test_offer_never_waits_and_without_targets_takes_nothing() -> None:
     clock.t += 100
     n.step(0)
     assert sender.sent == []
+
+
+def test_every_target_gets_the_crash_loops_output() -> None:
+    sender, clock = FakeSender(), Clock()
+    targets = [NotifyTarget("json://a/", "a"), NotifyTarget("json://b/", "b")]
+    n, _ = notifier(targets, sender, clock, tail=lambda svc, lines: ["the last words"])
+    n.offer(change(CRASH, clock.t))
+    n.step(0)
+    clock.t += GATHER
+    n.step(0)
+    assert [url for url, _, _ in sender.sent] == ["json://a/", "json://b/"]
+    assert all("the last words" in body for _, _, body in sender.sent)
