@@ -157,7 +157,7 @@ def test_a_crash_loop_its_recovery_and_a_storm_reach_a_webhook_and_a_dead_target
 def test_a_crash_loop_reaches_mosquitto_and_an_smtp_server(
     healerd: Healerd, config: ConfigDir, tmp_path: Path
 ) -> None:
-    from aiosmtpd.controller import Controller  # a test tool: the dev extra
+    from aiosmtpd.controller import Controller as SmtpServer  # a test tool: the dev extra
     from aiosmtpd.handlers import Message
 
     mails: list[str] = []
@@ -171,7 +171,7 @@ def test_a_crash_loop_reaches_mosquitto_and_an_smtp_server(
             mails.append("\n".join(text))
 
     smtp_port = free_port()
-    smtp = Controller(Keep(), hostname="127.0.0.1", port=smtp_port)
+    smtp = SmtpServer(Keep(), hostname="127.0.0.1", port=smtp_port)
     smtp.start()
     mqtt_port = free_port()
     conf = tmp_path / "mosquitto.conf"
