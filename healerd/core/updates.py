@@ -302,8 +302,11 @@ class Updates:
                     f" (from {short(pin.previous)})" if pin.previous else ""
                 )
             self._memory.ran(key, pin.declared, pin.digest)
+            was = f" (was {short(pin.previous)})" if pin.previous else ""
             self._events.record(
-                EventKind.IMAGE_UPDATED, key, f"all replicas run {pin.declared}@{short(pin.digest)}"
+                EventKind.IMAGE_UPDATED,
+                key,
+                f"all replicas run {pin.declared}@{short(pin.digest)}{was}",
             )
             if self.after_update is not None:
                 keep = [pinned_ref(pin.declared, d) for d in (pin.digest, pin.previous) if d]

@@ -214,3 +214,22 @@ def test_a_crash_loop_reaches_mosquitto_and_an_smtp_server(
         broker.terminate()
         broker.wait(10)
         smtp.stop()
+
+
+def test_a_start_after_an_unclean_stop_is_told_and_a_clean_one_is_not(
+    healerd: Healerd, config: ConfigDir, webhook: Webhook
+) -> None:
+    settings(config, f"  - url: json://127.0.0.1:{webhook.port}/hook\n")
+    healerd.start()
+    healerd.stop()  # SIGTERM: a clean stop
+    healerd.start()
+    time.sleep(3)  # a notice would be gathered and sent by now (pacing, not a wait)
+    assert not [m for m in webhook.messages() if "unclean" in m["title"]]
+    healerd.kill9()  # no clean stop
+    healerd.start()
+    told = until(
+        "the unclean-stop notice",
+        lambda: next((m for m in webhook.messages() if "unclean stop" in m["title"]), None),
+        15,
+    )
+    assert "took over the containers" in told["message"]
