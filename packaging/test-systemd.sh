@@ -35,7 +35,11 @@ case $release in
 esac
 
 cache=/var/cache/healerd-test
-pkgs=systemd,systemd-sysv,dbus,procps,python3,python3-docker,python3-yaml,python3-psutil,python3-systemd,python3-prometheus-client
+# The .deb's Depends (dpkg -i installs nothing; debootstrap adds what these depend on),
+# apprise included: Debian's own on both releases. python3-cffi-backend: apprise's
+# python3-cryptography (through python3-oauthlib) wants it by virtual names
+# (python3-cffi-backend-api-min/max), which debootstrap cannot resolve.
+pkgs=systemd,systemd-sysv,dbus,procps,python3,python3-docker,python3-yaml,python3-psutil,python3-systemd,python3-prometheus-client,apprise,python3-cffi-backend
 tag=$(printf '%s' "$release $pkgs" | sha256sum | cut -c1-12)
 image=healerd-test/systemd:$release-$tag
 run=/var/lib/healerd-systest/run-$$
@@ -43,6 +47,7 @@ bridge=hst$$
 subnet=10.232.126
 ctr=healerd-systest-$$
 svc=systest-$$
+hook_port=8099   # the loopback receiver of the notification step, inside the container
 t0=$(date +%s)
 
 step() { printf '\n== [%3ss] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
@@ -131,7 +136,7 @@ ok "PID 1: $(in_ctr ps -o comm= -p 1), $(in_ctr systemctl --version | head -1), 
 step "test image from busybox-static, built with Debian's python3-docker inside"
 docker cp /bin/busybox "$ctr:/bin/busybox"
 docker cp tests/support/busybox_image.py "$ctr:/tmp/busybox_image.py"
-in_ctr python3 -c 'import sys, docker, urllib3; print("   Debian", open("/etc/debian_version").read().strip(), "python3", sys.version.split()[0], "docker SDK", docker.__version__, "urllib3", urllib3.__version__)'
+in_ctr python3 -c 'import sys, docker, urllib3, apprise; print("   Debian", open("/etc/debian_version").read().strip(), "python3", sys.version.split()[0], "docker SDK", docker.__version__, "urllib3", urllib3.__version__, "apprise", apprise.__version__)'
 in_ctr python3 /tmp/busybox_image.py healerd-systest/busybox:1 >/dev/null
 ok "healerd-systest/busybox:1 on the private engine"
 
@@ -145,7 +150,9 @@ in_ctr test -f /etc/healerd/healerd.yaml && in_ctr test -d /etc/healerd/conf.d |
 in_ctr sh -c 'dpkg-query --control-show healerd conffiles' | grep -q healerd.yaml || fail "no conffile"
 in_ctr test -f /usr/share/doc/healerd/examples/example.yaml || fail "no example"
 in_ctr getent group healerd >/dev/null || fail "no group healerd"
-ok "conffile, conf.d, example, group healerd"
+mode=$(in_ctr stat -c '%a %U:%G' /etc/healerd/healerd.yaml)
+[ "$mode" = "640 root:healerd" ] || fail "healerd.yaml is $mode, not 640 root:healerd"
+ok "conffile (healerd.yaml $mode), conf.d, example, group healerd"
 
 step "systemd-analyze verify and security"
 # --man=no: this minimal image has no man-db to look the Documentation= pages up with;
@@ -211,6 +218,57 @@ done
 [ "$(prop MainPID)" = "$pid" ] || fail "reload restarted healerd"
 ok "reloaded in place (MainPID $pid), 3 replicas"
 
+step "notifications: healerctl notify test to a loopback receiver (Apprise json://)"
+# The receiver: each POST's body appended to /tmp/hook.jsonl, answered 200.
+in_ctr rm -f /tmp/hook.jsonl
+docker exec -d "$ctr" python3 -c "
+import http.server
+class Hook(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+        with open('/tmp/hook.jsonl', 'ab') as f:
+            f.write(body.replace(b'\n', b' ') + b'\n')
+        self.send_response(200)
+        self.send_header('Content-Length', '0')
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(('127.0.0.1', $hook_port), Hook).serve_forever()
+"
+wait_until 15 "the receiver listens on 127.0.0.1:$hook_port" in_ctr python3 -c "import socket; socket.create_connection(('127.0.0.1', $hook_port), 1).close()"
+hook="json://127.0.0.1:$hook_port/hook"
+in_ctr sed -i "s|^notifications: \[\]\$|notifications:\n  - url: \"$hook\"\n    name: systest|" /etc/healerd/healerd.yaml
+in_ctr grep -q "url: \"$hook\"" /etc/healerd/healerd.yaml || fail "the notifications: entry is not in healerd.yaml"
+mode=$(in_ctr stat -c '%a %U:%G' /etc/healerd/healerd.yaml)
+[ "$mode" = "640 root:healerd" ] || fail "healerd.yaml became $mode"
+pid=$(prop MainPID)
+in_ctr healerctl reload || fail "healerctl reload did not apply the notifications: entry"
+[ "$(prop MainPID)" = "$pid" ] || fail "the reload restarted healerd"
+ok "healerd.yaml ($mode) has target systest ($hook); healerctl reload applied it in place"
+set +e
+out=$(in_ctr healerctl notify test 2>&1); rc=$?
+set -e
+echo "$out" | sed 's/^/   | /'
+[ "$rc" -eq 0 ] || fail "healerctl notify test: exit $rc"
+echo "$out" | grep -q '^systest: sent' || fail "healerctl notify test: no 'systest: sent'"
+wait_until 10 "the receiver got the message" in_ctr test -s /tmp/hook.jsonl
+title=$(in_ctr python3 -c "import json; print(json.loads(open('/tmp/hook.jsonl').read().splitlines()[-1])['title'])")
+echo "$title" | grep -q test || fail "the receiver's JSON title has no 'test': '$title'"
+ok "healerctl notify test: exit 0, sent; the receiver got JSON titled \"$title\""
+set +e
+out=$(in_ctr healerctl notify test --url json://127.0.0.1:1/none 2>&1); rc=$?
+set -e
+echo "$out" | sed 's/^/   | /'
+[ "$rc" -eq 1 ] || fail "healerctl notify test --url json://127.0.0.1:1/none: exit $rc, not 1"
+echo "$out" | grep -q FAILED || fail "healerctl notify test --url to a closed port: no FAILED"
+ok "healerctl notify test --url json://127.0.0.1:1/none: exit 1, FAILED"
+no_urls() {
+  in_ctr journalctl -u healerd -o verbose --no-pager > "$run/journal-urls.txt" || true
+  ! grep -qF -e "127.0.0.1:$hook_port/hook" -e /none "$run/journal-urls.txt"
+}
+no_urls || { grep -nF -e "127.0.0.1:$hook_port/hook" -e /none "$run/journal-urls.txt" | head -5; fail "a notification URL is in healerd's journal"; }
+ok "healerd's journal (all fields) names neither 127.0.0.1:$hook_port/hook nor /none"
+
 step "kill -9 of the main PID: restarted by systemd"
 restarts=$(prop NRestarts)
 in_ctr kill -9 "$pid"
@@ -240,6 +298,11 @@ for field in CONTAINER_ID ACTION REASON; do
 done
 grep -E '^    (HEALERD_SERVICE|CONTAINER_ID|CONTAINER_NAME|ACTION|REASON|HEALERD_STATE|PRIORITY|SYSLOG_IDENTIFIER)=' "$run/journal.txt" | sort | uniq -c | sort -rn | head -12 | sed 's/^/   | /'
 ok "HEALERD_SERVICE, CONTAINER_ID, ACTION, REASON present"
+# The restarts above (kill -9, the watchdog) are unclean stops: healerd tells the target
+# so at its next start (a notice sent for real, not a test); still no URL in the journal.
+wait_until 20 "the unclean-stop notice at the receiver" in_ctr grep -q 'unclean stop' /tmp/hook.jsonl
+no_urls || fail "a notification URL is in healerd's journal (after the restarts)"
+ok "the receiver got the unclean-stop notice ($(in_ctr sh -c 'wc -l < /tmp/hook.jsonl') messages in all); still no notification URL in healerd's journal"
 
 step "purge: removes what it installed, never a container"
 # Stop healerd first: with its file gone, a running healerd would (rightly) remove the

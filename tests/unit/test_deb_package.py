@@ -6,9 +6,11 @@ on both releases; this is the fast check of the same promises."""
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import subprocess
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -28,6 +30,7 @@ RELEASES = {
         "python3-psutil": "5.9.4-1+b1",
         "python3-systemd": "235-1+b2",
         "python3-prometheus-client": "0.16.0-0.1",
+        "apprise": "1.2.0-1",
         "init-system-helpers": "1.65.2+deb12u1",
         "adduser": "3.134",
     },
@@ -38,6 +41,7 @@ RELEASES = {
         "python3-psutil": "7.0.0-2",
         "python3-systemd": "235-1+b6",
         "python3-prometheus-client": "0.21.1+ds1-1",
+        "apprise": "1.9.3-1",
         "init-system-helpers": "1.69~deb13u1",
         "adduser": "3.152",
     },
@@ -61,14 +65,14 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(done.stdout.strip())
 
 
-def depends(deb: Path) -> dict[str, tuple[str, str] | None]:
+def depends(deb: Path, field_name: str = "Depends") -> dict[str, tuple[str, str] | None]:
     field = subprocess.run(
-        ["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True, text=True, check=True
+        ["dpkg-deb", "-f", str(deb), field_name], capture_output=True, text=True, check=True
     ).stdout
     relations: dict[str, tuple[str, str] | None] = {}
     for item in field.split(","):
         match = RELATION.match(item.strip())
-        assert match, f"a Depends item this test cannot read: {item.strip()!r}"
+        assert match, f"a {field_name} item this test cannot read: {item.strip()!r}"
         name, op, version = match.groups()
         relations[name] = (op, version) if op else None
     return relations
@@ -101,6 +105,17 @@ def test_the_floors_are_the_ones_the_code_was_checked_against(deb: Path) -> None
 
 
 @needs_dpkg
+def test_notifications_use_debians_apprise(deb: Path) -> None:
+    """Apprise is Debian's package on both releases (none shipped inside), with the
+    floor pyproject.toml states (Debian 12's 1.2.0); MQTT targets need paho, recommended."""
+    apprise = depends(deb).get("apprise")
+    assert apprise == (">=", "1.2.0"), "Depends must name apprise (notifications)"
+    requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "apprise>=1.2" in requires
+    assert "python3-paho-mqtt" in depends(deb, "Recommends")
+
+
+@needs_dpkg
 def test_files_are_under_usr_as_on_a_merged_usr_system(deb: Path) -> None:
     listing = subprocess.run(
         ["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True
@@ -112,6 +127,22 @@ def test_files_are_under_usr_as_on_a_merged_usr_system(deb: Path) -> None:
     aliased = [p for p in paths if p.split("/")[0] in {"lib", "lib64", "bin", "sbin"}]
     assert aliased == [], "Debian 13 (DEP 17): ship these under /usr"
     assert "usr/lib/systemd/system/healerd.service" in paths
+
+
+@needs_dpkg
+def test_healerd_yaml_is_not_readable_by_others(deb: Path) -> None:
+    """It may come to hold notification URLs with credentials (healerd refuses it readable
+    by others then): shipped 0640 root:root; postinst gives it to group healerd at the
+    first install."""
+    listing = subprocess.run(
+        ["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(listing)) as tar:
+        member = tar.getmember("./etc/healerd/healerd.yaml")
+    assert member.mode == 0o640, oct(member.mode)
+    assert (member.uname, member.gname) == ("root", "root")
+    postinst = (REPO / "packaging" / "debian" / "postinst").read_text()
+    assert "chgrp healerd /etc/healerd/healerd.yaml" in postinst
 
 
 @needs_dpkg
