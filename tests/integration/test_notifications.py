@@ -154,8 +154,8 @@ def test_a_crash_loop_its_recovery_and_a_storm_reach_a_webhook_and_a_dead_target
 
 
 @pytest.mark.skipif(not shutil.which("mosquitto"), reason="apt-get install mosquitto")
-def test_a_crash_loop_reaches_mosquitto_and_an_smtp_server(
-    healerd: Healerd, config: ConfigDir, tmp_path: Path
+def test_a_crash_loop_its_recovery_and_a_storm_reach_mosquitto_and_an_smtp_server(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient, tmp_path: Path
 ) -> None:
     from aiosmtpd.controller import Controller as SmtpServer  # a test tool: the dev extra
     from aiosmtpd.handlers import Message
@@ -196,12 +196,14 @@ def test_a_crash_loop_reaches_mosquitto_and_an_smtp_server(
         until("the broker", connected, 10)
         client.subscribe("healerd/alerts")
         client.loop_start()
+        kinds = "    events: [crash-loop, failed, recovered, heal]\n"
         settings(
             config,
-            f"  - url: mqtt://127.0.0.1:{mqtt_port}/healerd/alerts\n    name: broker\n"
+            f"  - url: mqtt://127.0.0.1:{mqtt_port}/healerd/alerts\n    name: broker\n{kinds}"
             f"  - url: mailto://localhost:{smtp_port}?from=healerd@localhost&to=ops@localhost"
-            "&secure=no\n    name: mail\n",
+            f"&secure=no\n    name: mail\n{kinds}",
         )
+        config.service("steady.yaml", "steady", 20)
         crashing_service(config)
         healerd.start()
         until("the MQTT message", lambda: any("crash loop" in m for m in heard), 40)
@@ -209,6 +211,29 @@ def test_a_crash_loop_reaches_mosquitto_and_an_smtp_server(
         for text in ("\n".join(heard), "\n".join(mails)):
             assert "crashy" in text and "exit code 3" in text and "last words 42" in text
             assert SECRET not in text
+        until("20 steady replicas", lambda: cluster.converged("steady", 20), 60)
+        time.sleep(4)  # the gather of the first notices (pacing, not a wait for an outcome)
+        heard.clear()
+        mails.clear()
+
+        # A storm of 20 kills: one digest on each; then the fix: one "recovered" on each.
+        for c in cluster.running("steady"):
+            api.kill(c["Id"])
+        crashing_service(config, json.dumps(["sleep", "3600"]))
+        for what, got in (("MQTT", heard), ("mail", mails)):
+            storm = until(
+                f"the storm's digest ({what})",
+                lambda got=got: next((m for m in got if "steady: healed" in m), None),
+                20,
+            )
+            assert storm.count("steady: healed") == 20, storm
+        for what, got in (("MQTT", heard), ("mail", mails)):
+            until(
+                f"recovered ({what})",
+                lambda got=got: any("crashy: recovered" in m for m in got),
+                90,
+            )
+            assert sum("steady: healed" in m for m in got) == 1, "one digest only"
         client.loop_stop()
     finally:
         broker.terminate()

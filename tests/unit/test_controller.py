@@ -18,6 +18,7 @@ from healerd.model import (
     ServiceSpec,
     UpdateConfig,
 )
+from healerd.vocabulary import EventKind
 from tests.unit.harness.builders import spec
 from tests.unit.harness.fake_engine import FakeEngine
 from tests.unit.harness.loop import desired, drive, make, state
@@ -407,6 +408,20 @@ def test_a_service_whose_file_broke_keeps_running_and_says_config_error() -> Non
     ctrl.set_desired(desired(s))
     drive(ctrl, clock)
     assert state(ctrl, "web") == "Converged"
+    # The events a notification is made of: the file refused, then fixed.
+    told = [(e.kind, e.message) for e in ctrl.events.since(0)]
+    assert (EventKind.CONFIG_ERROR, str(err)) in told
+    assert (EventKind.CONFIG_FIXED, "/etc/healerd/conf.d/web.yaml: reads cleanly again") in told
+
+
+def test_every_change_of_a_service_state_reaches_the_state_listeners() -> None:
+    ctrl, _engine, clock = make()
+    seen: list[tuple[str, str | None, str]] = []
+    ctrl.state_listeners.append(lambda c: seen.append((c.service, c.old, c.new)))
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    assert seen[0][:2] == ("a", None) and seen[-1] == ("a", seen[-1][1], "Converged")
+    assert all(old != new for _, old, new in seen)
 
 
 def test_before_any_config_is_read_nothing_counts_as_undeclared() -> None:

@@ -329,3 +329,19 @@ def test_every_target_gets_the_crash_loops_output() -> None:
     n.step(0)
     assert [url for url, _, _ in sender.sent] == ["json://a/", "json://b/"]
     assert all("the last words" in body for _, _, body in sender.sent)
+
+
+def test_x_healerd_notify_false_mutes_a_service_and_anything_else_is_refused() -> None:
+    from healerd.config import parse_service_text
+
+    text = (
+        "services:\n  quiet:\n    image: busybox\n    x-healerd: {notify: false}\n"
+        "  loud:\n    image: busybox\n"
+    )
+    result = parse_service_text(text, "/etc/healerd/conf.d/a.yaml")
+    assert result.services is not None, result.errors
+    assert not result.services["quiet"].notify and result.services["loud"].notify
+    bad = parse_service_text(
+        "services:\n  x:\n    image: busybox\n    x-healerd: {notify: 'no'}\n", "/e/b.yaml"
+    )
+    assert [e.field for e in bad.errors] == ["services.x.x-healerd.notify"]
