@@ -257,7 +257,12 @@ class Notifier:
         return state
 
     def _send_due(self, now: float) -> None:
-        for target in self._hooks.targets():
+        targets = self._hooks.targets()
+        known = {t.name for t in targets}
+        with self._lock:  # a target a reload removed: its outbox goes (and is not waited on)
+            for gone in [name for name in self._states if name not in known]:
+                del self._states[gone]
+        for target in targets:
             with self._lock:
                 state = self._states.get(target.name)
                 if state is None or not state.outbox or state.next_try > now:

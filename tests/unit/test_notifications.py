@@ -345,3 +345,20 @@ def test_x_healerd_notify_false_mutes_a_service_and_anything_else_is_refused() -
         "services:\n  x:\n    image: busybox\n    x-healerd: {notify: 'no'}\n", "/e/b.yaml"
     )
     assert [e.field for e in bad.errors] == ["services.x.x-healerd.notify"]
+
+
+def test_a_target_removed_by_a_reload_leaves_nothing_to_wait_for() -> None:
+    sender, clock = FakeSender(), Clock()
+    targets = [NotifyTarget("json://127.0.0.1:1/x", "dead")]
+    n, _ = notifier(targets, sender, clock)
+    sender.refuse = True
+    n.offer(change(CRASH, clock.t))
+    n.step(0)
+    clock.t += GATHER
+    n.step(0)
+    assert n.targets_view()[0]["pending"] == 1
+    targets.clear()  # the reload: no target any more
+    clock.t += 1000
+    n.step(0)
+    assert n._wait() == 1.0  # no retry due: the thread sleeps, it does not spin
+    assert n.targets_view() == []
