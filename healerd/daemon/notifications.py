@@ -173,7 +173,11 @@ class Notifier:
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            self.step(self._wait())
+            try:
+                self.step(self._wait())
+            except Exception:  # a bug here must not end the notifications for good
+                log.exception("notifications: a step failed; going on")
+                stop.wait(1.0)
 
     def _wait(self) -> float:
         """How long the thread may sleep: until the gather ends, a retry is due, or the
