@@ -132,9 +132,6 @@ def _rollout_pacing(
     return allowed
 
 
-__all__ = ["Recall", "plan_context"]
-
-
 def _how(c: ObservedContainer) -> str:
     """`exit code 137 (SIGKILL), 4 restarts so far`: how the failed run ended."""
     if c.oom_killed:
@@ -144,3 +141,6 @@ def _how(c: ObservedContainer) -> str:
     else:
         how = f"exit code {c.exit_code}{signal_name(c.exit_code)}"
     return f"{how}, {c.restarts} restart(s) so far"
+
+
+__all__ = ["Recall", "plan_context"]

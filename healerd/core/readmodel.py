@@ -34,11 +34,11 @@ class StatusBook:
         self._events = events
         self._lock = threading.Lock()
         self._status: dict[str, ServiceStatus] = {}
+        # Told of each change of a service's state (the notifications' intake).
+        self.listeners: list[Callable[[StateChange], None]] = []
         # A line per change of state, at most STATE_BURST per service per window: a
         # state that flaps (an engine going away: Degraded, EngineUnreachable, ...) is
         # counted, and its latest said when the window ends.
-        # Told of each change of a service's state (the notifications' intake).
-        self.listeners: list[Callable[[StateChange], None]] = []
         self.quiet = RateLimitedLog(
             log, LOOP_WINDOW, max_kinds=LOOP_KINDS, burst=STATE_BURST, clock=clock.monotonic
         )

@@ -141,13 +141,12 @@ class Notifier:
         self._book = NoticeBook() if settle is None else NoticeBook(settle)
         self._intake: queue.Queue[object] = queue.Queue(INTAKE_MAX)
         self._mono, self._wall = monotonic, wall
-        self._lock = threading.Lock()  # the targets' states; and one send at a time
-        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()  # the targets' states
+        self._send_lock = threading.Lock()  # one send at a time
         self._states: dict[str, TargetState] = {}
         self._gathered: list[Notice] = []
         self._gather_until: float | None = None
         self._gather_first = 0.0
-        self.dropped = 0
 
     # -- what the loop calls: never blocks ----------------------------------------------
 
@@ -157,11 +156,11 @@ class Notifier:
         try:
             self._intake.put_nowait(item)
         except queue.Full:
-            self.dropped += 1
             self._hooks.count("", "dropped")
 
     def on_heal(self, service: str, latency_seconds: float, how: str) -> None:
-        self.offer(heal_notice(service, latency_seconds, how, self._wall()))
+        if self._hooks.targets():  # no notice made on the heal path for nobody
+            self.offer(heal_notice(service, latency_seconds, how, self._wall()))
 
     def on_action(self, kind: str, service: str, ok: bool) -> None:
         pass
