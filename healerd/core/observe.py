@@ -136,7 +136,8 @@ def observe(
     seen = [_shown(mem, _aged(mem, c, mono, wall), mono, wall) for c in listed]
     for c in seen:
         if c.running:
-            mem.dead_since.pop(c.id, None)
+            if c.id not in mem.starting:  # a start on its way: its end reads the death (heal
+                mem.dead_since.pop(c.id, None)  # latency); a list between lost it (CI storm)
             mem.engine_stopped.discard(c.id)
         else:
             mem.dead_since.setdefault(c.id, mono)
