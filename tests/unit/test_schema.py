@@ -57,6 +57,7 @@ def test_the_table_covers_the_model() -> None:
     derived |= {"networks_to_create", "volumes_to_create", "secrets_digest", "network_endpoints"}
     derived |= {"substitutions"}  # what interpolation put in (healerd.config.masking)
     derived |= {"notify"}  # x-healerd's notify (healerd.config.extension.notify)
+    derived |= {"update_policy"}  # x-healerd's update_* (healerd.config.updatekeys)
     # Compose's spellings of other fields (healerd.config.deploy.merge folds them in).
     spellings = {"deploy", "scale"}
     assert attrs - spellings == {f.name for f in dataclasses.fields(ServiceSpec)} - derived
@@ -68,8 +69,9 @@ def test_the_table_covers_the_model() -> None:
         "restart_policy": RESTART_POLICY_FIELDS,
         "x-healerd": EXTENSION_FIELDS,
     }
-    # auto_update and notify: fields of the spec, not a class of their own.
-    models = {**model_fields(), "x-healerd": {"auto_update", "notify"}}
+    # auto_update and notify: fields of the spec; update_*: its UpdatePolicy.
+    updates = {"update_window", "update_delay", "update_lock"}
+    models = {**model_fields(), "x-healerd": {"auto_update", "notify", *updates}}
     for name, children in nested.items():
         assert {key.name for key in children} == models[name], name
 
