@@ -26,7 +26,7 @@ from dataclasses import replace
 from healerd.config import DesiredState
 from healerd.core.persist import StateStore
 from healerd.core.updatecheck import UpdateState
-from healerd.core.updatememory import DOWNGRADE, RETRY, Said
+from healerd.core.updatememory import DOWNGRADE, LOOK, NOW, RETRY, Said
 from healerd.core.updatepins import (
     Pin,
     adopted,
@@ -111,10 +111,14 @@ class Updates(UpdateState):
         """Remember bad digests and digests run in `store` (the daemon's state_dir)."""
         self._memory.use(store)
 
-    def allow(self, key: str, *, downgrade: bool = False, retry_failed: bool = False) -> None:
-        """An operator's word for `key`'s next check: roll out a digest the service ran
-        before (`downgrade`) or one that failed (`retry_failed`), once."""
-        what = {w for w, on in ((DOWNGRADE, downgrade), (RETRY, retry_failed)) if on}
+    def allow(
+        self, key: str, *, downgrade: bool = False, retry_failed: bool = False, look: bool = False
+    ) -> None:
+        """An operator's word for `key`'s next check (healerctl update): now, whatever
+        the window and the delay say (or only look and tell, `look`); roll out a digest
+        the service ran before (`downgrade`) or one that failed (`retry_failed`), once."""
+        flags = ((DOWNGRADE, downgrade), (RETRY, retry_failed), (LOOK, look), (NOW, not look))
+        what = {w for w, on in flags if on}
         if what:
             self._memory.allow(key, what)
 

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from healerd.core.updatememory import LOOK, NOW
+from healerd.core.updatewindows import clock_text, next_open, window_open
 from healerd.model import ServiceSpec
-from healerd.model.updatepolicy import clock_text, next_open, window_open, windows_text
+from healerd.model.updatepolicy import windows_text
 from healerd.vocabulary import AutoUpdate
 
 AVAILABLE, DELAY, WINDOW, LOCK, PRE_UPDATE = "available", "delay", "window", "lock", "pre_update"

@@ -9,7 +9,6 @@ how people plan a maintenance night; a DST jump moves a window with the clock.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -23,15 +22,13 @@ class UpdateWindow:
     end: int  # minutes after midnight; <= start: the span ends the next day
     text: str = ""  # as the file wrote it (status and messages)
 
-    def open_at(self, wall: float) -> bool:
-        """Whether local time `wall` falls in the window."""
-        t = time.localtime(wall)
-        minute = t.tm_hour * 60 + t.tm_min
+    def open_at(self, weekday: int, minute: int) -> bool:
+        """Whether a local weekday (0 = Monday) and minute of the day fall in the window."""
         if self.start < self.end:
-            return t.tm_wday in self.days and self.start <= minute < self.end
+            return weekday in self.days and self.start <= minute < self.end
         # Crosses midnight: the evening of a listed day, or the morning after one.
-        yesterday = (t.tm_wday - 1) % 7
-        return (t.tm_wday in self.days and minute >= self.start) or (
+        yesterday = (weekday - 1) % 7
+        return (weekday in self.days and minute >= self.start) or (
             yesterday in self.days and minute < self.end
         )
 
@@ -51,30 +48,6 @@ class UpdatePolicy:
         )
 
 
-def window_open(windows: tuple[UpdateWindow, ...] | None, wall: float) -> bool:
-    """No window: any time; else when one of them is open."""
-    return not windows or any(w.open_at(wall) for w in windows)
-
-
-def next_open(windows: tuple[UpdateWindow, ...] | None, wall: float) -> float | None:
-    """When a window opens next (a minute's precision; None: none in a week)."""
-    if window_open(windows, wall):
-        return wall
-    step = 60.0
-    t = wall - wall % step + step
-    for _ in range(7 * 24 * 60 + 1):
-        if window_open(windows, t):
-            return t
-        t += step
-    return None
-
-
-def clock_text(wall: float) -> str:
-    """A local time as messages say it: `Sat 02:00`, the date too beyond a week."""
-    fmt = "%a %H:%M" if abs(wall - time.time()) < 6 * 86400 else "%Y-%m-%d %H:%M"
-    return time.strftime(fmt, time.localtime(wall))
-
-
 def windows_text(windows: tuple[UpdateWindow, ...] | None) -> str:
     return ", ".join(w.text for w in windows or ())
 
@@ -84,7 +57,5 @@ __all__ = [
     "WEEK",
     "UpdatePolicy",
     "UpdateWindow",
-    "next_open",
-    "window_open",
     "windows_text",
 ]
