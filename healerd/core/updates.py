@@ -248,9 +248,7 @@ class Updates(UpdateState):
             raise UpdateRefused(f"{key} runs no pinned digest (it follows no tag, or not yet)")
         previous = pin.previous or self._memory.before(key, pin.declared, pin.digest)
         if not previous:
-            raise UpdateRefused(
-                f"{key} has no earlier digest to go back to than {short(pin.digest)}"
-            )
+            raise UpdateRefused(f"{key} ran no digest before {short(pin.digest)}")
         self._memory.pin(key, pin.declared, "")
         if pin.trying and pin.previous:
             self._roll_back(key, pin, "healerctl rollback")
@@ -290,6 +288,11 @@ class Updates(UpdateState):
         self._events.record(kind, key, text)
         self._on_change(key)
         return f"{key}: {text}"
+
+    def use_pre_update(self, hooks: Callable[[ServiceSpec], str]) -> None:
+        """Run the service's pre_update hooks before an update: "" when they pass, else
+        why not (the daemon wires healerd.core's hook runner)."""
+        self._gate = replace(self._gate, pre_update=hooks)
 
     def pinned(self, key: str) -> str:
         """The operator's pin of `key` ("" : none)."""

@@ -408,7 +408,8 @@ def test_prune_volumes_says_what_went_and_a_dry_run_removes_nothing(daemon: Fake
 def test_update_checks_now_and_passes_the_operators_allowances(daemon: FakeDaemon) -> None:
     """Issue 29, L5: the explicit action that lets a tag moved back roll the service back."""
     code, out, _ = ctl(daemon, "update", "web", "--allow-downgrade")
-    assert code == 0 and out.startswith("update check of web queued; a downgrade allowed once")
+    assert code == 0 and out.startswith("update of web queued (now, whatever update_window")
+    assert "a downgrade allowed once" in out
     assert ctl(daemon, "update", "web", "--retry-failed", "-o", "json")[0] == 0
     assert ctl(daemon, "update", "web")[0] == 0
     assert daemon.images.updates == [
@@ -418,6 +419,32 @@ def test_update_checks_now_and_passes_the_operators_allowances(daemon: FakeDaemo
     ]
     code, _, err = ctl(daemon, "update", "db")
     assert code == EXIT_API and "does not follow its tag" in err
+
+
+def test_update_check_rollback_pin_and_unpin_reach_the_updater(daemon: FakeDaemon) -> None:
+    code, out, _ = ctl(daemon, "update", "web", "--check")
+    assert code == 0 and "update check of web queued (look only)" in out
+    assert daemon.images.looks == ["web"]
+    digest = "sha256:" + "ab" * 32
+    assert ctl(daemon, "rollback", "web")[0] == 0
+    code, out, _ = ctl(daemon, "pin", "web", digest)
+    assert code == 0 and f"pinned to {digest}" in out
+    assert ctl(daemon, "unpin", "web")[0] == 0
+    assert daemon.images.verbs == [
+        ("rollback", "web"),
+        ("pin", f"web {digest}"),
+        ("unpin", "web"),
+    ]
+    code, _, err = ctl(daemon, "rollback", "db")
+    assert code == EXIT_API and "does not follow its tag" in err
+
+
+def test_a_converged_service_shows_what_its_last_update_did_and_when(daemon: FakeDaemon) -> None:
+    note = "rolled back to 1a2b3c4d5e6f: 9f8e7d6c5b4a failed (exited with code 1)"
+    daemon.images.said["db"] = {"note": note, "at": 1.0, "age_seconds": 3 * 3600.0, "pinned": ""}
+    code, out, _ = ctl(daemon, "status", "-o", "wide")
+    line = next(line for line in out.splitlines() if line.startswith("db "))
+    assert code == 0 and f"{note} (3h ago)" in line, out
 
 
 def test_healerctl_starts_without_the_config_package() -> None:

@@ -24,6 +24,7 @@ from healerd.core.readmodel import complete
 from healerd.core.runs import Termination
 from healerd.core.signing import Unverified
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus
+from healerd.core.updates import UpdateRefused
 from healerd.daemon.api import server as api_module
 from healerd.daemon.api.server import Peer
 from healerd.daemon.metrics import LoopMetrics, Metrics
@@ -190,12 +191,32 @@ class FakeImages:
     def __init__(self) -> None:
         self.following = {"web"}
         self.updates: list[tuple[str, bool, bool]] = []
+        self.looks: list[str] = []
+        self.said: dict[str, dict[str, object]] = {}
+        self.verbs: list[tuple[str, str]] = []
 
-    def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool:
+    def update_now(
+        self, service: str, *, downgrade: bool, retry_failed: bool, look: bool = False
+    ) -> bool:
         if service not in self.following:
             return False
         self.updates.append((service, downgrade, retry_failed))
+        if look:
+            self.looks.append(service)
         return True
+
+    def rollback(self, service: str) -> str:
+        if service not in self.following:
+            raise UpdateRefused(f"{service} does not follow its tag")
+        self.verbs.append(("rollback", service))
+        return f"{service}: rolled back"
+
+    def pin(self, service: str, digest: str) -> str:
+        self.verbs.append(("pin" if digest else "unpin", f"{service} {digest}".strip()))
+        return f"{service}: pinned to {digest}" if digest else f"{service}: unpinned"
+
+    def update_view(self, service: str, now: float) -> dict[str, object] | None:
+        return self.said.get(service)
 
 
 class FakeDaemon:

@@ -77,6 +77,7 @@ OPT_IN_CALLS = frozenset(
     {"pull", "image_size_hint", "identity", "watch", "stop_watch", "logs", "death"}
     | {"prune_volumes", "registry_digest", "local_digests"}
     | {"set_restart_policy"}  # the daemon's hand-off at a stop, taken back at a start
+    | {"file_time"}  # an update's lock file (update_lock)
 )
 # Image garbage collection (healerd.core.imagegc): the image list, which images
 # containers use, removing one.
@@ -494,6 +495,7 @@ class FakeEngine:
         return LogStream([text.encode()] if text else [])
 
     def file_time(self, container_id: str, path: str) -> float | None:
+        self._allowed("file_time", container_id, path)
         self.calls.append("file_time")
         self._check()
         c = self.containers.get(container_id)

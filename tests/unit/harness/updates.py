@@ -26,7 +26,7 @@ REPO = "reg.local:5000/app"
 V1, V2, V3, V4 = (f"sha256:{c * 64}" for c in "1234")
 
 
-UPDATE_CALLS = LOOP_CALLS | {"pull", "registry_digest", "local_digests"}
+UPDATE_CALLS = LOOP_CALLS | {"pull", "registry_digest", "local_digests", "file_time"}
 
 
 def desired(*specs: ServiceSpec) -> DesiredState:
@@ -37,7 +37,8 @@ def desired(*specs: ServiceSpec) -> DesiredState:
 
 def follower(replicas: int = 2, **kw: object) -> ServiceSpec:
     update = UpdateConfig(order=UpdateOrder.START_FIRST, progress_deadline=60.0)
-    return spec("app", replicas, TAG, auto_update=AutoUpdate.REGISTRY, update_config=update, **kw)
+    kw.setdefault("auto_update", AutoUpdate.REGISTRY)
+    return spec("app", replicas, TAG, update_config=update, **kw)
 
 
 def make(registry: str = V1) -> tuple[Controller, FakeEngine, FakeClock]:
