@@ -294,6 +294,11 @@ class Updates(UpdateState):
         why not (the daemon wires healerd.core's hook runner)."""
         self._gate = replace(self._gate, pre_update=hooks)
 
+    def waiting(self) -> dict[str, tuple[str, str]]:
+        """service -> (digest, why) of each new digest that waits (metrics)."""
+        with self._lock:
+            return dict(self._waiting)
+
     def pinned(self, key: str) -> str:
         """The operator's pin of `key` ("" : none)."""
         return self._memory.operator_pin(key)

@@ -120,6 +120,7 @@ class Daemon:
         self.controller.events.listeners.append(self.notices.offer)
         self.controller.state_listeners.append(self.notices.offer)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
+        self.metrics.waiting_updates = self.controller.updates.waiting
         self.images = ImageWork(
             self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc, self._now
         )

@@ -140,12 +140,34 @@ class Metrics:
         self.state = StateCollector(controller)
         self.registry.register(self.state)
         self.registry.register(NodeCollector(node))
+        # Fed by the daemon: (service -> (digest, why)) of the updates that wait.
+        self.waiting_updates: Callable[[], dict[str, tuple[str, str]]] = dict
+        self.registry.register(_UpdatesWaiting(lambda: self.waiting_updates()))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
     def notified(self, target: str, result: str) -> None:
         self.notifications.labels(target, result).inc()
+
+
+class _UpdatesWaiting(Collector):
+    def __init__(self, waiting: Callable[[], dict[str, tuple[str, str]]]) -> None:
+        self._waiting = waiting
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        fam = GaugeMetricFamily(
+            "healerd_image_update_waiting",
+            "1 while a new digest of the service's tag waits: `why` is available "
+            "(auto_update: notify), delay, window, lock or pre_update.",
+            labels=["service", "why"],
+        )
+        for service, (_, why) in sorted(self._waiting().items()):
+            fam.add_metric([service, why], 1.0)
+        yield fam
 
 
 class StateCollector(Collector):
