@@ -187,7 +187,7 @@ def test_a_restore_that_does_not_fit_touches_nothing(tmp_path: Path) -> None:
     (data / "new").write_text("x")
     now = tree(data)
     tight = SnapshotStore(tmp_path / "s", disk_usage=lambda _: room(1 << 20))
-    with pytest.raises(NoRoom, match="restore of snapshot .* needs"):
+    with pytest.raises(NoRoom, match=r"restore of snapshot .* needs"):
         tight.restore(snap, {"v": str(data)})
     assert tree(data) == now
 
