@@ -57,6 +57,7 @@ def test_the_table_covers_the_model() -> None:
     derived |= {"networks_to_create", "volumes_to_create", "secrets_digest", "network_endpoints"}
     derived |= {"substitutions"}  # what interpolation put in (healerd.config.masking)
     derived |= {"notify"}  # x-healerd's notify (healerd.config.extension.notify)
+    derived |= {"snapshot", "snapshot_keep"}  # x-healerd's (healerd.config.extension.snapshot)
     # Compose's spellings of other fields (healerd.config.deploy.merge folds them in).
     spellings = {"deploy", "scale"}
     assert attrs - spellings == {f.name for f in dataclasses.fields(ServiceSpec)} - derived
@@ -69,7 +70,10 @@ def test_the_table_covers_the_model() -> None:
         "x-healerd": EXTENSION_FIELDS,
     }
     # auto_update and notify: fields of the spec, not a class of their own.
-    models = {**model_fields(), "x-healerd": {"auto_update", "notify"}}
+    models = {
+        **model_fields(),
+        "x-healerd": {"auto_update", "notify", "snapshot", "snapshot_keep"},
+    }
     for name, children in nested.items():
         assert {key.name for key in children} == models[name], name
 
@@ -105,6 +109,8 @@ def test_every_table_example_is_accepted_by_checker_and_schema() -> None:
             )
             if key.name == "healthcheck" and child.name not in ("test", "disable"):
                 text += "      test: [CMD, /bin/check]\n"
+            if child.name == "snapshot":  # names a volume of the file the service mounts
+                text += "    volumes: [pgdata:/data]\nvolumes:\n  pgdata:\n"
             result = parse_service_text(text, "t.yaml")
             assert result.errors == (), [str(e) for e in result.errors]
             assert list(check.iter_errors(load(text, "t.yaml"))) == [], child.name

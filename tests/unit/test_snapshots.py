@@ -270,3 +270,25 @@ def test_the_api_view_has_no_path(tmp_path: Path) -> None:
         "volumes": [{"name": "v", "bytes": 10}, {"name": "w", "bytes": 5}],
         "bytes": 15,
     }
+
+
+@pytest.mark.parametrize(
+    ("attrs", "reason"),
+    [
+        ({"Driver": "local", "Options": None, "Mountpoint": "/v/x/_data"}, None),
+        ({"Driver": "local", "Options": {"type": "nfs"}, "Mountpoint": "/v"}, "options type"),
+        ({"Driver": "rexray", "Options": {}, "Mountpoint": "/v"}, "driver rexray"),
+        ({"Driver": "local", "Options": {}, "Mountpoint": ""}, "no mount point"),
+    ],
+)
+def test_the_engine_gives_a_host_directory_only_for_a_plain_local_volume(
+    attrs: dict[str, object], reason: str | None
+) -> None:
+    from healerd.engine import EngineError
+    from healerd.engine.docker.project import host_directory
+
+    if reason is None:
+        assert host_directory("x", attrs) == "/v/x/_data"
+    else:
+        with pytest.raises(EngineError, match=reason):
+            host_directory("x", attrs)
