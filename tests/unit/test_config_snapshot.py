@@ -17,7 +17,7 @@ name: app
 services:
   db:
     image: postgres:16
-    volumes: [pgdata:/var/lib/postgresql/data, /srv/conf:/conf, {type: volume, source: wal, target: /wal}]
+    volumes: [pgdata:/pg, /srv/conf:/conf, {type: volume, source: wal, target: /wal}]
 """
 TAIL = """\
 volumes:
