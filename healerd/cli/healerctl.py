@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healerd import paths
-from healerd.cli import notify_verb, postmortem, update_verb
+from healerd.cli import notify_verb, postmortem, snapshot_verb, update_verb
 from healerd.cli.answers import (
     check_problems,
     container_status,
@@ -287,6 +287,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "prune": Ctl.prune,
     "wait": Ctl.wait,
     "update": update_verb.update,
+    "snapshots": snapshot_verb.snapshots,
     "notify": notify_verb.notify,
     "logs": postmortem.logs,
     "describe": postmortem.describe,

@@ -32,8 +32,6 @@ import os
 import re
 import secrets
 import shutil
-import stat
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -42,6 +40,17 @@ from pathlib import Path
 from typing import Any
 
 from healerd.daemon.atomicfile import write_atomic
+from healerd.daemon.volumecopy import (
+    Aside,
+    SnapshotError,
+    cp_a,
+    disk_bytes,
+    fsync_dir,
+    gib,
+    real_dir,
+    remove_tree,
+    sync_filesystem,
+)
 
 log = logging.getLogger("healerd.snapshots")
 
@@ -57,10 +66,6 @@ MAX_MANIFEST = 1 << 16
 # owner, mode and times onto the target.
 Copier = Callable[[Path, Path], None]
 DiskUsage = Callable[[str], Any]  # shutil.disk_usage: .free in bytes
-
-
-class SnapshotError(Exception):
-    """A snapshot could not be taken, restored or read; the message says why."""
 
 
 class NoRoom(SnapshotError):
@@ -94,64 +99,10 @@ class Snapshot:
         }
 
 
-def cp_a(source: Path, target: Path) -> None:
-    """coreutils' cp -a of `source`'s contents (and its own attributes) onto `target`."""
-    args = ["cp", "-a", "--reflink=auto", "--", f"{source}/.", str(target)]
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
-        more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
-        raise SnapshotError(f"copy of {source} to {target} failed: {lines[0]}{more}")
-
-
-def sync_filesystem(path: Path) -> None:
-    """Write the filesystem of `path` to disk (syncfs, coreutils' sync -f)."""
-    done = subprocess.run(["sync", "-f", str(path)], capture_output=True, check=False)
-    if done.returncode != 0:
-        raise SnapshotError(f"sync of {path} failed: {done.stderr.decode(errors='replace')}")
-
-
-def disk_bytes(root: Path) -> int:
-    """The bytes `root`'s tree holds on disk (blocks in use, a hard link counted once,
-    symbolic links not followed): what a copy of it needs."""
-    total = os.lstat(root).st_blocks * 512
-    seen: set[tuple[int, int]] = set()
-    stack = [str(root)]
-    while stack:
-        with os.scandir(stack.pop()) as entries:
-            for entry in entries:
-                st = entry.stat(follow_symlinks=False)
-                is_dir = entry.is_dir(follow_symlinks=False)
-                if st.st_nlink > 1 and not is_dir:
-                    if (st.st_dev, st.st_ino) in seen:
-                        continue
-                    seen.add((st.st_dev, st.st_ino))
-                total += st.st_blocks * 512
-                if is_dir:
-                    stack.append(entry.path)
-    return total
-
-
-def gib(n: float) -> str:
-    if n >= 1 << 30:
-        return f"{n / (1 << 30):.1f} GiB"
-    return f"{n / (1 << 20):.1f} MiB"
-
-
 def check_service(name: str) -> str:
     if not SERVICE_RE.fullmatch(name):
         raise SnapshotError(f"not a service name: {name[:60]!r}")
     return name
-
-
-def _real_dir(path: Path, what: str) -> None:
-    """`path` is a directory itself, not a symbolic link to one."""
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        raise SnapshotError(f"{what} {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise SnapshotError(f"{what} {path} is not a directory")
 
 
 def _mountpoints(volumes: Mapping[str, str]) -> dict[str, Path]:
@@ -164,14 +115,9 @@ def _mountpoints(volumes: Mapping[str, str]) -> dict[str, Path]:
             raise SnapshotError(
                 f"volume {name}: mount point {mountpoint!r} is not an absolute path"
             )
-        _real_dir(path, f"volume {name}: mount point")
+        real_dir(path, f"volume {name}: mount point")
         out[name] = path
     return out
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(path)
 
 
 _LOCKS: dict[tuple[Path, str], threading.Lock] = {}
@@ -235,9 +181,9 @@ class SnapshotStore:
             try:
                 self._fill(tmp, mounts, snapshot)
                 tmp.rename(snapshot.path)
-                _fsync_dir(home)
+                fsync_dir(home)
             except BaseException:
-                _remove(tmp)
+                remove_tree(tmp)
                 raise
         log.info(
             "snapshot %s of %s taken: %s (%s)",
@@ -280,17 +226,17 @@ class SnapshotStore:
             )
         what = f"restore of snapshot {snapshot.id} of {snapshot.service}"
         with _lock(self.root, snapshot.service), _as_snapshot_error(what):
-            _real_dir(snapshot.path / "volumes", f"snapshot {snapshot.id}:")
+            real_dir(snapshot.path / "volumes", f"snapshot {snapshot.id}:")
             needed: dict[int, tuple[int, Path]] = {}
             for name, size in snapshot.volumes:
                 dev = os.stat(mounts[name]).st_dev
                 needed[dev] = (needed.get(dev, (0, mounts[name]))[0] + size, mounts[name])
             for size, where in needed.values():
                 self._room(size, where, what)
-            done: list[_Aside] = []
+            done: list[Aside] = []
             try:
                 for name, _ in snapshot.volumes:
-                    done.append(_Aside(mounts[name], snapshot.id))
+                    done.append(Aside(mounts[name], snapshot.id))
                     done[-1].move()
                     self._copy(snapshot.path / "volumes" / name, mounts[name])
             except BaseException:
@@ -331,7 +277,7 @@ class SnapshotStore:
             for s in gone:
                 trash = s.path.with_name(f".gone-{s.id}")
                 s.path.rename(trash)
-                _remove(trash)
+                remove_tree(trash)
             if (self.root / service).is_dir():
                 self._sweep(self.root / service)
         for s in gone:
@@ -355,7 +301,7 @@ class SnapshotStore:
     def _service_dir(self, service: str) -> Path:
         for path in (self.root, self.root / service):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _real_dir(path, "snapshot directory")
+            real_dir(path, "snapshot directory")
             if os.lstat(path).st_mode & 0o077:
                 os.chmod(path, 0o700)
         return self.root / service
@@ -365,53 +311,7 @@ class SnapshotStore:
         for p in home.iterdir():
             if p.name.startswith((".tmp-", ".gone-")):
                 log.info("removing %s, left by an earlier run", p)
-                _remove(p)
-
-
-class _Aside:
-    """A volume's entries moved out of the way of a restore, to be put back or dropped.
-    They go beside the mount point (same filesystem: renames), else inside it."""
-
-    def __init__(self, mount: Path, snap_id: str) -> None:
-        self.mount = mount
-        beside = mount.parent / f".healerd-restore-{mount.name}-{snap_id}"
-        same_fs = os.lstat(mount.parent).st_dev == os.lstat(mount).st_dev
-        self.dir = beside if same_fs else mount / f".healerd-restore-{snap_id}"
-        self.stat = os.lstat(mount)
-        self.moved = False
-
-    def move(self) -> None:
-        self.dir.mkdir(mode=0o700)
-        self.moved = True
-        for entry in os.scandir(self.mount):
-            if entry.path != str(self.dir):
-                os.rename(entry.path, self.dir / entry.name)
-
-    def put_back(self) -> None:
-        """The volume as it was before `move` (what a failed restore ends with)."""
-        if not self.moved:
-            return
-        try:
-            self._put_back()
-        except OSError as exc:
-            log.error(
-                "volume at %s: what it held before the restore is in %s (%s)",
-                self.mount, self.dir, exc,
-            )  # fmt: skip
-
-    def _put_back(self) -> None:
-        for entry in os.scandir(self.mount):
-            if entry.path != str(self.dir):
-                _unlink(Path(entry.path))
-        for entry in os.scandir(self.dir):
-            os.rename(entry.path, self.mount / entry.name)
-        self.dir.rmdir()
-        os.chown(self.mount, self.stat.st_uid, self.stat.st_gid, follow_symlinks=False)
-        os.chmod(self.mount, self.stat.st_mode & 0o7777)
-        os.utime(self.mount, ns=(self.stat.st_atime_ns, self.stat.st_mtime_ns))
-
-    def drop(self) -> None:
-        _remove(self.dir)
+                remove_tree(p)
 
 
 @contextlib.contextmanager
@@ -424,27 +324,12 @@ def _as_snapshot_error(what: str) -> Iterator[None]:
         raise SnapshotError(f"{what}: {exc.strerror or exc}{where}") from exc
 
 
-def _unlink(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _manifest(s: Snapshot) -> bytes:
     return json.dumps({"version": 1, **s.view()}, indent=1).encode() + b"\n"
 
 
 def _read(path: Path, service: str) -> Snapshot:
-    _real_dir(path, "snapshot")
+    real_dir(path, "snapshot")
     fd = os.open(path / MANIFEST, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb") as f:
         data = json.loads(f.read(MAX_MANIFEST))
