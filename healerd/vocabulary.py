@@ -32,6 +32,10 @@ class EventKind(StrEnum):
     IMAGE_UPDATED = "image-updated"  # every replica runs the new digest
     IMAGE_ROLLBACK = "image-rollback"
     IMAGE_DOWNGRADE_HELD = "image-downgrade-held"
+    IMAGE_UPDATE_AVAILABLE = "image-update-available"  # auto_update: notify, or --check
+    IMAGE_UPDATE_HELD = "image-update-held"  # a window, a delay, a lock or pre_update
+    IMAGE_PINNED = "image-pinned"  # healerctl pin / unpin
+    IMAGE_UNPINNED = "image-unpinned"
     IMAGE_REMOVED = "image-removed"
     VOLUME_PRUNED = "volume-pruned"
     ROLLOUT_STARTED = "rollout-started"
@@ -87,11 +91,12 @@ class Condition(StrEnum):
 
 
 class AutoUpdate(StrEnum):
-    """`x-healerd: {auto_update: ...}`. A spec holds NEVER or REGISTRY: DISABLED is what
-    a file may say (it also turns Podman's label off), and the spec keeps it as NEVER."""
+    """`x-healerd: {auto_update: ...}`. NEVER: the file says nothing (healerd.yaml's
+    `updates:` default applies); DISABLED: it says no (and turns Podman's label off)."""
 
     NEVER = ""
     REGISTRY = "registry"  # follow the tag's digest in its registry (healerd.core.updates)
+    NOTIFY = "notify"  # look for a new digest and tell of it; pull and roll nothing
     DISABLED = "disabled"
 
 

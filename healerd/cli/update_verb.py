@@ -1,23 +1,22 @@
-"""`healerctl update SERVICE`: ask a followed tag's registry now (x-healerd: {auto_update:
-registry}), and give the operator's word for what the auto-updater never does alone:
-roll back to a digest the service ran before when the tag moved back
-(`--allow-downgrade`), or try again a digest that failed a rollout (`--retry-failed`).
-Each allowance counts for the service's next check only."""
+"""The operator's word on a followed tag (x-healerd: {auto_update: registry | notify}):
+`healerctl update SERVICE` rolls a new digest out now, whatever update_window and
+update_delay say (never past update_lock or pre_update), or only looks (`--check`); it
+also allows, once, what the auto-updater never does alone: go back to a digest the
+service ran before when the tag moved back (`--allow-downgrade`), or try again one that
+failed (`--retry-failed`). `rollback` goes back to the digest before; `pin` runs a
+digest until `unpin`."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from healerd.cli.client import service_path
 from healerd.cli.output import dump
 from healerd.cli.postmortem import CtlLike
 
 
-def update(ctl: CtlLike) -> int:
-    a = ctl.args
-    flags = [("allow_downgrade", a.allow_downgrade), ("retry_failed", a.retry_failed)]
-    query = "&".join(f"{name}=1" for name, on in flags if on)
-    data = ctl.client.post(service_path(a.service, "update") + (f"?{query}" if query else ""))
+def _say(ctl: CtlLike, data: dict[str, Any]) -> int:
     if ctl.fmt != "table":
         dump(data, ctl.fmt, ctl.out)
     else:
@@ -25,13 +24,44 @@ def update(ctl: CtlLike) -> int:
     return 0
 
 
+def update(ctl: CtlLike) -> int:
+    a = ctl.args
+    flags = [
+        ("allow_downgrade", a.allow_downgrade),
+        ("retry_failed", a.retry_failed),
+        ("check", a.check),
+    ]
+    query = "&".join(f"{name}=1" for name, on in flags if on)
+    return _say(
+        ctl, ctl.client.post(service_path(a.service, "update") + (f"?{query}" if query else ""))
+    )
+
+
+def rollback(ctl: CtlLike) -> int:
+    return _say(ctl, ctl.client.post(service_path(ctl.args.service, "rollback")))
+
+
+def pin(ctl: CtlLike) -> int:
+    digest = quote(ctl.args.digest, safe=":")
+    return _say(ctl, ctl.client.post(service_path(ctl.args.service, "pin") + f"?digest={digest}"))
+
+
+def unpin(ctl: CtlLike) -> int:
+    return _say(ctl, ctl.client.post(service_path(ctl.args.service, "unpin")))
+
+
 def add_verbs(verb: Any) -> None:
     sp = verb(
         "update",
-        "check a service's tag in its registry now (auto_update: registry); a digest it "
-        "ran before (a tag moved back) or one that failed is rolled out only when told",
+        "roll a followed tag's new digest out now (auto_update: registry or notify), "
+        "whatever update_window and update_delay say; never past update_lock or pre_update",
     )
     sp.add_argument("service", metavar="SERVICE")
+    sp.add_argument(
+        "--check",
+        action="store_true",
+        help="only ask the registry now and tell what it says (status, events)",
+    )
     sp.add_argument(
         "--allow-downgrade",
         action="store_true",
@@ -42,6 +72,17 @@ def add_verbs(verb: Any) -> None:
         action="store_true",
         help="if the tag names a digest whose rollout failed, try it once more",
     )
+    sp = verb(
+        "rollback",
+        "go back to the digest the service ran before (that one is not tried again "
+        "until --retry-failed); ends a pin",
+    )
+    sp.add_argument("service", metavar="SERVICE")
+    sp = verb("pin", "run this digest of the service's tag until unpin; auto-update leaves it")
+    sp.add_argument("service", metavar="SERVICE")
+    sp.add_argument("digest", metavar="DIGEST", help="sha256:<64 hex digits>")
+    sp = verb("unpin", "follow the tag again (auto_update) after a pin")
+    sp.add_argument("service", metavar="SERVICE")
 
 
-__all__ = ["add_verbs", "update"]
+__all__ = ["add_verbs", "pin", "rollback", "unpin", "update"]

@@ -85,11 +85,26 @@ def status_table(services: Sequence[dict[str, Any]], *, wide: bool = False) -> s
             s["restarts"],
             s["state"],
             human_age(s.get("age_seconds")),
-            "" if service_converged(s) else reason_cell(s.get("reason") or "", wide=wide),
+            _reason(s, wide),
         ]
         for s in services
     ]
     return table([*headers, "AGE", "REASON"], rows)
+
+
+def _reason(s: dict[str, Any], wide: bool) -> str:
+    """Why the service is not converged; when it is, what the updater last did (an
+    update, a hold, a rollback: a day long) and how long ago, or its pin."""
+    if not service_converged(s):
+        return reason_cell(s.get("reason") or "", wide=wide)
+    u = s.get("update") or {}
+    note = u.get("note") or ""
+    if note and u.get("age_seconds") is not None:
+        note = f"{note} ({human_age(u['age_seconds'])} ago)"
+    if u.get("pinned") and "healerctl pin" not in note:
+        pin = f"pinned to {_short(u['pinned'])}"
+        note = f"{pin}; {note}" if note else pin
+    return reason_cell(note, wide=wide)
 
 
 def reason_cell(reason: str, *, wide: bool = False) -> str:
@@ -216,9 +231,32 @@ def describe_text(name: str, data: dict[str, Any], now: float | None = None) -> 
     out += ["", "Containers:", _or_none(container_table(data["containers"]))]
     out += ["", "Last failures (kept for `healerctl logs --previous`):"]
     out.append(_or_none(failure_table(data["history"])))
+    out += _digest_history(data.get("updates") or {}, now)
     events = [[clock_time(e["time"], now), e["kind"], e["message"]] for e in data["events"]]
     out += ["", "Events:", _or_none(table(["TIME", "KIND", "MESSAGE"], events) if events else "")]
     return "\n".join(out) + "\n"
+
+
+def _short(digest: object) -> str:
+    return str(digest).removeprefix("sha256:")[:12]
+
+
+def _digest_history(u: dict[str, Any], now: float) -> list[str]:
+    """describe's digest history: updates, rollbacks, pins, oldest first."""
+    if not u:
+        return []
+    rows = [
+        [
+            clock_time(h["at"], now),
+            h["what"],
+            str(h["digest"]).removeprefix("sha256:")[:12],
+            h["text"],
+        ]
+        for h in u.get("history") or []
+    ]
+    pinned = f" (pinned to {u['pinned']})" if u.get("pinned") else ""
+    body = table(["TIME", "WHAT", "DIGEST", "MESSAGE"], rows) if rows else ""
+    return ["", f"Digest history{pinned}:", _or_none(body)]
 
 
 def spec_pairs(spec: dict[str, Any]) -> list[tuple[str, str]]:

@@ -6,25 +6,57 @@ from __future__ import annotations
 from healerd.config.errors import describe, unknown_key_reason
 from healerd.config.keys import At, Key
 from healerd.config.snapshotkeys import SNAPSHOT_FIELDS
+from healerd.config.updatekeys import AUTO_UPDATE_MODES, WINDOW_EXAMPLE, mode
 from healerd.config.yamlload import LineDict
 from healerd.vocabulary import AutoUpdate
 
-AUTO_UPDATE_MODES = (AutoUpdate.REGISTRY.value, AutoUpdate.DISABLED.value)
 # Podman's label for the same thing (io.containers.autoupdate=registry), accepted as is.
 PODMAN_AUTOUPDATE = "io.containers.autoupdate"
 
 EXTENSION_FIELDS = (
     Key(
         "auto_update",
-        "registry | disabled",
+        "registry | notify | disabled",
         "registry: follow the image's tag. Every auto_update_interval (healerd.yaml) healerd "
         "asks the registry for the tag's digest (one manifest request); a new digest is "
-        "pulled and rolled out with update_config, and rolled back by itself if a new "
-        "container exits or turns unhealthy before the rollout completes (that digest is "
-        "then not tried again until the tag moves). The label io.containers.autoupdate="
-        "registry (Podman's) does the same. An image pinned by digest never updates.",
+        "pulled and rolled out with update_config (when update_window, update_delay, "
+        "update_lock and pre_update allow), and rolled back by itself if a new container "
+        "exits or turns unhealthy before the rollout completes (that digest is then not "
+        "tried again until the tag moves). notify: the same check, but a new digest is only "
+        "told of (status, events, metrics, notifications) until `healerctl update` rolls "
+        "it out. The label io.containers.autoupdate=registry (Podman's) does the same as "
+        "registry. An image pinned by digest never updates. Absent: healerd.yaml's "
+        "`updates:` default (disabled unless it says otherwise).",
         "registry",
         schema={"enum": list(AUTO_UPDATE_MODES)},
+    ),
+    Key(
+        "update_window",
+        "window or list of windows",
+        "When an update may start, in local time: `[DAYS ]HH:MM-HH:MM`, days as Mon, Tue, "
+        "... Sun, lists (Sat,Sun) and ranges (Mon-Fri); a span may cross midnight "
+        "(22:00-04:00). A new digest found outside every window waits for the next one; a "
+        "rollback never waits. Absent: healerd.yaml's `updates:` default (any time).",
+        WINDOW_EXAMPLE,
+        schema={},
+    ),
+    Key(
+        "update_delay",
+        "duration <= 168h",
+        "A new digest is taken only once the registry has shown it unchanged this long "
+        "(a bad push fixed meanwhile is never run). Counted from when healerd first saw "
+        "it; the count survives a restart (state_dir).",
+        "24h",
+        schema={},
+    ),
+    Key(
+        "update_lock",
+        "absolute path in the container",
+        "A hold the application owns (balena's lock file): while this file exists in a "
+        "running container of the service, an update waits; `healerctl status` names the "
+        "container and since when (the file's time). A container that stops holds nothing.",
+        "/run/lock/app.update",
+        schema={"type": "string"},
     ),
     Key(
         "notify",
@@ -48,16 +80,7 @@ def x_healerd(value: object, at: At) -> AutoUpdate:
     for key in value:
         if key not in names:
             at.key(value, key).error(unknown_key_reason(key, names))
-    mode = value.get("auto_update")
-    if mode is None:
-        return AutoUpdate.NEVER
-    if mode not in AUTO_UPDATE_MODES:
-        at.key(value, "auto_update").error(
-            "must be registry (follow the tag's digest in its registry) or disabled, "
-            f"not {describe(mode)}"
-        )
-        return AutoUpdate.NEVER
-    return AutoUpdate(mode)
+    return mode(value.get("auto_update"), at.key(value, "auto_update"))
 
 
 def notify(value: object, at: At) -> bool:
@@ -72,13 +95,14 @@ def notify(value: object, at: At) -> bool:
 
 
 def auto_update(declared: AutoUpdate, labels: tuple[tuple[str, str], ...], at: At) -> AutoUpdate:
-    """x-healerd's mode, else Podman's label's; NEVER for disabled or neither."""
+    """x-healerd's mode, else Podman's label's (registry or disabled); NEVER for neither."""
     label = dict(labels).get(PODMAN_AUTOUPDATE)
     if declared is AutoUpdate.NEVER and label is not None:
-        if label not in AUTO_UPDATE_MODES:
+        if label not in (AutoUpdate.REGISTRY, AutoUpdate.DISABLED):
             at.error(
                 f"{PODMAN_AUTOUPDATE}={label!r}: healerd follows a registry (registry) or "
                 "nothing (disabled); Podman's local policy has no registry to follow"
             )
-        return AutoUpdate.REGISTRY if label == AutoUpdate.REGISTRY else AutoUpdate.NEVER
-    return AutoUpdate.REGISTRY if declared is AutoUpdate.REGISTRY else AutoUpdate.NEVER
+            return AutoUpdate.NEVER
+        return AutoUpdate(label)
+    return declared

@@ -17,8 +17,10 @@ from healerd.config.extension import auto_update, notify
 from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
 from healerd.config.keys import MAX_ENTRIES, At, check_keys
 from healerd.config.unsupported import UNSUPPORTED
+from healerd.config.updatekeys import update_policy
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import ServiceSpec
+from healerd.model.updatepolicy import UpdatePolicy
 
 log = logging.getLogger("healerd.config")
 _BUILD_WARNED: set[tuple[str, str]] = set()  # (file, service): told once, not every reload
@@ -109,6 +111,7 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
     mode = auto_update(spec.auto_update, spec.labels, at_labels)
     ext = body.get("x-healerd")
     told = notify(ext, at.key(body, "x-healerd")) if ext is not None else True
-    if mode == spec.auto_update and told:
+    policy = update_policy(ext, at.key(body, "x-healerd")) if ext is not None else UpdatePolicy()
+    if mode == spec.auto_update and told and policy == spec.update_policy:
         return spec
-    return dataclasses.replace(spec, auto_update=mode, notify=told)
+    return dataclasses.replace(spec, auto_update=mode, notify=told, update_policy=policy)

@@ -36,6 +36,7 @@ from healerd.config.settingchecks import (
     worker_count,
 )
 from healerd.config.settingsmodel import Settings
+from healerd.config.updatekeys import UpdateDefaults, check_update_defaults
 
 _DEFAULTS = Settings()
 
@@ -305,6 +306,18 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         check=check_image_gc,
         reloadable=True,
         children=IMAGE_GC_CHILDREN,
+    ),
+    Setting(
+        "updates",
+        "mapping",
+        "The defaults of the services' image updates: `auto_update`, `update_window`, "
+        "`update_delay` and `update_lock`, as in a service's `x-healerd:` (which wins "
+        "where it says one). See docs/user-guide.md, Image updates with automatic "
+        "rollback.",
+        "{auto_update: notify, update_window: 'Sat,Sun 02:00-05:00', update_delay: 24h}",
+        default=UpdateDefaults(),
+        check=check_update_defaults,
+        reloadable=True,
     ),
     Setting(
         "notifications",

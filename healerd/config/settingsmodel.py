@@ -12,6 +12,7 @@ from pathlib import Path
 from healerd import paths
 from healerd.config.imagegc import ImageGcSettings
 from healerd.config.notifyconf import NotifyTarget
+from healerd.config.updatekeys import UpdateDefaults
 from healerd.model import DockerTLS, NodeLimits, Threshold
 
 
@@ -72,6 +73,8 @@ class Settings:
     image_gc: ImageGcSettings = field(default_factory=ImageGcSettings)
     # Where healerd tells what happened (the `notifications:` list; healerd.config.notifyconf).
     notifications: tuple[NotifyTarget, ...] = ()
+    # The defaults of the services' image updates (the `updates:` section).
+    updates: UpdateDefaults = field(default_factory=UpdateDefaults)
 
     @property
     def node_limits(self) -> NodeLimits:

@@ -33,6 +33,8 @@ _NODE = {
 _ONCE = {
     EventKind.IMAGE_UPDATED: (NoticeKind.UPDATE, "image updated"),
     EventKind.IMAGE_DOWNGRADE_HELD: (NoticeKind.UPDATE, "image update held"),
+    EventKind.IMAGE_UPDATE_AVAILABLE: (NoticeKind.UPDATE, "image update available"),
+    EventKind.IMAGE_UPDATE_HELD: (NoticeKind.UPDATE, "image update waits"),
     EventKind.IMAGE_ROLLBACK: (NoticeKind.ROLLBACK, "image update rolled back"),
 }
 

@@ -25,8 +25,22 @@ log = logging.getLogger("healerd.updates")
 MAX_BAD = 16  # digests remembered as failed, per service
 MAX_RAN = 32  # digests remembered as run, per service
 MAX_SERVICES = 1000  # entries read from a store (a service file holds at most 1000)
+MAX_HISTORY = 20  # digest history entries, per service
 DOWNGRADE = "downgrade"
 RETRY = "retry"
+NOW = "now"  # healerctl update: now, whatever the window and the delay say
+LOOK = "look"  # healerctl update --check: look and tell, roll nothing
+
+
+@dataclass(frozen=True)
+class Said:
+    """One thing the updater did or waits for, at wall time `at`: the status line's word
+    (a day long, or until the next), and the digest history's entries."""
+
+    at: float
+    text: str
+    digest: str = ""
+    what: str = ""  # history: updated, rolled back, pinned, unpinned, held
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,10 @@ class Remembered:
     declared: str  # the image as the file names it: memory of another tag does not count
     bad: tuple[str, ...] = ()
     ran: tuple[str, ...] = ()
+    pinned: str = ""  # healerctl pin: the digest to run; auto-update leaves it alone
+    seen: tuple[str, float] | None = None  # the tag's newest digest, first seen when
+    said: Said | None = None
+    history: tuple[Said, ...] = ()
 
 
 def _digests(value: object, limit: int) -> tuple[str, ...]:
@@ -43,8 +61,39 @@ def _digests(value: object, limit: int) -> tuple[str, ...]:
     return tuple(found[-limit:])
 
 
+def _said(value: object) -> Said | None:
+    if not isinstance(value, dict):
+        return None
+    at, text = value.get("at"), value.get("text")
+    if not isinstance(at, int | float) or not isinstance(text, str):
+        return None
+    digest, what = value.get("digest", ""), value.get("what", "")
+    return Said(float(at), text[:500], str(digest)[:80], str(what)[:20])
+
+
+def _entry(entry: dict[str, object]) -> Remembered:
+    pinned, seen = entry.get("pinned"), entry.get("seen")
+    history = entry.get("history")
+    return Remembered(
+        str(entry["declared"]),
+        _digests(entry.get("bad"), MAX_BAD),
+        _digests(entry.get("ran"), MAX_RAN),
+        pinned if isinstance(pinned, str) and pinned.startswith("sha256:") else "",
+        (seen[0], float(seen[1]))
+        if isinstance(seen, list)
+        and len(seen) == 2
+        and isinstance(seen[0], str)
+        and isinstance(seen[1], int | float)
+        else None,
+        _said(entry.get("said")),
+        tuple(h for h in map(_said, history[-MAX_HISTORY:]) if h is not None)
+        if isinstance(history, list)
+        else (),
+    )
+
+
 def _parsed(data: object) -> dict[str, Remembered]:
-    """The store's document (`{"services": {NAME: {declared, bad, ran}}}`); anything
+    """The store's document (`{"services": {NAME: {declared, bad, ran, ...}}}`); anything
     malformed is left out, never an error."""
     services = data.get("services") if isinstance(data, dict) else None
     if not isinstance(services, dict):
@@ -53,12 +102,12 @@ def _parsed(data: object) -> dict[str, Remembered]:
     for name, entry in list(services.items())[:MAX_SERVICES]:
         if not isinstance(entry, dict) or not isinstance(entry.get("declared"), str):
             continue
-        out[str(name)] = Remembered(
-            entry["declared"],
-            _digests(entry.get("bad"), MAX_BAD),
-            _digests(entry.get("ran"), MAX_RAN),
-        )
+        out[str(name)] = _entry(entry)
     return out
+
+
+def _said_doc(s: Said) -> dict[str, object]:
+    return {"at": s.at, "text": s.text, "digest": s.digest, "what": s.what}
 
 
 def _added(digests: tuple[str, ...], digest: str, limit: int) -> tuple[str, ...]:
@@ -140,16 +189,77 @@ class DigestMemory:
 
     def _save(self) -> None:
         """Under the lock: the store gets each document in order (changes are rare)."""
-        document = {
-            "services": {
-                name: {"declared": r.declared, "bad": list(r.bad), "ran": list(r.ran)}
-                for name, r in sorted(self._services.items())
-            }
-        }
+        document = {"services": {name: _doc(r) for name, r in sorted(self._services.items())}}
         try:
             self._store.save(document)
         except OSError as exc:
             log.warning("auto-update memory not saved (kept in memory): %s", exc)
 
+    # -- an operator's pin, a digest's first sight, what was said ----------------------
 
-__all__ = ["DOWNGRADE", "MAX_BAD", "MAX_RAN", "RETRY", "DigestMemory", "Remembered"]
+    def latest(self, key: str) -> Said | None:
+        with self._lock:
+            found = self._services.get(key)
+        return found.said if found is not None else None
+
+    def history(self, key: str) -> tuple[Said, ...]:
+        with self._lock:
+            found = self._services.get(key)
+        return found.history if found is not None else ()
+
+    def operator_pin(self, key: str) -> str:
+        with self._lock:
+            found = self._services.get(key)
+        return found.pinned if found is not None else ""
+
+    def before(self, key: str, declared: str, digest: str) -> str:
+        """The digest the service ran before `digest` ("" : none known)."""
+        ran = [d for d in self.of(key, declared).ran if d != digest]
+        return ran[-1] if ran else ""
+
+    def pin(self, key: str, declared: str, digest: str) -> None:
+        self._change(key, declared, lambda r: replace(r, pinned=digest))
+
+    def seen_since(self, key: str, declared: str, digest: str, wall: float) -> float:
+        """When the tag was first seen at `digest` (now, if it names another than before)."""
+        was = self.of(key, declared).seen
+        if was is not None and was[0] == digest:
+            return was[1]
+        self._change(key, declared, lambda r: replace(r, seen=(digest, wall)))
+        return wall
+
+    def say(self, key: str, declared: str, said: Said, *, history: bool = False) -> None:
+        """The service's latest word; `history`: an entry of its digest history too."""
+
+        def mark(r: Remembered) -> Remembered:
+            more = (*r.history, said)[-MAX_HISTORY:] if history else r.history
+            return replace(r, said=said, history=more)
+
+        self._change(key, declared, mark)
+
+
+def _doc(r: Remembered) -> dict[str, object]:
+    doc: dict[str, object] = {"declared": r.declared, "bad": list(r.bad), "ran": list(r.ran)}
+    if r.pinned:
+        doc["pinned"] = r.pinned
+    if r.seen is not None:
+        doc["seen"] = list(r.seen)
+    if r.said is not None:
+        doc["said"] = _said_doc(r.said)
+    if r.history:
+        doc["history"] = [_said_doc(h) for h in r.history]
+    return doc
+
+
+__all__ = [
+    "DOWNGRADE",
+    "LOOK",
+    "MAX_BAD",
+    "MAX_HISTORY",
+    "MAX_RAN",
+    "NOW",
+    "RETRY",
+    "DigestMemory",
+    "Remembered",
+    "Said",
+]

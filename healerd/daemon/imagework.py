@@ -6,6 +6,7 @@ trims its repository's older images. What each remembers across restarts is a fi
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 
@@ -13,13 +14,15 @@ from healerd.config import Settings
 from healerd.core.clock import Clock
 from healerd.core.controller import Controller
 from healerd.core.imagegc import ImageCollector
-from healerd.core.updates import follows
+from healerd.core.updates import UpdateRefused, follows
 from healerd.daemon.metrics import ImageGcMetrics
 from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
 from healerd.engine import ImageStore
 from healerd.host import HostProbe
+from healerd.model import ServiceSpec
 
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 UPDATES_FILE = "auto-update.json"  # bad digests and digests run, per service
 IMAGES_FILE = "image-gc.json"  # the IDs of the images healerd pulled
 
@@ -69,16 +72,64 @@ class ImageWork:
         """Wake the threads' waits once `stop` (of `threads`) is set."""
         self.updates.kick()
 
-    def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool:
+    def update_now(
+        self, service: str, *, downgrade: bool, retry_failed: bool, look: bool = False
+    ) -> bool:
         """`healerctl update SERVICE`: the operator's allowance for the service's next
         check, and a check now. False when the service does not follow its tag."""
         spec = self._controller.desired.services.get(service)
         updates = self._controller.updates
         if spec is None or not (follows(spec) or updates.pin(service) is not None):
             return False
-        updates.allow(service, downgrade=downgrade, retry_failed=retry_failed)
+        updates.allow(service, downgrade=downgrade, retry_failed=retry_failed, look=look)
         self.updates.kick()
         return True
+
+    def rollback(self, service: str) -> str:
+        """`healerctl rollback SERVICE` (UpdateRefused when it cannot be done)."""
+        self._following(service)
+        return self._controller.updates.rollback_now(service)
+
+    def pin(self, service: str, digest: str) -> str:
+        """`healerctl pin SERVICE DIGEST`, or unpin (`digest` ""): the checker moves it."""
+        spec = self._following(service)
+        if digest and not DIGEST_RE.fullmatch(digest):
+            raise UpdateRefused(f"{digest[:80]!r} is not a digest such as sha256:<64 hex digits>")
+        said = self._controller.updates.set_pin(service, spec.image, digest)
+        self.updates.kick()
+        return said
+
+    def update_view(self, service: str, now: float) -> dict[str, object] | None:
+        """What the updater says of `service` (status, describe): its latest word and
+        when (a day long), an operator's pin, and its digest history."""
+        updates = self._controller.updates
+        said, pinned, history = (
+            updates.said(service),
+            updates.pinned(service),
+            updates.history(service),
+        )
+        if said is None and not pinned and not history:
+            return None
+        return {
+            "note": said.text if said is not None else "",
+            "at": said.at if said is not None else None,
+            "age_seconds": round(now - said.at, 1) if said is not None else None,
+            "pinned": pinned,
+            "history": [
+                {"at": h.at, "what": h.what, "digest": h.digest, "text": h.text} for h in history
+            ],
+        }
+
+    def _following(self, service: str) -> ServiceSpec:
+        spec = self._controller.desired.services.get(service)
+        if spec is None:
+            raise UpdateRefused(f"no such service: {service}")
+        if not follows(spec):
+            raise UpdateRefused(
+                f"{service} does not follow its tag (x-healerd: {{auto_update: registry}} "
+                "or notify)"
+            )
+        return spec
 
     def _trim_later(self, repository: str, keep: tuple[str, ...]) -> None:
         """In a thread: removing images must not hold the reconcile worker that proved

@@ -24,6 +24,7 @@ from types import FrameType
 from healerd import __version__
 from healerd.config import DesiredStore, Settings, SettingsError
 from healerd.config.registryauth import auth_file
+from healerd.config.updatedefaults import update_defaults
 from healerd.core.admission import Admission
 from healerd.core.clock import Clock, SystemClock
 from healerd.core.controller import Controller
@@ -293,7 +294,7 @@ class Daemon:
             self.controller.retry_pulls()
         state = read_conf_d(s, self.confwatch.writing(), self.store, self._reloads)
         if state is not None:
-            self.controller.set_desired(state)
+            self.controller.set_desired(update_defaults(state, s.updates))
 
     # -- main loop ----------------------------------------------------------------
 

@@ -302,8 +302,17 @@ class RestartHandOff(Protocol):
         ...
 
 
+class ContainerFiles(Protocol):
+    def file_time(self, container_id: str, path: str) -> float | None:
+        """The modification time (wall clock) of `path` in the container, None when it
+        is not there (nor the container). Read through the engine's archive endpoint,
+        not a command in the container: an image without a shell answers too."""
+        ...
+
+
 class Engine(
     EngineInfo,
+    ContainerFiles,
     ContainerRuntime,
     EventSource,
     ImageStore,

@@ -29,6 +29,7 @@ from healerd.model.parts import (
     VolumeDecl,
     VolumeSpec,
 )
+from healerd.model.updatepolicy import UpdatePolicy
 from healerd.vocabulary import AutoUpdate, Restart
 
 # A ServiceSpec field that steers healerd rather than shaping the container is marked
@@ -137,6 +138,8 @@ class ServiceSpec:
     # REGISTRY: follow the tag's digest in its registry, roll out and roll back
     # (healerd.core.updates); NEVER never looks.
     auto_update: AutoUpdate = field(default=AutoUpdate.NEVER, metadata=STEERING)
+    # When an update may start (x-healerd's update_window, update_delay, update_lock).
+    update_policy: UpdatePolicy = field(default_factory=UpdatePolicy, metadata=STEERING)
     unhealthy_grace: float = steering(0.0)
     # x-healerd's notify: false mutes the service's notifications (healerd.yaml's targets).
     notify: bool = steering(True)

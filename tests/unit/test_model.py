@@ -22,6 +22,7 @@ from healerd.model import (
 # Fields that steer healerd and must never replace containers when changed.
 STEERING_ONLY = {
     "name",
+    "update_policy",
     "replicas",
     "pull_policy",
     "auto_update",

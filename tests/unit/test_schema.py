@@ -58,6 +58,7 @@ def test_the_table_covers_the_model() -> None:
     derived |= {"substitutions"}  # what interpolation put in (healerd.config.masking)
     derived |= {"notify"}  # x-healerd's notify (healerd.config.extension.notify)
     derived |= {"snapshot", "snapshot_keep"}  # x-healerd's (healerd.config.extension.snapshot)
+    derived |= {"update_policy"}  # x-healerd's update_* (healerd.config.updatekeys)
     # Compose's spellings of other fields (healerd.config.deploy.merge folds them in).
     spellings = {"deploy", "scale"}
     assert attrs - spellings == {f.name for f in dataclasses.fields(ServiceSpec)} - derived
@@ -69,11 +70,11 @@ def test_the_table_covers_the_model() -> None:
         "restart_policy": RESTART_POLICY_FIELDS,
         "x-healerd": EXTENSION_FIELDS,
     }
-    # auto_update and notify: fields of the spec, not a class of their own.
-    models = {
-        **model_fields(),
-        "x-healerd": {"auto_update", "notify", "snapshot", "snapshot_keep"},
-    }
+    # auto_update and notify: fields of the spec; update_*: its UpdatePolicy;
+    # snapshot and snapshot_keep: fields of the spec (healerd.config.snapshotkeys).
+    updates = {"update_window", "update_delay", "update_lock"}
+    snapshots = {"snapshot", "snapshot_keep"}
+    models = {**model_fields(), "x-healerd": {"auto_update", "notify", *updates, *snapshots}}
     for name, children in nested.items():
         assert {key.name for key in children} == models[name], name
 

@@ -86,7 +86,13 @@ def test_bad_digests_and_digests_run_survive_a_restart() -> None:
     drive(ctrl, clock)
     assert kinds(ctrl, "image-rollback") == 1
     entry = store.data["services"]["app"]
-    assert entry == {"declared": TAG, "bad": [V3], "ran": [V1]}
+    assert {k: entry[k] for k in ("declared", "bad", "ran")} == {
+        "declared": TAG,
+        "bad": [V3],
+        "ran": [V1],
+    }
+    assert [h["what"] for h in entry["history"]] == ["rolled back"]
+    assert entry["said"]["text"].startswith("rolled back to")
 
     again = restarted(ctrl, engine, store)
     drive(again, clock)

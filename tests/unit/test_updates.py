@@ -175,7 +175,9 @@ def test_config_x_healerd_and_podmans_label() -> None:
     s, errors = parse(
         "    x-healerd: {auto_update: disabled}\n    labels: {io.containers.autoupdate: registry}\n"
     )
-    assert not errors and s is not None and s.auto_update == ""
+    assert not errors and s is not None and s.auto_update == "disabled"
+    s, errors = parse("    x-healerd: {auto_update: notify}\n")
+    assert not errors and s is not None and s.auto_update == "notify" and follows(s)
     _, errors = parse("    x-healerd: {auto_update: always}\n")
     assert errors and "x-healerd.auto_update" in errors[0] and "registry" in errors[0]
     _, errors = parse("    x-healerd: {auto_updte: registry}\n")

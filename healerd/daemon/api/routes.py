@@ -23,6 +23,7 @@ from healerd.daemon.api.changes import ApiError, notify_test, prune_volumes
 from healerd.daemon.api.describe import EngineAway, NoSuchService, describe_payload
 from healerd.daemon.api.limits import InFlight
 from healerd.daemon.api.logs import InspectLimits, Streamed, logs_response, parse_tail
+from healerd.daemon.api.updateverbs import PARAMS, VERBS, update_verb
 from healerd.daemon.api.views import (
     DaemonLike,
     action_view,
@@ -149,6 +150,7 @@ class Api:
                 node=self.daemon.node_report(),
                 unverified=self.daemon.unverified(),
                 notifications=self.daemon.notices.targets_view(),
+                updates=self.daemon.images.update_view,
             )
         by_service = {
             "/v1/containers": self._containers,
@@ -166,14 +168,13 @@ class Api:
         m = re.fullmatch(r"/v1/services/([^/]+)/(logs|describe)", path)
         if m:
             return self._inspect(req, check_service_name(unquote(m.group(1))), m.group(2))
-        m = re.fullmatch(r"/v1/services/([^/]+)/(reconcile|pause|resume|update)", path)
-        if m:
+        m = re.fullmatch(r"/v1/services/([^/]+)/(reconcile|pause|resume|[a-z]+)", path)
+        if m and (m.group(2) in VERBS or m.group(2) in ("reconcile", "pause", "resume")):
             name, verb = check_service_name(unquote(m.group(1))), m.group(2)
-            allowances = {"allow_downgrade", "retry_failed"} if verb == "update" else set()
-            self._only(req, "POST", allowances)
+            self._only(req, "POST", PARAMS.get(verb, set()))
             self._authorize(req, verb)
-            if verb == "update":
-                return self._update(req, name)
+            if verb in VERBS:
+                return update_verb(self.daemon, name, verb, req.one, peer_label(req.peer))
             return self._service_verb(req, name, verb)
         raise ApiError(404, f"no such endpoint: {path[:100]}")
 
@@ -301,7 +302,9 @@ class Api:
             req.release_deadline()
             if what == "describe":
                 tag = self.daemon.name_tag
-                return 200, describe_payload(self.daemon.controller, name, tag, self._reader(req))
+                data = describe_payload(self.daemon.controller, name, tag, self._reader(req))
+                data["updates"] = self.daemon.images.update_view(name, time.time())
+                return 200, data
             streamed = self._logs(req, name)
             # The slot is freed once the output is sent, or abandoned (Streamed.close).
             streamed.close = _then(streamed.close, lambda: self.inflight.release(uid))
@@ -391,29 +394,6 @@ class Api:
         self._authorize(req, "prune")
         dry_run = req.query.get("dry_run", ["0"])[-1] in ("1", "true")
         return prune_volumes(self.daemon, dry_run, peer_label(req.peer))
-
-    def _update(self, req: Request, name: str) -> tuple[int, Any]:
-        """Check a followed tag now; with the operator's word, roll out (once) a digest
-        the service ran before or one that failed before."""
-        if name not in self.daemon.controller.desired.services:
-            raise ApiError(404, f"no such service: {name}")
-        downgrade = req.one("allow_downgrade") in ("1", "true")
-        retry = req.one("retry_failed") in ("1", "true")
-        if not self.daemon.images.update_now(name, downgrade=downgrade, retry_failed=retry):
-            raise ApiError(
-                409, f"{name} does not follow its tag (x-healerd: {{auto_update: registry}})"
-            )
-        allowed = [w for w, on in (("a downgrade", downgrade), ("a failed digest", retry)) if on]
-        log.info(
-            "update check of %s%s requested by %s",
-            name,
-            f" ({' and '.join(allowed)} allowed once)" if allowed else "",
-            peer_label(req.peer),
-        )
-        msg = f"update check of {name} queued" + (
-            f"; {' and '.join(allowed)} allowed once" if allowed else ""
-        )
-        return 202, {"ok": True, "service": name, "message": f"{msg}: see healerctl status {name}"}
 
     def _service_verb(self, req: Request, name: str, verb: str) -> tuple[int, Any]:
         c = self.daemon.controller

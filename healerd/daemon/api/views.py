@@ -88,7 +88,12 @@ class ControllerLike(Protocol):
 class ImageWorkLike(Protocol):
     """The part of healerd.daemon.imagework.ImageWork the API uses."""
 
-    def update_now(self, service: str, *, downgrade: bool, retry_failed: bool) -> bool: ...
+    def update_now(
+        self, service: str, *, downgrade: bool, retry_failed: bool, look: bool = False
+    ) -> bool: ...
+    def rollback(self, service: str) -> str: ...
+    def pin(self, service: str, digest: str) -> str: ...
+    def update_view(self, service: str, now: float) -> dict[str, object] | None: ...
 
 
 class NoticesLike(Protocol):
@@ -241,14 +246,21 @@ def status_payload(
     node: NodeReport | None = None,
     unverified: Iterable[Unverified] = (),
     notifications: Iterable[dict[str, object]] = (),
+    updates: Callable[[str, float], dict[str, object] | None] | None = None,
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     wanted = set(names)
     statuses = [s for s in controller.statuses() if not wanted or s.name in wanted]
     desired = controller.desired
     subs = masks_of(controller)
+    views = [service_view(s, now, subs(s.name)) for s in statuses]
+    for view in views if updates is not None else ():
+        # The updater's word: an update, a hold, a rollback (a day), a pin (for good).
+        found = updates(view["name"], now) if updates is not None else None
+        if found is not None:
+            view["update"] = {k: v for k, v in found.items() if k != "history"}
     return {
-        "services": [service_view(s, now, subs(s.name)) for s in statuses],
+        "services": views,
         "missing": sorted(wanted - {s.name for s in statuses}),
         "engine": engine_view(controller),
         "host": host_view(node),

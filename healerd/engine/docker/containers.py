@@ -4,8 +4,10 @@ restart policy of the hand-off (RestartHandOff)."""
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import suppress
+from datetime import datetime
 
 import docker.errors
 
@@ -136,6 +138,18 @@ class DockerContainers:
             ran_before=running and ended,
         )
 
+    def file_time(self, container_id: str, path: str) -> float | None:
+        with (
+            self._client.call(f"stat {container_id[:12]}:{path}"),
+            suppress(docker.errors.NotFound),
+        ):
+            stream, stat = self._client.api.get_archive(container_id, path, chunk_size=512)
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # the stat header is all it takes; the content is not read
+            return _stat_time(str(stat.get("mtime") or "")) or 0.0
+        return None
+
     def set_restart_policy(self, container_id: str, policy: str) -> None:
         # Podman answers the missing endpoint 404, as Docker a container gone: asked first.
         with self._client.call(f"update {container_id[:12]}"):
@@ -151,3 +165,17 @@ class DockerContainers:
 
 
 __all__ = ["DockerContainers"]
+
+
+def _stat_time(text: str) -> float | None:
+    """The archive stat's mtime (RFC 3339, nanoseconds, an offset or Z) as a wall time;
+    None when unreadable."""
+    m = re.fullmatch(r"([0-9-]+T[0-9:]+)(?:\.([0-9]+))?(Z|[+-][0-9:]+)", text)
+    if m is None:
+        return None
+    head, frac, zone = m.groups()
+    try:
+        whole = datetime.fromisoformat(head + ("+00:00" if zone == "Z" else zone))
+    except ValueError:
+        return None
+    return whole.timestamp() + (float(f"0.{frac}") if frac else 0.0)

@@ -129,6 +129,7 @@ class FakeEngine:
         self.image_volumes = False  # images declare a VOLUME: containers get one each
         # container id -> (wall time, line) it wrote (`say`)
         self.output: dict[str, list[tuple[float, str]]] = {}
+        self.files: dict[tuple[str, str], float] = {}  # (container, path) -> mtime
         self.oom: set[str] = set()  # containers the kernel killed for memory
         self.image_sizes: dict[str, int] = {}  # repository -> bytes of a local image
         self.networks_kept: set[str] | None = None  # the last prune_networks' keep
@@ -505,6 +506,14 @@ class FakeEngine:
             if (since is None or at >= since) and (until is None or at <= until)
         )
         return LogStream([text.encode()] if text else [])
+
+    def file_time(self, container_id: str, path: str) -> float | None:
+        self.calls.append("file_time")
+        self._check()
+        c = self.containers.get(container_id)
+        if c is None or not c.running:
+            return None
+        return self.files.get((container_id, path))
 
     def death(self, container_id: str) -> Death:
         self._allowed("death", container_id)
