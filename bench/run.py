@@ -1,5 +1,5 @@
-"""Run the benchmarks (from the repo):
-`python -m bench.run [all|heal|fleet|scale|reload|restart|slowpull|autoupdate|notify|engines]`.
+"""Run the benchmarks (from the repo): `python -m bench.run [all|heal|fleet|scale|reload|
+restart|slowpull|autoupdate|notify|snapshot|engines]`.
 
 Writes bench/results.json (the suites run replace theirs; the others' stay, each with
 the date and commit it ran on) and prints the figures with their ratios and goals.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import auto_update, engines, fleet, heal, notify, restart, slow_pull
+from bench import auto_update, engines, fleet, heal, notify, restart, slow_pull, snapshot
 from bench.lib import api, cleanup, private_engine
 
 SUITES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -27,6 +27,7 @@ SUITES: dict[str, Callable[[], dict[str, Any]]] = {
     "slowpull": slow_pull.run,
     "autoupdate": auto_update.run,
     "notify": notify.run,
+    "snapshot": snapshot.run,
 }
 # Suites that start their engines themselves (one per engine kind): not part of "all".
 OWN_ENGINES: dict[str, Callable[[], dict[str, Any]]] = {"engines": engines.run}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healerd import paths
-from healerd.cli import notify_verb, postmortem, update_verb
+from healerd.cli import notify_verb, postmortem, snapshot_verb, update_verb
 from healerd.cli.answers import (
     check_problems,
     container_status,
@@ -290,6 +290,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "rollback": update_verb.rollback,
     "pin": update_verb.pin,
     "unpin": update_verb.unpin,
+    "snapshots": snapshot_verb.snapshots,
     "notify": notify_verb.notify,
     "logs": postmortem.logs,
     "describe": postmortem.describe,

@@ -8,7 +8,7 @@ import os
 from typing import Protocol
 
 from healerd import __version__, paths
-from healerd.cli import notify_verb, postmortem, update_verb
+from healerd.cli import notify_verb, postmortem, snapshot_verb, update_verb
 from healerd.cli.export import verbs as export_verbs
 
 EXIT_CODES_HELP = """exit codes:
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_looking_verbs(verb)
     _add_steering_verbs(verb)
     update_verb.add_verbs(verb)
+    snapshot_verb.add_verbs(verb)
     notify_verb.add_verbs(verb)
     postmortem.add_verbs(verb)
     export_verbs.add_verbs(verb)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from healerd.config.errors import describe, unknown_key_reason
 from healerd.config.keys import At, Key
+from healerd.config.snapshotkeys import SNAPSHOT_FIELDS
 from healerd.config.updatekeys import AUTO_UPDATE_MODES, WINDOW_EXAMPLE, mode
 from healerd.config.yamlload import LineDict
 from healerd.vocabulary import AutoUpdate
@@ -66,6 +67,7 @@ EXTENSION_FIELDS = (
         default=True,
         schema={"type": "boolean"},
     ),
+    *SNAPSHOT_FIELDS,
 )
 
 

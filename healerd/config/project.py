@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from healerd.config import netopts, secrets
+from healerd.config import netopts, secrets, snapshotkeys
 from healerd.config.errors import describe
 from healerd.config.keys import At, top_section
 from healerd.config.pairs import labels
@@ -190,6 +190,7 @@ def resolve(spec: ServiceSpec, body: LineDict, project: Project, at: At) -> Serv
             aliases.append((name, extra))
         if declared is not None and declared.network is not None:
             create_nets.append(declared.network)
+    spec = snapshotkeys.snapshot(spec, body, project.volumes, at)  # before the names change
     vols: list[VolumeSpec] = []
     create_vols: list[VolumeDecl] = []
     for v in spec.volumes:

@@ -285,6 +285,14 @@ class ProjectResources(Protocol):
         `keep`; one still in use stays. True when none is left to remove."""
         ...
 
+    def volume_path(self, name: str) -> str:
+        """The host directory that holds the files of the volume `name` (its mount
+        point, absolute), for a snapshot copied on this host (one inspect). EngineError
+        when there is no such volume, or when its files are not in a host directory of
+        their own: a driver other than `local`, or `local` with driver options (an NFS
+        or bind device, mounted only while a container uses it)."""
+        ...
+
 
 class RestartHandOff(Protocol):
     def set_restart_policy(self, container_id: str, policy: str) -> None:

@@ -143,6 +143,11 @@ class ServiceSpec:
     unhealthy_grace: float = steering(0.0)
     # x-healerd's notify: false mutes the service's notifications (healerd.yaml's targets).
     notify: bool = steering(True)
+    # x-healerd's snapshot: the engine's names of the volumes copied before a new
+    # digest starts and copied back at its rollback (healerd.daemon.snapshots), and how
+    # many of those copies are kept. The container is the same either way.
+    snapshot: tuple[str, ...] = steering(())
+    snapshot_keep: int = steering(2)
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)
     # Compose's `restart` (healerd.core.jobs): None, always and unless-stopped replace

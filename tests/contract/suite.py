@@ -156,6 +156,14 @@ class EngineContract:
         harness.engine.remove(c, 1)
         assert volume not in harness.volumes()
 
+    def test_volume_path_is_the_host_directory_of_a_volume(self, harness: Harness) -> None:
+        c = created(harness, harness.spec("volpath", volumes=(VolumeSpec("", "/data"),)))
+        (volume,) = [v for v, _ in c.anon_volumes]
+        path = harness.engine.volume_path(volume)
+        assert path.startswith("/") and volume in path
+        with pytest.raises(EngineError, match="no such volume"):
+            harness.engine.volume_path("healerd-contract-no-such-volume")
+
     # -- what an operator reads ------------------------------------------------------------
 
     def test_logs_with_tail_since_and_until(self, harness: Harness) -> None:

@@ -27,6 +27,8 @@ STEERING_ONLY = {
     "pull_policy",
     "auto_update",
     "notify",
+    "snapshot",
+    "snapshot_keep",
     "unhealthy_grace",
     "priority",
     "update_config",

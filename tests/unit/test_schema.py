@@ -57,6 +57,7 @@ def test_the_table_covers_the_model() -> None:
     derived |= {"networks_to_create", "volumes_to_create", "secrets_digest", "network_endpoints"}
     derived |= {"substitutions"}  # what interpolation put in (healerd.config.masking)
     derived |= {"notify"}  # x-healerd's notify (healerd.config.extension.notify)
+    derived |= {"snapshot", "snapshot_keep"}  # x-healerd's (healerd.config.extension.snapshot)
     derived |= {"update_policy"}  # x-healerd's update_* (healerd.config.updatekeys)
     # Compose's spellings of other fields (healerd.config.deploy.merge folds them in).
     spellings = {"deploy", "scale"}
@@ -69,9 +70,11 @@ def test_the_table_covers_the_model() -> None:
         "restart_policy": RESTART_POLICY_FIELDS,
         "x-healerd": EXTENSION_FIELDS,
     }
-    # auto_update and notify: fields of the spec; update_*: its UpdatePolicy.
+    # auto_update and notify: fields of the spec; update_*: its UpdatePolicy;
+    # snapshot and snapshot_keep: fields of the spec (healerd.config.snapshotkeys).
     updates = {"update_window", "update_delay", "update_lock"}
-    models = {**model_fields(), "x-healerd": {"auto_update", "notify", *updates}}
+    snapshots = {"snapshot", "snapshot_keep"}
+    models = {**model_fields(), "x-healerd": {"auto_update", "notify", *updates, *snapshots}}
     for name, children in nested.items():
         assert {key.name for key in children} == models[name], name
 
@@ -107,6 +110,8 @@ def test_every_table_example_is_accepted_by_checker_and_schema() -> None:
             )
             if key.name == "healthcheck" and child.name not in ("test", "disable"):
                 text += "      test: [CMD, /bin/check]\n"
+            if child.name == "snapshot":  # names a volume of the file the service mounts
+                text += "    volumes: [pgdata:/data]\nvolumes:\n  pgdata:\n"
             result = parse_service_text(text, "t.yaml")
             assert result.errors == (), [str(e) for e in result.errors]
             assert list(check.iter_errors(load(text, "t.yaml"))) == [], child.name

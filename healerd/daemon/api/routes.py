@@ -31,6 +31,7 @@ from healerd.daemon.api.views import (
     container_view,
     event_view,
     masks_of,
+    snapshots_payload,
     status_payload,
 )
 from healerd.daemon.metrics import Metrics
@@ -151,15 +152,17 @@ class Api:
                 notifications=self.daemon.notices.targets_view(),
                 updates=self.daemon.images.update_view,
             )
-        if path == "/v1/containers":
+        by_service = {
+            "/v1/containers": self._containers,
+            "/v1/diff": self._diff,
+            "/v1/snapshots": self._snapshots,
+        }.get(path)
+        if by_service is not None:
             self._only(req, "GET", {"service"})
-            return self._containers(req)
+            return by_service(req)
         if path == "/v1/events":
             self._only(req, "GET", {"after", "since_time", "wait", "service"})
             return self._events(req)
-        if path == "/v1/diff":
-            self._only(req, "GET", {"service"})
-            return self._diff(req)
         if path in ("/v1/reload", "/v1/reconcile", "/v1/prune/volumes", "/v1/notify/test"):
             return self._change(req, path)
         m = re.fullmatch(r"/v1/services/([^/]+)/(logs|describe)", path)
@@ -265,6 +268,12 @@ class Api:
             raise ApiError(503, f"cannot plan: engine unreachable: {exc}") from None
         subs = masks_of(self.daemon.controller)
         return 200, {"actions": [action_view(a, subs(a.service)) for a in actions]}
+
+    def _snapshots(self, req: Request) -> tuple[int, Any]:
+        """Open to every reader, as status is: names, times, digests and sizes of the
+        copies, never a path or their data (state_dir is root's alone)."""
+        service = self._service_filter(req)
+        return 200, snapshots_payload(self.daemon.settings.state_dir, service)
 
     def _reader(self, req: Request) -> Reader:
         """Whose read budget the request's engine calls take (core/readlanes.py)."""

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from healerd import __version__
@@ -23,6 +24,7 @@ from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.runs import Termination
 from healerd.core.signing import Unverified
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
+from healerd.daemon.snapshots import SnapshotStore
 from healerd.engine import LogStream
 from healerd.model import Action, ObservedContainer, Substitution
 
@@ -121,6 +123,13 @@ class DaemonLike(Protocol):
     def unverified(self) -> list[Unverified]: ...
 
     def name_tag(self, spec_hash: str) -> str: ...
+
+
+def snapshots_payload(state_dir: Path, service: str | None) -> dict[str, Any]:
+    """GET /v1/snapshots: the volume snapshots of `service` (or all), newest first, as
+    their directories say now (healerd.daemon.snapshots): names, times, digests, sizes;
+    never a path or a volume's data."""
+    return {"snapshots": [s.view() for s in SnapshotStore.at(state_dir).list(service)]}
 
 
 # -- services ------------------------------------------------------------------

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 import docker.errors
 
@@ -74,6 +76,23 @@ def in_use_or_gone(exc: EngineError, *in_use: int) -> bool:
     return isinstance(cause, docker.errors.APIError) and cause.status_code in in_use
 
 
+def host_directory(name: str, attrs: Mapping[str, Any]) -> str:
+    """Where a volume's files are on the host, from its inspect (volume_path)."""
+    driver, options = attrs.get("Driver"), attrs.get("Options") or {}
+    if driver != "local" or options:
+        given = f"driver {driver}" + (
+            f" with options {', '.join(sorted(options))}" if options else ""
+        )
+        raise EngineError(
+            f"volume {name}: its files are not in a directory of this host ({given}): "
+            "only a local volume without driver options can be copied"
+        )
+    mountpoint = attrs.get("Mountpoint")
+    if not isinstance(mountpoint, str) or not mountpoint.startswith("/"):
+        raise EngineError(f"volume {name}: the engine gives no mount point ({mountpoint!r})")
+    return mountpoint
+
+
 class DockerProject:
     """ProjectResources."""
 
@@ -100,6 +119,11 @@ class DockerProject:
                     raise
         return removed
 
+    def volume_path(self, name: str) -> str:
+        with self._client.call(f"volume {name}"):
+            attrs = self._client.api.inspect_volume(name)
+        return host_directory(name, attrs)
+
     def prune_networks(self, keep: AbstractSet[str]) -> bool:
         self._ensured.forget()
         with self._client.call("list networks"):
@@ -121,4 +145,4 @@ class DockerProject:
         return done
 
 
-__all__ = ["DockerProject", "Ensured", "in_use_or_gone"]
+__all__ = ["DockerProject", "Ensured", "host_directory", "in_use_or_gone"]

@@ -78,6 +78,7 @@ OPT_IN_CALLS = frozenset(
     | {"prune_volumes", "registry_digest", "local_digests"}
     | {"set_restart_policy"}  # the daemon's hand-off at a stop, taken back at a start
     | {"file_time"}  # an update's lock file (update_lock)
+    | {"volume_path"}  # snapshots: where a volume's files are
 )
 # Image garbage collection (healerd.core.imagegc): the image list, which images
 # containers use, removing one.
@@ -134,6 +135,9 @@ class FakeEngine:
         self.image_sizes: dict[str, int] = {}  # repository -> bytes of a local image
         self.networks_kept: set[str] | None = None  # the last prune_networks' keep
         self.project_volumes: set[str] = set()  # unused named volumes prune_volumes sees
+        # Named volumes' host directories (volume_path); an anonymous volume of
+        # `volumes` is under the data root.
+        self.volume_paths: dict[str, str] = {}
         self.registry: dict[str, str] = {}  # image (repo:tag) -> the digest its registry has
         self.repo_digests: dict[str, tuple[str, ...]] = {}  # local image -> RepoDigests
         self.root = "/fake/data-root"
@@ -327,6 +331,16 @@ class FakeEngine:
         self.calls.append("prune_volumes")
         self._check()
         return sorted(set(self.project_volumes) - set(keep))
+
+    def volume_path(self, name: str) -> str:
+        self._allowed("volume_path", name)
+        self.calls.append("volume_path")
+        self._check()
+        if name in self.volume_paths:
+            return self.volume_paths[name]
+        if name in self.volumes:
+            return f"{self.root}/volumes/{name}/_data"
+        raise EngineError(f"volume {name}: no such volume")
 
     def prune_networks(self, keep: AbstractSet[str]) -> bool:
         self._allowed("prune_networks")

@@ -1,0 +1,360 @@
+"""Volume snapshots that roll back with the image (x-healerd: {snapshot: [VOLUME]}): a
+service's named volumes copied host-side before a new digest starts, and copied back
+when that update is rolled back.
+
+Layout, under `state_dir/snapshots` (every directory 0700, root's):
+
+    <service>/<id>/manifest.json      what the snapshot is (Snapshot), written last
+    <service>/<id>/volumes/<volume>/  the volume's files as they were (cp -a)
+
+No database: the directories are the record, and a restarted healerd lists them again.
+A snapshot is made in `<service>/.tmp-<id>` and renamed to `<id>` only once every
+volume is copied, synced to disk and its manifest written, so no partial one is ever
+listed; one is removed by renaming it to `.gone-<id>` first. The leftovers of a crash
+(`.tmp-*`, `.gone-*`) go at the service's next take or prune.
+
+Copies are coreutils' `cp -a --reflink=auto` (owners, modes, times, hard links, ACLs
+and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it needs
+(the blocks in use, a du) are held against the free space of where it goes
+(`disk_usage`), with MARGIN to spare: short of it, nothing is copied (NoRoom).
+A restore moves a volume's entries aside (a rename beside its data, on the same
+filesystem), copies the snapshot in, and only then deletes what it moved aside; a
+restore that fails puts them back, so no volume is left empty or half-restored.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from healerd.daemon.atomicfile import write_atomic
+from healerd.daemon.volumecopy import (
+    Aside,
+    SnapshotError,
+    cp_a,
+    disk_bytes,
+    fsync_dir,
+    gib,
+    real_dir,
+    remove_tree,
+    sync_filesystem,
+)
+
+log = logging.getLogger("healerd.snapshots")
+
+DIRECTORY = "snapshots"
+MANIFEST = "manifest.json"
+MARGIN = 64 << 20  # what a copy leaves free at least (bytes)
+SERVICE_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")  # the API's service names
+VOLUME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}")  # the engine's volume names
+ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}")
+MAX_MANIFEST = 1 << 16
+
+# copy(source directory, existing target directory): the source's entries and its own
+# owner, mode and times onto the target.
+Copier = Callable[[Path, Path], None]
+DiskUsage = Callable[[str], Any]  # shutil.disk_usage: .free in bytes
+
+
+class NoRoom(SnapshotError):
+    """Not enough free space for the copy: nothing was copied."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    service: str
+    id: str
+    created: float  # wall clock
+    from_digest: str  # the image the service ran when it was taken
+    to_digest: str  # the image the update it was taken before went to
+    volumes: tuple[tuple[str, int], ...]  # (engine volume name, bytes on disk)
+    path: Path
+
+    @property
+    def size(self) -> int:
+        return sum(b for _, b in self.volumes)
+
+    def view(self) -> dict[str, Any]:
+        """The API's document of it (no path: where it sits is root's business)."""
+        return {
+            "service": self.service,
+            "id": self.id,
+            "created": self.created,
+            "from_digest": self.from_digest,
+            "to_digest": self.to_digest,
+            "volumes": [{"name": n, "bytes": b} for n, b in self.volumes],
+            "bytes": self.size,
+        }
+
+
+def check_service(name: str) -> str:
+    if not SERVICE_RE.fullmatch(name):
+        raise SnapshotError(f"not a service name: {name[:60]!r}")
+    return name
+
+
+def _mountpoints(volumes: Mapping[str, str]) -> dict[str, Path]:
+    out = {}
+    for name, mountpoint in volumes.items():
+        if not VOLUME_RE.fullmatch(name):
+            raise SnapshotError(f"not a volume name: {name[:60]!r}")
+        path = Path(mountpoint)
+        if not path.is_absolute() or ".." in path.parts:
+            raise SnapshotError(
+                f"volume {name}: mount point {mountpoint!r} is not an absolute path"
+            )
+        real_dir(path, f"volume {name}: mount point")
+        out[name] = path
+    return out
+
+
+_LOCKS: dict[tuple[Path, str], threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock(root: Path, service: str) -> threading.Lock:
+    """One take, restore or prune of a service at a time (in this process)."""
+    with _LOCKS_LOCK:
+        return _LOCKS.setdefault((root, service), threading.Lock())
+
+
+class SnapshotStore:
+    """The snapshots under `root` (state_dir/snapshots). Every method reads the
+    directories again: nothing is kept in memory, so any number of stores may look at
+    one root (the API makes one per request)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        copy: Copier = cp_a,
+        disk_usage: DiskUsage = shutil.disk_usage,
+        sync: Callable[[Path], None] = sync_filesystem,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.root = root
+        self._copy = copy
+        self._disk_usage = disk_usage
+        self._sync = sync
+        self._clock = clock
+
+    @classmethod
+    def at(cls, state_dir: Path) -> SnapshotStore:
+        return cls(state_dir / DIRECTORY)
+
+    # -- taking ---------------------------------------------------------------------
+
+    def take(
+        self, service: str, volumes: Mapping[str, str], *, from_digest: str, to_digest: str
+    ) -> Snapshot:
+        """Copy each volume (engine name -> its mount point on this host) into a new
+        snapshot of `service`. NoRoom, with the sizes, when the copy does not fit;
+        SnapshotError when a copy fails (nothing is left of it then)."""
+        check_service(service)
+        mounts = _mountpoints(volumes)
+        if not mounts:
+            raise SnapshotError(f"snapshot of {service}: no volume to copy")
+        with _lock(self.root, service), _as_snapshot_error(f"snapshot of {service}"):
+            home = self._service_dir(service)
+            self._sweep(home)
+            sizes = {name: disk_bytes(path) for name, path in mounts.items()}
+            self._room(sum(sizes.values()), home, f"snapshot of {', '.join(mounts)}")
+            now = self._clock()
+            snap_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+            snap_id += f"-{secrets.token_hex(3)}"
+            tmp = home / f".tmp-{snap_id}"
+            snapshot = Snapshot(
+                service, snap_id, now, from_digest, to_digest, tuple(sizes.items()), home / snap_id
+            )
+            try:
+                self._fill(tmp, mounts, snapshot)
+                tmp.rename(snapshot.path)
+                fsync_dir(home)
+            except BaseException:
+                remove_tree(tmp)
+                raise
+        log.info(
+            "snapshot %s of %s taken: %s (%s)",
+            snap_id,
+            service,
+            ", ".join(mounts),
+            gib(snapshot.size),
+        )
+        return snapshot
+
+    def _fill(self, tmp: Path, mounts: Mapping[str, Path], snapshot: Snapshot) -> None:
+        tmp.mkdir(mode=0o700)
+        (tmp / "volumes").mkdir(mode=0o700)
+        for name, path in mounts.items():
+            target = tmp / "volumes" / name
+            target.mkdir(mode=0o700)
+            self._copy(path, target)
+        self._sync(tmp)
+        write_atomic(tmp / MANIFEST, _manifest(snapshot))
+
+    def _room(self, needed: int, where: Path, what: str) -> None:
+        free = int(self._disk_usage(str(where)).free)
+        if needed + MARGIN > free:
+            raise NoRoom(
+                f"{what} needs {gib(needed)} (and {gib(MARGIN)} to spare), "
+                f"{gib(free)} free on {where}"
+            )
+
+    # -- restoring --------------------------------------------------------------------
+
+    def restore(self, snapshot: Snapshot, volumes: Mapping[str, str]) -> None:
+        """Make each of the snapshot's volumes (engine name -> mount point; the service
+        stopped) hold exactly what the snapshot holds. On any failure every volume
+        keeps what it held before, and SnapshotError says why."""
+        mounts = _mountpoints(volumes)
+        missing = [name for name, _ in snapshot.volumes if name not in mounts]
+        if missing:
+            raise SnapshotError(
+                f"restore of snapshot {snapshot.id}: no mount point for {', '.join(missing)}"
+            )
+        what = f"restore of snapshot {snapshot.id} of {snapshot.service}"
+        with _lock(self.root, snapshot.service), _as_snapshot_error(what):
+            real_dir(snapshot.path / "volumes", f"snapshot {snapshot.id}:")
+            needed: dict[int, tuple[int, Path]] = {}
+            for name, size in snapshot.volumes:
+                dev = os.stat(mounts[name]).st_dev
+                needed[dev] = (needed.get(dev, (0, mounts[name]))[0] + size, mounts[name])
+            for size, where in needed.values():
+                self._room(size, where, what)
+            done: list[Aside] = []
+            try:
+                for name, _ in snapshot.volumes:
+                    done.append(Aside(mounts[name], snapshot.id))
+                    done[-1].move()
+                    self._copy(snapshot.path / "volumes" / name, mounts[name])
+            except BaseException:
+                for aside in reversed(done):
+                    aside.put_back()
+                raise
+            for aside in done:
+                aside.drop()
+        names = ", ".join(n for n, _ in snapshot.volumes)
+        log.info("snapshot %s of %s restored: %s", snapshot.id, snapshot.service, names)
+
+    # -- reading and pruning ------------------------------------------------------------
+
+    def list(self, service: str | None = None) -> list[Snapshot]:
+        """The snapshots (of `service`), newest first; one that cannot be read is
+        logged and left out."""
+        services: builtins.list[str] = []
+        if service is not None:
+            services = [check_service(service)]
+        else:
+            try:
+                services = sorted(
+                    p.name for p in self.root.iterdir() if SERVICE_RE.fullmatch(p.name)
+                )
+            except FileNotFoundError:
+                return []
+        found = [s for name in services for s in self._of(name)]
+        return sorted(found, key=lambda s: (s.created, s.id), reverse=True)
+
+    def before(self, service: str, to_digest: str) -> Snapshot | None:
+        """The newest snapshot taken before `service`'s update to `to_digest`."""
+        return next((s for s in self.list(service) if s.to_digest == to_digest), None)
+
+    def prune(self, service: str, keep: int) -> builtins.list[str]:
+        """Remove all but the newest `keep` snapshots of `service`; their ids."""
+        with _lock(self.root, check_service(service)):
+            gone = self.list(service)[max(keep, 0) :]
+            for s in gone:
+                trash = s.path.with_name(f".gone-{s.id}")
+                s.path.rename(trash)
+                remove_tree(trash)
+            if (self.root / service).is_dir():
+                self._sweep(self.root / service)
+        for s in gone:
+            log.info("snapshot %s of %s removed (snapshot_keep %d)", s.id, service, keep)
+        return [s.id for s in gone]
+
+    def _of(self, service: str) -> builtins.list[Snapshot]:
+        home = self.root / service
+        try:
+            names = [p.name for p in home.iterdir() if ID_RE.fullmatch(p.name)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for name in names:
+            try:
+                out.append(_read(home / name, service))
+            except (OSError, ValueError, KeyError, TypeError, SnapshotError) as exc:
+                log.warning("snapshot %s of %s not listed: %s", name, service, exc)
+        return out
+
+    def _service_dir(self, service: str) -> Path:
+        for path in (self.root, self.root / service):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            real_dir(path, "snapshot directory")
+            if os.lstat(path).st_mode & 0o077:
+                os.chmod(path, 0o700)
+        return self.root / service
+
+    def _sweep(self, home: Path) -> None:
+        """What a crash left: half-taken and half-removed snapshots."""
+        for p in home.iterdir():
+            if p.name.startswith((".tmp-", ".gone-")):
+                log.info("removing %s, left by an earlier run", p)
+                remove_tree(p)
+
+
+@contextlib.contextmanager
+def _as_snapshot_error(what: str) -> Iterator[None]:
+    """An OSError of the file work, in SnapshotError's words."""
+    try:
+        yield
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise SnapshotError(f"{what}: {exc.strerror or exc}{where}") from exc
+
+
+def _manifest(s: Snapshot) -> bytes:
+    return json.dumps({"version": 1, **s.view()}, indent=1).encode() + b"\n"
+
+
+def _read(path: Path, service: str) -> Snapshot:
+    real_dir(path, "snapshot")
+    fd = os.open(path / MANIFEST, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        data = json.loads(f.read(MAX_MANIFEST))
+    vols = tuple((str(v["name"]), int(v["bytes"])) for v in data["volumes"])
+    if data["service"] != service or data["id"] != path.name:
+        raise SnapshotError(f"manifest names {data['service']}/{data['id']}")
+    if not all(VOLUME_RE.fullmatch(n) for n, _ in vols):
+        raise SnapshotError("manifest names a volume that is no volume name")
+    return Snapshot(
+        service,
+        path.name,
+        float(data["created"]),
+        str(data["from_digest"]),
+        str(data["to_digest"]),
+        vols,
+        path,
+    )
+
+
+__all__ = [
+    "NoRoom",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotStore",
+    "check_service",
+    "cp_a",
+    "disk_bytes",
+]

@@ -1,0 +1,294 @@
+"""Volume snapshots (issue 33): the store in state_dir/snapshots takes, restores, lists
+and prunes copies of a service's volumes; never a partial one, never a volume left
+empty by a failed restore, never a copy that does not fit."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from healerd.daemon.snapshots import (
+    MANIFEST,
+    NoRoom,
+    Snapshot,
+    SnapshotError,
+    SnapshotStore,
+    cp_a,
+    disk_bytes,
+)
+
+FROM, TO = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+def tree(root: Path) -> dict[str, tuple[str, int, int, int, bytes | str | None]]:
+    """Everything of a tree a restore must bring back: kind, mode, owner, group, and a
+    file's bytes or a link's target."""
+    out: dict[str, tuple[str, int, int, int, bytes | str | None]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in ["", *dirnames, *filenames]:
+            path = Path(dirpath, name)
+            st = os.lstat(path)
+            rel = str(path.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", 0, st.st_uid, st.st_gid, os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, None)
+            else:
+                data = path.read_bytes()
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, data)
+    return out
+
+
+def volume(path: Path) -> Path:
+    """A volume's data as a database might leave it: modes, owners, a link, a subdir."""
+    path.mkdir(parents=True)
+    (path / "base").mkdir(mode=0o700)
+    (path / "base" / "1").write_bytes(b"row 1\n" * 1000)
+    (path / "PG_VERSION").write_text("16\n")
+    (path / "conf").write_text("listen '*'\n")
+    os.chmod(path / "conf", 0o640)
+    (path / "current").symlink_to("base/1")
+    os.link(path / "PG_VERSION", path / "hardlink")
+    if os.geteuid() == 0:
+        for p in (path, path / "base", path / "base" / "1", path / "conf"):
+            os.chown(p, 999, 999)
+    os.chmod(path, 0o750)
+    return path
+
+
+def room(free: int) -> SimpleNamespace:
+    return SimpleNamespace(free=free)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SnapshotStore:
+    return SnapshotStore(tmp_path / "state" / "snapshots", sync=lambda _: None)
+
+
+def test_a_snapshot_is_an_exact_copy_with_its_manifest(
+    tmp_path: Path, store: SnapshotStore
+) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    snap = store.take("db", {"app_pgdata": str(data)}, from_digest=FROM, to_digest=TO)
+    assert tree(snap.path / "volumes" / "app_pgdata") == tree(data)
+    manifest = json.loads((snap.path / MANIFEST).read_text())
+    assert manifest["service"] == "db" and manifest["id"] == snap.id
+    assert (manifest["from_digest"], manifest["to_digest"]) == (FROM, TO)
+    assert manifest["volumes"] == [{"name": "app_pgdata", "bytes": disk_bytes(data)}]
+    assert snap.size == disk_bytes(data) > 6000
+    for path in (store.root, store.root / "db", snap.path):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+    assert sorted(p.name for p in (store.root / "db").iterdir()) == [snap.id]
+    # The hard link stays one file in the copy.
+    copy = snap.path / "volumes" / "app_pgdata"
+    assert os.stat(copy / "hardlink").st_ino == os.stat(copy / "PG_VERSION").st_ino
+
+
+def test_restore_brings_back_exactly_what_was_taken(tmp_path: Path, store: SnapshotStore) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    os.setxattr(data / "conf", "user.label", b"kept")
+    before = tree(data)
+    snap = store.take("db", {"app_pgdata": str(data)}, from_digest=FROM, to_digest=TO)
+    # The new image's run: a file deleted, one changed, one added, a mode changed.
+    (data / "PG_VERSION").unlink()
+    (data / "base" / "1").write_bytes(b"migrated\n")
+    (data / "base" / "2").write_bytes(b"new table\n")
+    (data / "new-dir").mkdir()
+    os.chmod(data, 0o700)
+    os.setxattr(data / "conf", "user.label", b"changed")
+    store.restore(snap, {"app_pgdata": str(data)})
+    assert tree(data) == before
+    assert os.getxattr(data / "conf", "user.label") == b"kept"
+    # Nothing is left beside the volume's data either.
+    assert sorted(p.name for p in data.parent.iterdir()) == ["_data"]
+
+
+def test_a_failed_restore_leaves_every_volume_as_it_was(tmp_path: Path) -> None:
+    a, b = volume(tmp_path / "a" / "_data"), volume(tmp_path / "b" / "_data")
+    good = SnapshotStore(tmp_path / "snapshots", sync=lambda _: None)
+    snap = good.take("db", {"va": str(a), "vb": str(b)}, from_digest=FROM, to_digest=TO)
+    (a / "after-update").write_text("kept when the restore fails\n")
+    (b / "after-update").write_text("kept too\n")
+    now_a, now_b = tree(a), tree(b)
+    copies: list[Path] = []
+
+    def second_fails(source: Path, target: Path) -> None:
+        copies.append(target)
+        cp_a(source, target)
+        if len(copies) == 2:
+            raise SnapshotError("disk gone")
+
+    failing = SnapshotStore(tmp_path / "snapshots", copy=second_fails, sync=lambda _: None)
+    with pytest.raises(SnapshotError, match="disk gone"):
+        failing.restore(snap, {"va": str(a), "vb": str(b)})
+    assert copies == [a, b]
+    assert (tree(a), tree(b)) == (now_a, now_b)
+    assert sorted(p.name for p in a.parent.iterdir()) == ["_data"]
+
+
+def test_no_partial_snapshot_after_a_failing_copy(tmp_path: Path) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    other = volume(tmp_path / "other" / "_data")
+
+    def fails_on_other(source: Path, target: Path) -> None:
+        cp_a(source, target)
+        if source == other:
+            raise SnapshotError("copy failed: No space left on device")
+
+    store = SnapshotStore(tmp_path / "snapshots", copy=fails_on_other, sync=lambda _: None)
+    with pytest.raises(SnapshotError, match="No space left"):
+        store.take("db", {"v1": str(data), "v2": str(other)}, from_digest=FROM, to_digest=TO)
+    assert store.list() == []
+    assert list((tmp_path / "snapshots" / "db").iterdir()) == []
+
+
+def test_a_crash_mid_copy_is_never_listed_and_is_swept(
+    tmp_path: Path, store: SnapshotStore
+) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    left = store.root / "db" / ".tmp-20250101T000000Z-abcdef"
+    (left / "volumes" / "v").mkdir(parents=True)
+    assert store.list() == []
+    snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    assert sorted(p.name for p in (store.root / "db").iterdir()) == [snap.id]
+
+
+def test_a_copy_that_does_not_fit_is_refused_before_copying(tmp_path: Path) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    with open(data / "big", "wb") as f:
+        f.write(os.urandom(1 << 20))
+    copies: list[Path] = []
+    store = SnapshotStore(
+        tmp_path / "state" / "snapshots",
+        copy=lambda s, t: copies.append(t),
+        disk_usage=lambda _: room(20 << 20),
+        sync=lambda _: None,
+    )
+    with pytest.raises(NoRoom) as err:
+        store.take("db", {"pgdata": str(data)}, from_digest=FROM, to_digest=TO)
+    assert copies == []
+    assert str(err.value) == (
+        f"snapshot of pgdata needs 1.0 MiB (and 64.0 MiB to spare), 20.0 MiB free on "
+        f"{store.root / 'db'}"
+    )
+    assert store.list() == []
+
+
+def test_a_restore_that_does_not_fit_touches_nothing(tmp_path: Path) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    snap = SnapshotStore(tmp_path / "s", sync=lambda _: None).take(
+        "db", {"v": str(data)}, from_digest=FROM, to_digest=TO
+    )
+    (data / "new").write_text("x")
+    now = tree(data)
+    tight = SnapshotStore(tmp_path / "s", disk_usage=lambda _: room(1 << 20))
+    with pytest.raises(NoRoom, match=r"restore of snapshot .* needs"):
+        tight.restore(snap, {"v": str(data)})
+    assert tree(data) == now
+
+
+def test_list_is_newest_first_with_sizes_and_prune_keeps_n(tmp_path: Path) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    times = iter([1000.0, 2000.0, 3000.0, 500.0])
+    store = SnapshotStore(tmp_path / "s", clock=lambda: next(times), sync=lambda _: None)
+    taken = [
+        store.take(svc, {"v": str(data)}, from_digest=FROM, to_digest=f"sha256:{n}")
+        for n, svc in enumerate(["db", "db", "db", "web"])
+    ]
+    assert [s.created for s in store.list()] == [3000.0, 2000.0, 1000.0, 500.0]
+    assert [s.id for s in store.list("db")] == [taken[2].id, taken[1].id, taken[0].id]
+    assert all(s.size == disk_bytes(data) for s in store.list())
+    assert store.before("db", "sha256:1") == taken[1]
+    assert store.before("db", "sha256:9") is None
+    assert store.prune("db", 2) == [taken[0].id]
+    assert [s.id for s in store.list("db")] == [taken[2].id, taken[1].id]
+    assert not taken[0].path.exists()
+    assert [s.id for s in store.list("web")] == [taken[3].id]
+    # A restarted daemon (a new store on the same root) finds them: the directory is the record.
+    assert SnapshotStore(tmp_path / "s").list() == store.list()
+
+
+def test_a_broken_manifest_is_left_out(tmp_path: Path, store: SnapshotStore) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    good = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    (snap.path / MANIFEST).write_text("{not json")
+    assert store.list() == [good]
+
+
+@pytest.mark.parametrize("service", ["../etc", "a/b", ".hidden", "", "x" * 51])
+def test_a_service_name_never_makes_a_path(store: SnapshotStore, service: str) -> None:
+    with pytest.raises(SnapshotError, match="not a service name"):
+        store.take(service, {"v": "/nonexistent"}, from_digest=FROM, to_digest=TO)
+    with pytest.raises(SnapshotError, match="not a service name"):
+        store.list(service)
+
+
+@pytest.mark.parametrize(
+    ("volumes", "reason"),
+    [
+        ({"../v": "/x"}, "not a volume name"),
+        ({"v": "relative/_data"}, "not an absolute path"),
+        ({"v": "/nonexistent/_data"}, "No such file"),
+        ({}, "no volume to copy"),
+    ],
+)
+def test_bad_volumes_are_refused(
+    store: SnapshotStore, volumes: dict[str, str], reason: str
+) -> None:
+    with pytest.raises(SnapshotError, match=reason):
+        store.take("db", volumes, from_digest=FROM, to_digest=TO)
+
+
+def test_a_symlinked_mount_point_or_root_is_refused(tmp_path: Path) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    (tmp_path / "link").symlink_to(data)
+    store = SnapshotStore(tmp_path / "s", sync=lambda _: None)
+    with pytest.raises(SnapshotError, match="is not a directory"):
+        store.take("db", {"v": str(tmp_path / "link")}, from_digest=FROM, to_digest=TO)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "s2").symlink_to(tmp_path / "elsewhere")
+    linked = SnapshotStore(tmp_path / "s2", sync=lambda _: None)
+    with pytest.raises(SnapshotError, match="is not a directory"):
+        linked.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_the_api_view_has_no_path(tmp_path: Path) -> None:
+    s = Snapshot("db", "20250101T000000Z-abcdef", 1.0, FROM, TO, (("v", 10), ("w", 5)), tmp_path)
+    assert s.view() == {
+        "service": "db",
+        "id": "20250101T000000Z-abcdef",
+        "created": 1.0,
+        "from_digest": FROM,
+        "to_digest": TO,
+        "volumes": [{"name": "v", "bytes": 10}, {"name": "w", "bytes": 5}],
+        "bytes": 15,
+    }
+
+
+@pytest.mark.parametrize(
+    ("attrs", "reason"),
+    [
+        ({"Driver": "local", "Options": None, "Mountpoint": "/v/x/_data"}, None),
+        ({"Driver": "local", "Options": {"type": "nfs"}, "Mountpoint": "/v"}, "options type"),
+        ({"Driver": "rexray", "Options": {}, "Mountpoint": "/v"}, "driver rexray"),
+        ({"Driver": "local", "Options": {}, "Mountpoint": ""}, "no mount point"),
+    ],
+)
+def test_the_engine_gives_a_host_directory_only_for_a_plain_local_volume(
+    attrs: dict[str, object], reason: str | None
+) -> None:
+    from healerd.engine import EngineError
+    from healerd.engine.docker.project import host_directory
+
+    if reason is None:
+        assert host_directory("x", attrs) == "/v/x/_data"
+    else:
+        with pytest.raises(EngineError, match=reason):
+            host_directory("x", attrs)
