@@ -23,10 +23,11 @@ environment values and the file's `${VAR}` values masked, and recorded as a
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
 from healerd.config.masking import mask_environment, mask_free, shown
@@ -106,6 +107,49 @@ def _masked(text: str, spec: ServiceSpec, hook: Hook) -> str:
     return "\n".join(mask_environment(line, spec, hook.environment) for line in text.splitlines())
 
 
+_Job = tuple[Future[None], Callable[[], None]] | None
+
+
+class _Workers:
+    """At most `count` daemon threads, made as jobs come, taking jobs in order: a hook
+    under way (up to HOOK_TIMEOUT) never holds healerd's exit, as a ThreadPoolExecutor's
+    threads would (they are joined when the interpreter exits)."""
+
+    def __init__(self, count: int) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._count = max(1, count)
+        self._lock = threading.Lock()
+        self._made = 0
+
+    def submit(self, job: Callable[[], None]) -> Future[None]:
+        future: Future[None] = Future()
+        self._jobs.put((future, job))
+        with self._lock:
+            if self._made < self._count:
+                self._made += 1
+                threading.Thread(target=self._work, name="healerd-hook", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            future, job = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                job()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+
+    def shutdown(self) -> None:
+        """Idle threads end; a running job ends on its own bound (its thread is a daemon)."""
+        with self._lock:
+            made, self._count = self._made, 0
+        for _ in range(made):
+            self._jobs.put(None)
+
+
 class Hooks:
     """Runs a service's hooks in its containers for the executor, and tells of a
     failure: a log line and a `hook-failed` event (`events` None: the line only)."""
@@ -121,7 +165,7 @@ class Hooks:
         self._events = events
         self._monotonic = monotonic
         # Threads are made when a post_start first runs: none for a host without hooks.
-        self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-hook")
+        self._pool = _Workers(parallel)
         self._lock = threading.Lock()
         self._running: set[Future[None]] = set()
 
@@ -169,7 +213,7 @@ class Hooks:
         wait(pending, timeout)
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
 
 def tell(

@@ -6,13 +6,14 @@ back; pre_update before an update."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.events import EventLog
-from healerd.core.hooks import pre_stop_bound, pre_update
+from healerd.core.hooks import Hooks, pre_stop_bound, pre_update
 from healerd.engine import HookRun
 from healerd.model import (
     HOOK_TIMEOUT,
@@ -182,3 +183,27 @@ def test_pre_update_of_a_container_the_engine_refuses_is_not_ok() -> None:
     c = container(web)  # listed running, gone from the engine since
     answer = pre_update(engine, web, [c])
     assert not answer.ok and "could not run" in answer.reason
+
+
+def test_a_post_start_under_way_holds_neither_the_caller_nor_the_exit() -> None:
+    engine = _update_engine()
+    web = spec("web", post_start=(WARM,))
+    c = container(web)
+    engine.containers = {c.id: c}
+    began, release = threading.Event(), threading.Event()
+    threads: list[threading.Thread] = []
+
+    def hold(cid: str, hook: Hook) -> None:
+        threads.append(threading.current_thread())
+        began.set()
+        release.wait(10)
+
+    engine.on_hook = hold
+    hooks = Hooks(engine, parallel=1)
+    hooks.post_start(web, c.id, c.name)  # returns at once
+    assert began.wait(5)
+    assert threads[0].daemon  # the interpreter's exit does not join it
+    hooks.shutdown()  # returns while the hook still runs
+    release.set()
+    hooks.drain(5)
+    assert len(engine.hooks_run) == 1
