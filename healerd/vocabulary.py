@@ -23,6 +23,9 @@ class EventKind(StrEnum):
     STOPPED = "stopped"
     REMOVED = "removed"
     GONE = "gone"  # removed by someone else
+    # A lifecycle hook (post_start, pre_stop, pre_update) failed or passed its time
+    # (healerd.core.hooks).
+    HOOK_FAILED = "hook-failed"
     # An action failed; also a run-once service that failed for good (state Failed).
     FAILED = "failed"
     # Images (healerd.core.images, healerd.core.updates, healerd.core.imagegc).

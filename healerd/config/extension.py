@@ -4,10 +4,12 @@ ignores `x-` keys, so the file still runs with `docker compose`)."""
 from __future__ import annotations
 
 from healerd.config.errors import describe, unknown_key_reason
+from healerd.config.hooks import hooks, hooks_schema
 from healerd.config.keys import At, Key
 from healerd.config.snapshotkeys import SNAPSHOT_FIELDS
 from healerd.config.updatekeys import AUTO_UPDATE_MODES, WINDOW_EXAMPLE, mode
 from healerd.config.yamlload import LineDict
+from healerd.model import Hook
 from healerd.vocabulary import AutoUpdate
 
 # Podman's label for the same thing (io.containers.autoupdate=registry), accepted as is.
@@ -68,6 +70,18 @@ EXTENSION_FIELDS = (
         schema={"type": "boolean"},
     ),
     *SNAPSHOT_FIELDS,
+    Key(
+        "pre_update",
+        "list of hooks",
+        "Commands run, as post_start's are (the same keys: command, user, privileged, "
+        "working_dir, environment), in the service's oldest running container before "
+        "an image update rolls out: one that exits non-zero or passes its time (5m for "
+        "all) postpones the update to the next check, and the reason (its exit code and "
+        "last lines of output) is reported. Changing them replaces no container.",
+        "[{command: [/usr/local/bin/backup, --quick]}]",
+        default=(),
+        schema=hooks_schema(),
+    ),
 )
 
 
@@ -92,6 +106,14 @@ def notify(value: object, at: At) -> bool:
         at.key(value, "notify").error(f"must be true or false, not {describe(flag)}")
         return True
     return flag
+
+
+def pre_update(value: object, at: At) -> tuple[Hook, ...]:
+    """x-healerd's `pre_update` (none when absent; a mapping that is not one was
+    reported)."""
+    if not isinstance(value, LineDict) or value.get("pre_update") is None:
+        return ()
+    return hooks(value["pre_update"], at.key(value, "pre_update"))
 
 
 def auto_update(declared: AutoUpdate, labels: tuple[tuple[str, str], ...], at: At) -> AutoUpdate:

@@ -14,6 +14,7 @@ from healerd.config.composeopts import COMPOSE_FIELDS
 from healerd.config.envfile import MAX_ENV_FILES, env_files
 from healerd.config.extension import EXTENSION_FIELDS, x_healerd
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS, healthcheck
+from healerd.config.hooks import HOOK_SERVICE_FIELDS
 from healerd.config.hostopts import HOST_FIELDS
 from healerd.config.imageref import IMAGE_REFERENCE_PATTERN
 from healerd.config.keys import MAX_ENTRIES, Key
@@ -396,4 +397,5 @@ SERVICE_FIELDS: tuple[Key, ...] = (
 
 SERVICE_FIELDS += HOST_FIELDS
 SERVICE_FIELDS += COMPOSE_FIELDS
+SERVICE_FIELDS += HOOK_SERVICE_FIELDS
 SERVICE_KEYS = frozenset(key.name for key in SERVICE_FIELDS)

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from healerd.config.envfile import EnvFileError, effective_environment
 from healerd.model import ServiceSpec, Substitution
 
 _Subs = tuple[Substitution, ...]
@@ -136,11 +137,37 @@ def holds(text: str, subs: Iterable[Substitution]) -> list[str]:
     return list(dict.fromkeys(s.name for s in subs if s.value and s.value in text))
 
 
+# Environment values shorter than this, and numbers, stay in output that is shown: they
+# would mask half of any line.
+ENV_MASK_MIN = 4
+
+
+def mask_environment(
+    line: str, spec: ServiceSpec | None, extra: Iterable[tuple[str, str]] = ()
+) -> str:
+    """`line` (a container's or a hook's output) with each of the service's environment
+    values (env files' too), and `extra`'s (a hook's own), as `[NAME]`: output often
+    echoes them (a connection string in an error). Values of fewer than ENV_MASK_MIN
+    characters and numbers are left."""
+    env: list[tuple[str, str]] = list(extra)
+    if spec is not None:
+        try:
+            env += effective_environment(spec)
+        except (EnvFileError, OSError):
+            env += spec.environment
+    for name, value in sorted(env, key=lambda kv: len(kv[1]), reverse=True):
+        if len(value) >= ENV_MASK_MIN and not value.replace(".", "").isdigit() and value in line:
+            line = line.replace(value, f"[{name}]")
+    return line
+
+
 __all__ = [
+    "ENV_MASK_MIN",
     "FREE_TEXT_MIN",
     "holds",
     "map_strings",
     "mask",
+    "mask_environment",
     "mask_error",
     "mask_free",
     "mask_tree",

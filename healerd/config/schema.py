@@ -50,7 +50,9 @@ _EXTENSION = {"^x-": {"description": "Ignored by healerd: a place for YAML ancho
 
 
 def _value_schema(key: Key) -> dict[str, Any]:
-    if key.children:
+    """A nested mapping's from its children, unless the key has a schema of its own (a
+    list of mappings: the lifecycle hooks)."""
+    if key.children and not key.schema:
         schema: dict[str, Any] = {
             "type": "object",
             "properties": {child.name: _key_schema(child) for child in key.children},

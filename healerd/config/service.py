@@ -13,13 +13,13 @@ from healerd.config import netopts
 from healerd.config.deploy import merge as merge_spellings
 from healerd.config.envfile import EnvFileError, env_digest
 from healerd.config.errors import describe, unknown_key_reason
-from healerd.config.extension import auto_update, notify
+from healerd.config.extension import auto_update, notify, pre_update
 from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
 from healerd.config.keys import MAX_ENTRIES, At, check_keys
 from healerd.config.unsupported import UNSUPPORTED
 from healerd.config.updatekeys import update_policy
 from healerd.config.yamlload import LineDict, LineList
-from healerd.model import ServiceSpec
+from healerd.model import Hook, ServiceSpec
 from healerd.model.updatepolicy import UpdatePolicy
 
 log = logging.getLogger("healerd.config")
@@ -110,8 +110,14 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
     at_labels = at.key(body, "labels") if "labels" in body else at
     mode = auto_update(spec.auto_update, spec.labels, at_labels)
     ext = body.get("x-healerd")
-    told = notify(ext, at.key(body, "x-healerd")) if ext is not None else True
-    policy = update_policy(ext, at.key(body, "x-healerd")) if ext is not None else UpdatePolicy()
-    if mode == spec.auto_update and told and policy == spec.update_policy:
+    before: tuple[Hook, ...]
+    told, before, policy = True, (), UpdatePolicy()
+    if ext is not None:
+        ext_at = at.key(body, "x-healerd")
+        told, before = notify(ext, ext_at), pre_update(ext, ext_at)
+        policy = update_policy(ext, ext_at)
+    if mode == spec.auto_update and told and not before and policy == spec.update_policy:
         return spec
-    return dataclasses.replace(spec, auto_update=mode, notify=told, update_policy=policy)
+    return dataclasses.replace(
+        spec, auto_update=mode, notify=told, pre_update=before, update_policy=policy
+    )

@@ -23,8 +23,6 @@ UNSUPPORTED: dict[str, str] = {
     "isolation": _WINDOWS,
     "label_file": f"{_NOT_YET}: write the labels under labels",
     "models": "AI models are served by Docker Model Runner, not by a container healerd runs",
-    "post_start": f"{_NOT_YET} (lifecycle hooks)",
-    "pre_stop": f"{_NOT_YET} (lifecycle hooks)",
     "provider": "provider services are run by a Compose plugin, not as containers",
     "pull_refresh_after": f"{_NOT_YET}: see pull_policy",
     "use_api_socket": "healerd gives no container its engine's socket by itself: bind "

@@ -49,6 +49,7 @@ class Acting:
         self._report.results(key, results)
         for res in results:
             self._healed(key, res, _died(rec.memory, res))
+        self._executor.post_start(results)
         wall, now = self._clock.time(), self._clock.monotonic()
         for res in results:
             if res.ok and res.action.kind is ActionKind.START:

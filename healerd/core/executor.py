@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from healerd.config import EnvFileError, MountRefused, effective_environment, mounts_for_create
 from healerd.core.echoes import OwnActions
+from healerd.core.hooks import Hooks
 from healerd.engine import CannotRestart, Engine, EngineError, EngineUnavailable, NameConflict
 from healerd.model import (
     LABEL_CRASH_STREAK,
@@ -74,8 +75,13 @@ class Executor:
         parallel: int,
         name_tag: Callable[[str], str] = plain_tag,
         own: OwnActions | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
+        """`hooks` runs the services' lifecycle hooks (healerd.core.hooks): pre_stop
+        before this executor stops or removes a running container, post_start after the
+        start of one it started was reported (`post_start`)."""
         self._engine = engine
+        self._hooks = hooks if hooks is not None else Hooks(engine, parallel=parallel)
         self._name_tag = name_tag
         self._own = own
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
@@ -140,6 +146,7 @@ class Executor:
             grace = action.spec.stop_grace_period if action.spec else None
             if action.kind is ActionKind.START:
                 return self._start(action, action.container)
+            self._hooks.pre_stop(action.spec, action.container)
             if action.kind is ActionKind.STOP:
                 self._engine.stop(action.container, grace)
             else:
@@ -259,6 +266,7 @@ class Executor:
                 self._engine.rename(dataclasses.replace(old, name=aside), name)
             raise
         # Its anonymous volumes that the new one took over are in use: they stay.
+        self._hooks.pre_stop(spec, old)
         self._engine.remove(dataclasses.replace(old, name=aside), spec.stop_grace_period)
         return ActionResult(action, container_id=cid, container_name=name)
 
@@ -298,12 +306,21 @@ class Executor:
                 done(result)
             except Exception:
                 log.exception("after %s", a.describe())
+            self.post_start([result])
 
         for a in actions:
             f = self._pool.submit(one, a)
             with self._flight_lock:
                 self._in_flight.add(f)
             f.add_done_callback(self._landed)  # at once, in this thread, if done already
+
+    def post_start(self, results: Sequence[ActionResult]) -> None:
+        """The post_start hooks of the containers these results started, once their
+        starts were reported: on the hooks' own pool, so that neither the heal's latency
+        nor the executor's slots wait for them."""
+        for r in results:
+            if r.ok and r.action.kind in _STARTS and r.container_id is not None:
+                self._hooks.post_start(r.action.spec, r.container_id, r.container_name or "")
 
     def _landed(self, f: Future[None]) -> None:
         with self._flight_lock:
@@ -314,9 +331,14 @@ class Executor:
         with self._flight_lock:
             pending = list(self._in_flight)
         wait(pending, timeout)
+        self._hooks.drain(timeout)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._hooks.shutdown()
+
+
+_STARTS = (ActionKind.CREATE, ActionKind.START)
 
 
 # Containers that may still hold what a replacement needs (a fixed host port, memory).

@@ -19,6 +19,7 @@ from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor, plain_tag
 from healerd.core.hints import LookHints
+from healerd.core.hooks import Hooks
 from healerd.core.images import ImagePolicy, no_pull_check
 from healerd.core.inputs import Inputs
 from healerd.core.looks import Claims, HostClaims, Looks, NoClaims
@@ -167,7 +168,8 @@ def _common(
 ) -> _Common:
     t = settings.timings
     queue, events, own = WorkQueue(clock, t.backoff), EventLog(clock), OwnActions(clock)
-    executor = Executor(engine, settings.parallel_actions, name_tag, own)
+    parallel = settings.parallel_actions
+    executor = Executor(engine, parallel, name_tag, own, Hooks(engine, events, parallel))
     updates = Updates(engine, events, credentials, late.repinned, clock.time)
     declared, paused = Declared(updates), Paused()
     book = StatusBook(clock, events)

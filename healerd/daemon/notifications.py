@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from healerd.config import DesiredState, EnvFileError, effective_environment
-from healerd.config.masking import mask_free, shown
+from healerd.config import DesiredState
+from healerd.config.masking import mask_environment, mask_free, shown
 from healerd.config.notifyconf import NotifyTarget, masked_url, scrub
 from healerd.core.events import Event
 from healerd.core.notices import Notice, NoticeBook, StateChange, digest, heal_notice
 from healerd.engine import LogStream
-from healerd.model import ObservedContainer, ServiceSpec
+from healerd.model import ObservedContainer
 from healerd.vocabulary import NoticeKind
 
 log = logging.getLogger("healerd.notify")
@@ -340,22 +340,6 @@ def output_tail(c: Watched, service: str, lines: int) -> list[str]:
     spec = c.desired.services.get(service)
     text = mask_free(raw.decode("utf-8", "replace"), shown(spec))
     return [mask_environment(line, spec) for line in text.splitlines()[-lines:]]
-
-
-def mask_environment(line: str, spec: ServiceSpec | None) -> str:
-    """`line` with each of the service's environment values (env files' too) as
-    `[NAME]`: output often echoes them (a connection string in an error). Values of
-    fewer than 4 characters and numbers are left: they would mask half of any line."""
-    if spec is None:
-        return line
-    try:
-        env = effective_environment(spec)
-    except (EnvFileError, OSError):
-        env = spec.environment
-    for name, value in sorted(env, key=lambda kv: len(kv[1]), reverse=True):
-        if len(value) >= 4 and not value.replace(".", "").isdigit() and value in line:
-            line = line.replace(value, f"[{name}]")
-    return line
 
 
 def for_daemon(

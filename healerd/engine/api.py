@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from healerd.engine.pacing import Meter
-from healerd.model import EngineEvent, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.model import EngineEvent, Hook, ObservedContainer, RegistryAuth, ServiceSpec
 
 # Anonymous volumes a replacement takes over: (volume name, mount point).
 Inherited = Sequence[tuple[str, str]]
@@ -82,6 +82,24 @@ class LocalImage:
     digests: tuple[str, ...]  # repo@sha256:... references
     created: float  # when the image was built (epoch seconds), not when it was pulled
     size: int  # bytes, shared layers included
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """How a command run in a container ended: its exit code (None: it passed its time
+    and was left running), and the last lines of its output (stdout and stderr as they
+    came, at most HOOK_TAIL_BYTES)."""
+
+    exit_code: int | None
+    output: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+# How much of a hook's output is kept (its last bytes), as docker compose keeps it.
+HOOK_TAIL_BYTES = 2048
 
 
 class LogStream:
@@ -215,6 +233,15 @@ class ContainerRuntime(Protocol):
 
     def death(self, container_id: str) -> Death:
         """How the container's last run ended (one inspect)."""
+        ...
+
+    def exec_hook(self, container_id: str, hook: Hook, timeout: float) -> HookRun:
+        """Run `hook` in the running container (an exec, no TTY; the hook's environment
+        on top of the container's) and wait for its end, at most `timeout` seconds in
+        all: then it is left running in the container (no engine API ends an exec) and
+        the answer's exit code is None. No thread or connection outlives the call.
+        Raises EngineError when the engine refuses it (the container is not running or
+        is gone, the user does not exist)."""
         ...
 
 

@@ -37,10 +37,13 @@ from healerd.model.observed import (
     ObservedContainer,
 )
 from healerd.model.parts import (
+    HOOK_TIMEOUT,
+    PRE_STOP_FLOOR,
     VOLUME_DEFAULTS,
     Dependency,
     DeviceRequest,
     HealthcheckSpec,
+    Hook,
     IpamPool,
     LoggingSpec,
     NetworkDecl,
@@ -59,6 +62,7 @@ from healerd.model.parts import (
 from healerd.model.spec import STEERING, ServiceSpec, steering
 
 __all__ = [
+    "HOOK_TIMEOUT",
     "LABEL_CRASH_STREAK",
     "LABEL_IMAGE",
     "LABEL_REPLACES",
@@ -69,6 +73,7 @@ __all__ = [
     "LABEL_SPEC_HASH",
     "NAME_HASH_LEN",
     "OWNER_LABEL_PREFIX",
+    "PRE_STOP_FLOOR",
     "SIGNED_LABELS",
     "SPEC_HASH_LEN",
     "STEERING",
@@ -83,6 +88,7 @@ __all__ = [
     "EngineEvent",
     "Health",
     "HealthcheckSpec",
+    "Hook",
     "IpamPool",
     "LoggingSpec",
     "NetworkDecl",

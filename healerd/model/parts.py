@@ -165,6 +165,26 @@ class Dependency:
     restart: bool = False
 
 
+# How long the hooks of one post_start or pre_update run may take, all together; a
+# pre_stop's take at most the service's stop_grace_period, and at least PRE_STOP_FLOOR.
+HOOK_TIMEOUT = 300.0
+PRE_STOP_FLOOR = 1.0
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One lifecycle hook (Compose's `post_start` and `pre_stop`, x-healerd's
+    `pre_update`): `command` run in a running container of the service through the
+    engine (an exec), as `user` (None: the container's), `privileged`, in `working_dir`
+    (None: the container's), with `environment` added to the container's own."""
+
+    command: tuple[str, ...]
+    user: str | None = None
+    privileged: bool = False
+    working_dir: str | None = None
+    environment: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(frozen=True)
 class LoggingSpec:
     """Compose's `logging`: the engine's log driver for the container and its options."""

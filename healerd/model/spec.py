@@ -15,6 +15,7 @@ from healerd.model.parts import (
     Dependency,
     DeviceRequest,
     HealthcheckSpec,
+    Hook,
     LoggingSpec,
     NetworkDecl,
     NetworkEndpoint,
@@ -133,6 +134,10 @@ class ServiceSpec:
     links: tuple[tuple[str, str], ...] = ()
     network_endpoints: tuple[NetworkEndpoint, ...] = ()
     device_requests: tuple[DeviceRequest, ...] = ()
+    # Compose's post_start hooks, run in each container healerd starts (healerd.core.hooks).
+    # In the hash, as Compose hashes them: they run once, when a container starts, so a
+    # container started before an edit never ran the new ones; a replacement does.
+    post_start: tuple[Hook, ...] = ()
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: PullPolicy = field(default=PullPolicy.MISSING, metadata=STEERING)
     # REGISTRY: follow the tag's digest in its registry, roll out and roll back
@@ -148,6 +153,14 @@ class ServiceSpec:
     # many of those copies are kept. The container is the same either way.
     snapshot: tuple[str, ...] = steering(())
     snapshot_keep: int = steering(2)
+    # Compose's pre_stop hooks, run before healerd stops or removes a running container.
+    # Not in the hash, unlike Compose's: they are read from the declaration in force when
+    # a container is stopped, so an edit reaches every running container at its next
+    # stop, and no container is restarted only to change what runs before its stop.
+    pre_stop: tuple[Hook, ...] = steering(())
+    # x-healerd's pre_update: run in the service's oldest running container before an
+    # image update rolls out; one that fails postpones the update (healerd.core.hooks).
+    pre_update: tuple[Hook, ...] = steering(())
     # When not every container fits the host's headroom, higher priorities go first.
     priority: int = steering(0)
     # Compose's `restart` (healerd.core.jobs): None, always and unless-stopped replace

@@ -22,6 +22,7 @@ from healerd.model import (
     EngineEvent,
     Health,
     HealthcheckSpec,
+    Hook,
     ObservedContainer,
     ServiceSpec,
     VolumeSpec,
@@ -203,6 +204,19 @@ class EngineContract:
         again = harness.engine.death(c.id)
         assert again.exit_code is None and again.ran_before
         assert (rfc3339(again.started_at) or 0) > (rfc3339(first.started_at) or 0)
+
+    def test_a_hook_runs_in_a_running_container_only(self, harness: Harness) -> None:
+        c = created(harness, harness.spec("hooked"))
+        run = harness.engine.exec_hook(c.id, Hook(("true",), environment=(("A", "b"),)), 10)
+        assert (run.exit_code, run.ok) == (0, True)
+        harness.kill(c.id)
+        dead = harness.eventually("listed exited", lambda: in_state(harness, c.id, "exited"))
+        assert dead is not None
+        with pytest.raises(EngineError):
+            harness.engine.exec_hook(c.id, Hook(("true",)), 10)
+        harness.engine.remove(dead, 1)
+        with pytest.raises(EngineError):
+            harness.engine.exec_hook(c.id, Hook(("true",)), 10)
 
     # -- events ------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Any
 from healerd.model import (
     DeviceRequest,
     HealthcheckSpec,
+    Hook,
     LoggingSpec,
     NetworkEndpoint,
     PortSpec,
@@ -41,6 +42,8 @@ STEERING_ONLY = {
     "networks_to_create",
     "volumes_to_create",
     "substitutions",
+    "pre_stop",
+    "pre_update",
 }
 # Compose's container settings (issue 16), each with a non-default value.
 HOST_CHANGED: dict[str, Any] = {
@@ -118,6 +121,7 @@ SHAPES_CONTAINER = {
     "cpus",
     "stop_grace_period",
     "healthcheck",
+    "post_start",
     *HOST_CHANGED,
 }
 # A non-default value for each container field.
@@ -138,6 +142,7 @@ CHANGED: dict[str, Any] = {
     "cpus": 0.5,
     "stop_grace_period": 3.0,
     "healthcheck": HealthcheckSpec(test=("CMD", "true")),
+    "post_start": (Hook(("touch", "/ready")),),
     **HOST_CHANGED,
 }
 
@@ -162,6 +167,8 @@ def test_each_container_field_changes_the_hash_and_no_steering_field_does() -> N
         unhealthy_grace=5.0,
         priority=3,
         source_file="f",
+        pre_stop=(Hook(("sh", "-c", "drain")),),
+        pre_update=(Hook(("backup",)),),
     )
     assert steered.spec_hash == base.spec_hash
 

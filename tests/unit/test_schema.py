@@ -18,6 +18,7 @@ import pytest
 from healerd.config.extension import EXTENSION_FIELDS
 from healerd.config.fields import SERVICE_FIELDS, SERVICE_KEYS
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS
+from healerd.config.hooks import hook_fields
 from healerd.config.rollout import RESTART_POLICY_FIELDS, UPDATE_CONFIG_FIELDS
 from healerd.config.schema import (
     REFERENCE_FILE,
@@ -33,7 +34,7 @@ from healerd.config.servicefile import parse_service_text
 from healerd.config.settings import SETTING_KEYS as SETTINGS_DOCS
 from healerd.config.settings import SETTING_KEYS as _CHECKS
 from healerd.config.units import format_duration
-from healerd.model import RestartPolicy, ServiceSpec, UpdateConfig
+from healerd.model import Hook, RestartPolicy, ServiceSpec, UpdateConfig
 from tests.unit.harness.documents import CASES, CORPUS, REPO, load, validator
 
 REGENERATE = "regenerate with: python -m healerd.config.schema"
@@ -56,7 +57,7 @@ def test_the_table_covers_the_model() -> None:
     derived = {"name", "source_file", "env_digest", "project", "network_aliases"}
     derived |= {"networks_to_create", "volumes_to_create", "secrets_digest", "network_endpoints"}
     derived |= {"substitutions"}  # what interpolation put in (healerd.config.masking)
-    derived |= {"notify"}  # x-healerd's notify (healerd.config.extension.notify)
+    derived |= {"notify", "pre_update"}  # x-healerd's (healerd.config.extension)
     derived |= {"snapshot", "snapshot_keep"}  # x-healerd's (healerd.config.extension.snapshot)
     derived |= {"update_policy"}  # x-healerd's update_* (healerd.config.updatekeys)
     # Compose's spellings of other fields (healerd.config.deploy.merge folds them in).
@@ -69,12 +70,23 @@ def test_the_table_covers_the_model() -> None:
         "update_config": UPDATE_CONFIG_FIELDS,
         "restart_policy": RESTART_POLICY_FIELDS,
         "x-healerd": EXTENSION_FIELDS,
+        "post_start": hook_fields("post_start"),
+        "pre_stop": hook_fields("pre_stop"),
     }
-    # auto_update and notify: fields of the spec; update_*: its UpdatePolicy;
-    # snapshot and snapshot_keep: fields of the spec (healerd.config.snapshotkeys).
-    updates = {"update_window", "update_delay", "update_lock"}
-    snapshots = {"snapshot", "snapshot_keep"}
-    models = {**model_fields(), "x-healerd": {"auto_update", "notify", *updates, *snapshots}}
+    # auto_update, notify and pre_update: fields of the spec, not a class of their own.
+    hook = {f.name for f in dataclasses.fields(Hook)}
+    models = {
+        **model_fields(),
+        "x-healerd": {
+            "auto_update",
+            "notify",
+            "pre_update",
+            *("update_window", "update_delay", "update_lock"),  # its UpdatePolicy
+            *("snapshot", "snapshot_keep"),  # healerd.config.snapshotkeys
+        },
+        "post_start": hook,
+        "pre_stop": hook,
+    }
     for name, children in nested.items():
         assert {key.name for key in children} == models[name], name
 
@@ -112,6 +124,10 @@ def test_every_table_example_is_accepted_by_checker_and_schema() -> None:
                 text += "      test: [CMD, /bin/check]\n"
             if child.name == "snapshot":  # names a volume of the file the service mounts
                 text += "    volumes: [pgdata:/data]\nvolumes:\n  pgdata:\n"
+            if key.name in ("post_start", "pre_stop"):  # a list of hooks, each a mapping
+                text = text.replace(f"      {child.name}:", f"      - {child.name}:")
+                if child.name != "command":
+                    text += "        command: [/bin/true]\n"
             result = parse_service_text(text, "t.yaml")
             assert result.errors == (), [str(e) for e in result.errors]
             assert list(check.iter_errors(load(text, "t.yaml"))) == [], child.name

@@ -16,6 +16,7 @@ from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.containers import DockerContainers
 from healerd.engine.docker.create import DockerCreate
 from healerd.engine.docker.events import DockerEvents
+from healerd.engine.docker.hooks import DockerHooks
 from healerd.engine.docker.images import DockerImages
 from healerd.engine.docker.listing import RowCache
 from healerd.engine.docker.project import DockerProject, Ensured
@@ -23,7 +24,9 @@ from healerd.engine.pacing import Meter
 from healerd.model import DockerTLS
 
 
-class DockerEngine(DockerContainers, DockerCreate, DockerEvents, DockerImages, DockerProject):
+class DockerEngine(
+    DockerContainers, DockerCreate, DockerEvents, DockerHooks, DockerImages, DockerProject
+):
     def __init__(
         self,
         base_url: str,

@@ -31,6 +31,7 @@ from healerd.engine import (
     Death,
     EngineError,
     EngineUnavailable,
+    HookRun,
     ImageMissing,
     ImagePullFailed,
     Inherited,
@@ -49,14 +50,15 @@ from healerd.model import (
     EngineAction,
     EngineEvent,
     Health,
+    Hook,
     ObservedContainer,
     RegistryAuth,
     ServiceSpec,
 )
 
 # What a reconcile pass asks of the engine: one list, whether an image is there, creates,
-# starts, stops, renames (a fixed container_name) and removes; and, on first contact and
-# whenever the engine is back, its version and data root.
+# starts, stops, renames (a fixed container_name) and removes, lifecycle hooks; and, on
+# first contact and whenever the engine is back, its version and data root.
 LOOP_CALLS = frozenset(
     {
         "list",
@@ -69,6 +71,7 @@ LOOP_CALLS = frozenset(
         "remove",
         "rename",
         "prune_networks",
+        "exec_hook",
     }
 )
 # Opt-in: pulls, the image size (the disk check before a pull, with admission), the
@@ -157,6 +160,12 @@ class FakeEngine:
         self.checks: dict[str, tuple[str, ...]] = {}
         self.broken_images: set[str] = set()  # a start of these fails (no such command)
         self.volumes: set[str] = set()  # anonymous volumes on the engine
+        # Hooks run (exec_hook): (container id, hook, timeout), in order; how a hook
+        # ends, by its command's first word (else exit 0, no output); `on_hook` is
+        # called with each run's container id and hook before it ends (a test's probe).
+        self.hooks_run: list[tuple[str, Hook, float]] = []
+        self.hook_answers: dict[str, HookRun] = {}
+        self.on_hook: Callable[[str, Hook], None] | None = None
         # The event stream: every event so far, in order (`watch` delivers them).
         self.emitted: list[EngineEvent] = []
         self._stream = threading.Condition()
@@ -424,6 +433,24 @@ class FakeEngine:
             self._emit(c, EngineAction.KILLED, signal=9)
             self._emit(c, EngineAction.DIED, exit_code=137)
         self._emit(c, EngineAction.DESTROYED)
+
+    def exec_hook(self, container_id: str, hook: Hook, timeout: float) -> HookRun:
+        """As the engine's exec: refused (409) unless the container runs; the answer
+        `hook_answers` holds for its command (None as the exit code: it passed its
+        time), else exit 0."""
+        self._allowed("exec_hook", container_id, hook.command)
+        self.calls.append("exec_hook")
+        self._check()
+        with self._lock:
+            c = self.containers.get(container_id)
+        if c is None:
+            raise EngineError(f"exec in {container_id}: No such container")
+        if c.state is not ContainerState.RUNNING:
+            raise EngineError(f"exec in {container_id}: Container {container_id} is not running")
+        self.hooks_run.append((container_id, hook, timeout))
+        if self.on_hook is not None:
+            self.on_hook(container_id, hook)
+        return self.hook_answers.get(hook.command[0] if hook.command else "", HookRun(0))
 
     def watch(
         self, on_event: Callable[[EngineEvent], None], on_connected: Callable[[], None]
