@@ -89,6 +89,7 @@ class Facts:
     declared: bool = True
     has_containers: bool = True
     paused: bool = False
+    updating: str = ""  # held by the updater: stopped for a snapshot or a restore
     image_problem: ImageProblem | None = None  # the image cannot be had
     actions: int = 0
     first_action: str = ""  # the first action's reason
@@ -122,6 +123,8 @@ def _decide(f: Facts, t: Timings) -> Outcome:
         return beside
     if f.paused:
         return Outcome(ServiceState.PAUSED, "paused by operator")
+    if f.updating:
+        return Outcome(ServiceState.PROGRESSING, f.updating)
     if f.image_problem is not None:
         return _image(f.image_problem, t)
     after: tuple[float, ...] = (t.suspect_recheck,) if f.suspect else ()

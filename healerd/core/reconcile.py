@@ -107,7 +107,7 @@ class Reconciler:
 
     def preview(self, key: str, obs: Observation, memory: Memory) -> list[Action]:
         """What a pass would do right now, without doing it."""
-        if self._is_paused(key):
+        if self._is_paused(key) or self._updates.data.held(key):
             return []
         spec = obs.desired.services.get(key)
         mine = obs.of(key)
@@ -138,16 +138,28 @@ class Reconciler:
 
     # -- the steps of a pass --------------------------------------------------------
 
+    def _left_alone(
+        self, key: str, spec: ServiceSpec | None, mine: list[ObservedContainer]
+    ) -> Outcome | None:
+        """Paused by the operator, or held by the updater (stopped for a snapshot of its
+        volumes, or a restore): the pass does nothing, and says why."""
+        held = self._updates.data.held(key)
+        if not (self._is_paused(key) or held):
+            return None
+        self._room.done(key)
+        self.hold_rollout(key)
+        paused = not held
+        return decide(Facts(paused=paused, updating=held, tally=tally(spec, mine)), self._t)
+
     def _pass(self, key: str, obs: Observation, rec: Recorder) -> Outcome:
         now, mono = self._clock.time(), self._clock.monotonic()
         # One snapshot for the whole pass: the declaration may be swapped meanwhile.
         spec = obs.desired.services.get(key)
         mine = self._mine(key, obs, rec, mono)
         self._report.count("passes")
-        if self._is_paused(key):
-            self._room.done(key)
-            self.hold_rollout(key)
-            return decide(Facts(paused=True, tally=tally(spec, mine)), self._t)
+        left = self._left_alone(key, spec, mine)
+        if left is not None:
+            return left
         if spec is not None and follows(spec):
             spec = self._first_pin(key, spec, mine)
         spec, prep = self._judged(key, spec, mine, now, mono, obs, rec.memory)

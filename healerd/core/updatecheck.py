@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from healerd.core.events import EventLog
+from healerd.core.hooks import pre_update
+from healerd.core.updatedata import UpdateData
 from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory, Said
 from healerd.core.updatepins import Pin, follows, pinned_ref, repository, short
-from healerd.core.updatewaits import AVAILABLE, Gate, Wait, waits
+from healerd.core.updatewaits import AVAILABLE, SNAPSHOT, Gate, Wait, waits
 from healerd.engine import EngineError, ImagePullFailed, ImageStore, Registry
 from healerd.engine.api import ContainerFiles, ContainerRuntime
 from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
@@ -54,12 +56,14 @@ class UpdateState:
         self._pulling: dict[str, str] = {}  # service -> the new digest being pulled
         # service -> (digest, why) an update waits for: said once (healerd.core.updatewaits)
         self._waiting: dict[str, tuple[str, str]] = {}
+        self.data = UpdateData(engine, on_change)  # holds and volume snapshots
         self._gate = Gate(
             lock_holder=self._lock_holder,
             seen_since=lambda spec, digest, at: self._memory.seen_since(
                 spec.name, spec.image, digest, at
             ),
             operator_pin=lambda spec: self._memory.of(spec.name, spec.image).pinned,
+            pre_update=self._pre_update,
         )
         self._no_digest: set[str] = set()  # services whose local image has no registry digest
         self.checks = 0  # registry digest requests made (benchmarks, tests)
@@ -126,6 +130,18 @@ class UpdateState:
             return "the engine (it did not answer)", 0.0
         return None
 
+    def _pre_update(self, spec: ServiceSpec) -> str:
+        """The service's pre_update hooks (healerd.core.hooks): "" when they pass."""
+        if not spec.pre_update:
+            return ""
+        try:
+            answer = pre_update(
+                self._engine, spec, self._engine.list_managed(spec.name), self._events
+            )
+        except EngineError as exc:
+            return f"the engine did not answer: {exc}"
+        return "" if answer.ok else answer.reason
+
     def _target(self, spec: ServiceSpec, pin: Pin, allowed: frozenset[str]) -> str:
         """The digest to move to ("" : none): the operator's pin, else the tag's."""
         key = spec.name
@@ -177,11 +193,25 @@ class UpdateState:
                 self._pulling.pop(key, None)
         with self._lock:
             self._pulled.add(pinned_ref(spec.image, digest))
+        if spec.snapshot:
+            why = self.data.snapshot(spec, pin.digest, digest)
+            if why:
+                self._hold(spec, digest, Wait(SNAPSHOT, f"{short(digest)} not rolled out: {why}"))
+                return ""
+        try:
+            return self._pin_new(spec, pin, digest)
+        finally:
+            if spec.snapshot:
+                self.data.release(key)  # the new pin is in: the loop may start it
+
+    def _pin_new(self, spec: ServiceSpec, pin: Pin, digest: str) -> str:
+        key = spec.name
         new = Pin(spec.image, digest, previous=pin.digest, trying=True, since=self._now())
         with self._lock:
             if self._pins.get(key) != pin:
                 return ""  # rolled back or re-pinned meanwhile
             self._pins[key] = new
+            self._waiting.pop(key, None)
         self._say(key, spec.image, f"updating to {short(digest)} from {short(pin.digest)}", digest)
         self._events.record(
             EventKind.IMAGE_UPDATE, key, f"{spec.image} moved to {short(digest)}: rolling out"

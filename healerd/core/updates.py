@@ -194,7 +194,7 @@ class Updates(UpdateState):
             return False
         why = failure(spec, mine, unhealthy, forgiven, halted, pin.since)
         if why:
-            self._roll_back(key, pin, why)
+            self._roll_back(key, pin, why, spec)
             return True
         if proven(spec, mine, now):
             with self._lock:
@@ -217,29 +217,48 @@ class Updates(UpdateState):
                 self.after_update(repository(pin.declared), tuple(keep))
         return False
 
-    def _roll_back(self, key: str, pin: Pin, why: str) -> None:
+    def _roll_back(self, key: str, pin: Pin, why: str, spec: ServiceSpec | None) -> None:
         back = Pin(pin.declared, pin.previous) if pin.previous else None
         note = (
             f"rolled back to {short(pin.previous)}: {short(pin.digest)} failed ({why}); "
             f"{short(pin.digest)} is not tried again (healerctl update {key} "
             "--retry-failed tries it once more)"
         )
+        restoring = spec is not None and bool(spec.snapshot)
+        if restoring:  # held before the pin moves back: nothing starts before the data
+            self.data.hold(key, "stopped to restore its volumes")
         with self._lock:
-            if self._pins.get(key) != pin:
-                return
-            if back is None:
+            moved = self._pins.get(key) == pin
+            if moved and back is None:
                 self._pins.pop(key, None)
-            else:
+            elif moved and back is not None:
                 self._pins[key] = back
+        if not moved:
+            if restoring:
+                self.data.release(key)
+            return
         self._memory.failed(key, pin.declared, pin.digest)
         self._say(key, pin.declared, note, pin.previous, "rolled back")
         log.warning("%s: %s", key, note)
         self._events.record(EventKind.IMAGE_ROLLBACK, key, note)
+        if spec is not None and restoring:
+            self._restore(spec, pin, note)  # its word comes after the rollback's
         self._on_change(key)
+
+    def _restore(self, spec: ServiceSpec, pin: Pin, note: str) -> None:
+        """The volumes back as they were before `pin`'s update, then the previous
+        digest (the hold keeps it from starting before)."""
+
+        def told(what: str) -> None:
+            log.warning("%s: %s", spec.name, what)
+            self._say(spec.name, pin.declared, f"{note}; {what}", pin.previous, history=False)
+            self._events.record(EventKind.IMAGE_ROLLBACK, spec.name, what)
+
+        self.data.restore_later(spec.name, pin.digest, spec.stop_grace_period, told)
 
     # -- an operator's word (healerctl rollback, pin, unpin) ---------------------------
 
-    def rollback_now(self, key: str) -> str:
+    def rollback_now(self, key: str, spec: ServiceSpec | None = None) -> str:
         """Back to the digest before the one running; that one is not tried again (until
         --retry-failed) and an operator's pin ends (else it would come back)."""
         with self._lock:
@@ -251,20 +270,29 @@ class Updates(UpdateState):
             raise UpdateRefused(f"{key} ran no digest before {short(pin.digest)}")
         self._memory.pin(key, pin.declared, "")
         if pin.trying and pin.previous:
-            self._roll_back(key, pin, "healerctl rollback")
+            self._roll_back(key, pin, "healerctl rollback", spec)
             return f"{key}: rolling back to {short(previous)}"
         note = (
             f"rolled back to {short(previous)} by healerctl rollback: {short(pin.digest)} "
             f"is not tried again (healerctl update {key} --retry-failed tries it once more)"
         )
+        if spec is not None and spec.snapshot:
+            self.data.hold(key, "stopped to restore its volumes")
         with self._lock:
-            if self._pins.get(key) != pin:
-                raise UpdateRefused(f"{key}'s digest changed meanwhile; look and try again")
-            self._pins[key] = Pin(pin.declared, previous)
+            moved = self._pins.get(key) == pin
+            if moved:
+                self._pins[key] = Pin(pin.declared, previous)
+        restoring = spec is not None and bool(spec.snapshot)
+        if not moved:
+            if restoring:
+                self.data.release(key)
+            raise UpdateRefused(f"{key}'s digest changed meanwhile; look and try again")
         self._memory.failed(key, pin.declared, pin.digest)
         self._say(key, pin.declared, note, previous, "rolled back")
         log.warning("%s: %s", key, note)
         self._events.record(EventKind.IMAGE_ROLLBACK, key, note)
+        if spec is not None and restoring:
+            self._restore(spec, replace(pin, previous=previous), note)
         self._on_change(key)
         return f"{key}: {note}"
 

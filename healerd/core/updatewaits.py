@@ -21,6 +21,7 @@ from healerd.model.updatepolicy import windows_text
 from healerd.vocabulary import AutoUpdate
 
 AVAILABLE, DELAY, WINDOW, LOCK, PRE_UPDATE = "available", "delay", "window", "lock", "pre_update"
+SNAPSHOT = "snapshot"  # the snapshot before it could not be taken (healerd.core.updatedata)
 
 
 def _no_holder(spec: ServiceSpec) -> tuple[str, float] | None:
@@ -111,4 +112,14 @@ def waits(
     return None
 
 
-__all__ = ["AVAILABLE", "DELAY", "LOCK", "PRE_UPDATE", "WINDOW", "Gate", "Wait", "waits"]
+__all__ = [
+    "AVAILABLE",
+    "DELAY",
+    "LOCK",
+    "PRE_UPDATE",
+    "SNAPSHOT",
+    "WINDOW",
+    "Gate",
+    "Wait",
+    "waits",
+]

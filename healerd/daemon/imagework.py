@@ -15,10 +15,13 @@ from healerd.core.clock import Clock
 from healerd.core.controller import Controller
 from healerd.core.imagegc import ImageCollector
 from healerd.core.updates import UpdateRefused, follows
+from healerd.daemon.flags import docker_host
 from healerd.daemon.metrics import ImageGcMetrics
+from healerd.daemon.snapshots import SnapshotStore
 from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
-from healerd.engine import ImageStore
+from healerd.daemon.updatesnapshots import DaemonSnapshots
+from healerd.engine import Engine
 from healerd.host import HostProbe
 from healerd.model import ServiceSpec
 
@@ -31,7 +34,7 @@ class ImageWork:
     def __init__(
         self,
         controller: Controller,
-        engine: ImageStore,
+        engine: Engine,
         clock: Clock,
         probe: HostProbe,
         metrics: ImageGcMetrics,
@@ -43,6 +46,8 @@ class ImageWork:
         state, strict = settings().state_dir, settings().strict_modes
         updates = controller.updates
         updates.use_store(StateFile(state / UPDATES_FILE, "auto-update memory", strict=strict))
+        snaps = SnapshotStore.at(state)
+        updates.data.snapshots = DaemonSnapshots(snaps, engine, docker_host(settings()))
         self.gc = ImageCollector(
             engine,
             clock,
@@ -87,8 +92,8 @@ class ImageWork:
 
     def rollback(self, service: str) -> str:
         """`healerctl rollback SERVICE` (UpdateRefused when it cannot be done)."""
-        self._following(service)
-        return self._controller.updates.rollback_now(service)
+        spec = self._following(service)
+        return self._controller.updates.rollback_now(service, spec)
 
     def pin(self, service: str, digest: str) -> str:
         """`healerctl pin SERVICE DIGEST`, or unpin (`digest` ""): the checker moves it."""

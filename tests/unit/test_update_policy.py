@@ -19,7 +19,8 @@ from healerd.core.persist import MemoryStore
 from healerd.core.updates import UpdateRefused, pinned_ref
 from healerd.core.updatewindows import next_open, window_open
 from healerd.core.wiring import build_loop
-from healerd.model import ServiceSpec
+from healerd.engine.api import HookRun
+from healerd.model import Hook, ServiceSpec
 from healerd.model.updatepolicy import UpdatePolicy
 from healerd.vocabulary import AutoUpdate
 from tests.unit.harness.fake_engine import FakeEngine
@@ -225,6 +226,22 @@ def test_pre_update_hooks_postpone_the_update() -> None:
     drive(ctrl, clock)
     assert "postponed by pre_update (exited with code 3: backup running)" in reason(ctrl)
     assert ctrl.check_updates() == ["app"], "tried again at the next check"
+
+
+def test_the_services_own_pre_update_hooks_run_in_its_oldest_container() -> None:
+    backup = Hook(command=("backup", "--quick"))
+    ctrl, engine, clock = started(pre_update=(backup,))
+    engine.hook_answers["backup"] = HookRun(3, "a backup is running")
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == []
+    drive(ctrl, clock)
+    assert "postponed by pre_update" in reason(ctrl) and "3" in reason(ctrl)
+    oldest = min(
+        (c for c in engine.containers.values() if c.running), key=lambda c: (c.created, c.name)
+    )
+    assert engine.hooks_run[-1][:2] == (oldest.id, backup)
+    del engine.hook_answers["backup"]
+    assert ctrl.check_updates() == ["app"]
 
 
 def test_a_pin_holds_the_service_on_its_digest_until_unpin() -> None:
