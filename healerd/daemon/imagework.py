@@ -92,15 +92,15 @@ class ImageWork:
 
     def rollback(self, service: str) -> str:
         """`healerctl rollback SERVICE` (UpdateRefused when it cannot be done)."""
-        spec = self._following(service)
+        spec, _ = self._following(service)
         return self._controller.updates.rollback_now(service, spec)
 
     def pin(self, service: str, digest: str) -> str:
         """`healerctl pin SERVICE DIGEST`, or unpin (`digest` ""): the checker moves it."""
-        spec = self._following(service)
+        _, declared = self._following(service)
         if digest and not DIGEST_RE.fullmatch(digest):
             raise UpdateRefused(f"{digest[:80]!r} is not a digest such as sha256:<64 hex digits>")
-        said = self._controller.updates.set_pin(service, spec.image, digest)
+        said = self._controller.updates.set_pin(service, declared, digest)
         self.updates.kick()
         return said
 
@@ -125,16 +125,18 @@ class ImageWork:
             ],
         }
 
-    def _following(self, service: str) -> ServiceSpec:
+    def _following(self, service: str) -> tuple[ServiceSpec, str]:
+        """The service's spec as it runs (its tag pinned) and the tag it follows."""
         spec = self._controller.desired.services.get(service)
+        pin = self._controller.updates.pin(service)
         if spec is None:
             raise UpdateRefused(f"no such service: {service}")
-        if not follows(spec):
+        if not follows(spec) and pin is None:
             raise UpdateRefused(
                 f"{service} does not follow its tag (x-healerd: {{auto_update: registry}} "
                 "or notify)"
             )
-        return spec
+        return spec, pin.declared if pin is not None else spec.image
 
     def _trim_later(self, repository: str, keep: tuple[str, ...]) -> None:
         """In a thread: removing images must not hold the reconcile worker that proved
