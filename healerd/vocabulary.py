@@ -38,6 +38,7 @@ class EventKind(StrEnum):
     IMAGE_UPDATE_AVAILABLE = "image-update-available"  # auto_update: notify, or --check
     IMAGE_UPDATE_HELD = "image-update-held"  # a window, a delay, a lock or pre_update
     IMAGE_PINNED = "image-pinned"  # healerctl pin / unpin
+    UPDATE_REQUESTED = "update-requested"  # healerctl update (now, or --check)
     IMAGE_UNPINNED = "image-unpinned"
     IMAGE_REMOVED = "image-removed"
     VOLUME_PRUNED = "volume-pruned"

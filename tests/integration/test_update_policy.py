@@ -97,6 +97,7 @@ def test_notify_a_lock_rollback_pin_and_unpin(
     api.exec_start(api.exec_create(holder["Id"], ["rm", LOCK]))
     assert healerd.ctl("update", "app")[0] == 0
     wait_for("app on v2", lambda: digests(cluster) == [v2], timeout=INTERVAL + 30)
+    assert "update-requested" in healerd.ctl("events", "--service", "app")[1]
     wait_for("v2 proven", lambda: f"updated to {short(v2)}" in line(healerd), timeout=20)
 
     # rollback: v1 again, said on the converged line with its age, and in describe.

@@ -425,6 +425,8 @@ def test_update_check_rollback_pin_and_unpin_reach_the_updater(daemon: FakeDaemo
     code, out, _ = ctl(daemon, "update", "web", "--check")
     assert code == 0 and "update check of web queued (look only)" in out
     assert daemon.images.looks == ["web"]
+    asked = [e for e in daemon.controller.events.since(0) if e.kind == "update-requested"]
+    assert [e.message for e in asked][-1].startswith("healerctl update check by ")
     digest = "sha256:" + "ab" * 32
     assert ctl(daemon, "rollback", "web")[0] == 0
     code, out, _ = ctl(daemon, "pin", "web", digest)

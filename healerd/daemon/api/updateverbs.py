@@ -15,6 +15,7 @@ from typing import Any
 from healerd.core.updates import UpdateRefused
 from healerd.daemon.api.changes import ApiError
 from healerd.daemon.api.views import DaemonLike
+from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.api")
 
@@ -67,6 +68,10 @@ def _update(
         )
     allowed = [w for w, on in (("a downgrade", downgrade), ("a failed digest", retry)) if on]
     what = "update check" if look else "update"
+    also = f" ({' and '.join(allowed)} allowed once)" if allowed else ""
+    daemon.controller.events.record(
+        EventKind.UPDATE_REQUESTED, name, f"healerctl {what} by {who}{also}"
+    )
     log.info(
         "%s of %s%s requested by %s",
         what,
