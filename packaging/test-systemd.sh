@@ -304,6 +304,31 @@ wait_until 20 "the unclean-stop notice at the receiver" in_ctr grep -q 'unclean 
 no_urls || fail "a notification URL is in healerd's journal (after the restarts)"
 ok "the receiver got the unclean-stop notice ($(in_ctr sh -c 'wc -l < /tmp/hook.jsonl') messages in all); still no notification URL in healerd's journal"
 
+step "volume snapshots under the unit's own sandbox"
+# healerd's snapshot store (healerd.daemon.snapshots) run as a transient unit with the
+# installed unit's sandbox (its capabilities, ProtectSystem, ReadWritePaths,
+# RestrictSUIDSGID, system-call filter, state directory): a database-like volume (a 0700
+# directory of uid 999, a 0600 file) is copied, changed, and restored, owners and modes
+# kept. Without the unit's file capabilities the copy cannot even read the directory.
+vol=/var/lib/docker/volumes/systest_db/_data
+in_ctr sh -c "mkdir -p $vol/pg && echo v1 > $vol/pg/row && chown -R 999:999 $vol/pg && chmod 700 $vol/pg && chmod 600 $vol/pg/row" || fail "cannot make the test volume"
+mapfile -t sandbox < <(in_ctr grep -E '^(CapabilityBoundingSet|AmbientCapabilities|NoNewPrivileges|ProtectSystem|ProtectHome|PrivateTmp|PrivateDevices|ReadWritePaths|RestrictSUIDSGID|SystemCallFilter|SystemCallErrorNumber|StateDirectory|StateDirectoryMode|ProtectProc|MemoryDenyWriteExecute)=' /usr/lib/systemd/system/healerd.service)
+[ "${#sandbox[@]}" -ge 8 ] || fail "the unit's sandbox options were not found"
+props=(); for line in "${sandbox[@]}"; do props+=(-p "$line"); done
+out=$(in_ctr systemd-run --wait --pipe --quiet "${props[@]}" python3 -c "
+import os, pathlib
+from healerd.daemon.snapshots import SnapshotStore
+v = '$vol'
+store = SnapshotStore.at(pathlib.Path('/var/lib/healerd'))
+snap = store.take('systest', {'systest_db': v}, from_digest='sha256:' + '1' * 64, to_digest='sha256:' + '2' * 64)
+open(v + '/pg/row', 'w').write('v2 migrated')
+store.restore(snap, {'systest_db': v})
+st = os.stat(v + '/pg')
+print(open(v + '/pg/row').read().strip(), st.st_uid, oct(st.st_mode & 0o777), snap.size > 0)
+" 2>&1) || fail "snapshot under the sandbox: $out"
+[ "$out" = "v1 999 0o700 True" ] || fail "snapshot under the sandbox: got '$out', not 'v1 999 0o700 True'"
+ok "taken and restored under the unit's sandbox: the row is v1 again, pg/ still uid 999, 0700"
+
 step "purge: removes what it installed, never a container"
 # Stop healerd first: with its file gone, a running healerd would (rightly) remove the
 # service's containers as undeclared, racing the package's prerm.
