@@ -19,7 +19,14 @@ and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it 
 (`disk_usage`), with MARGIN to spare: short of it, nothing is copied (NoRoom).
 A restore moves a volume's entries aside (a rename beside its data, on the same
 filesystem), copies the snapshot in, and only then deletes what it moved aside; a
-restore that fails puts them back, so no volume is left empty or half-restored.
+restore that fails puts them back, so no volume is left empty or half-restored. That
+delete is not the restore's: it is renamed `.healerd-drop-<data>-<random>` beside the
+volume's data and removed in a thread after restore returns, while the service starts
+again (a deletion of a GiB is seconds of downtime a plain copy does not pay). One a
+crash left is removed at that volume's next take or restore; a copy that finds too
+little room waits for those removals before it gives up. Where the entries had to go
+inside the volume's own directory (its parent is another filesystem), they are deleted
+before restore returns: the container never sees them.
 """
 
 from __future__ import annotations
@@ -41,7 +48,9 @@ from typing import Any
 
 from healerd.daemon.atomicfile import write_atomic
 from healerd.daemon.volumecopy import (
+    REMOVALS,
     Aside,
+    Removals,
     SnapshotError,
     cp_a,
     disk_bytes,
@@ -143,12 +152,14 @@ class SnapshotStore:
         disk_usage: DiskUsage = shutil.disk_usage,
         sync: Callable[[Path], None] = sync_filesystem,
         clock: Callable[[], float] = time.time,
+        removals: Removals = REMOVALS,
     ) -> None:
         self.root = root
         self._copy = copy
         self._disk_usage = disk_usage
         self._sync = sync
         self._clock = clock
+        self._removals = removals
 
     @classmethod
     def at(cls, state_dir: Path) -> SnapshotStore:
@@ -169,6 +180,8 @@ class SnapshotStore:
         with _lock(self.root, service), _as_snapshot_error(f"snapshot of {service}"):
             home = self._service_dir(service)
             self._sweep(home)
+            for path in mounts.values():
+                self._removals.sweep(path)
             sizes = {name: disk_bytes(path) for name, path in mounts.items()}
             self._room(sum(sizes.values()), home, f"snapshot of {', '.join(mounts)}")
             now = self._clock()
@@ -206,6 +219,9 @@ class SnapshotStore:
 
     def _room(self, needed: int, where: Path, what: str) -> None:
         free = int(self._disk_usage(str(where)).free)
+        if needed + MARGIN > free and self._removals.pending():
+            self._removals.wait()  # what earlier restores replaced: its room comes back
+            free = int(self._disk_usage(str(where)).free)
         if needed + MARGIN > free:
             raise NoRoom(
                 f"{what} needs {gib(needed)} (and {gib(MARGIN)} to spare), "
@@ -227,6 +243,8 @@ class SnapshotStore:
         what = f"restore of snapshot {snapshot.id} of {snapshot.service}"
         with _lock(self.root, snapshot.service), _as_snapshot_error(what):
             real_dir(snapshot.path / "volumes", f"snapshot {snapshot.id}:")
+            for path in mounts.values():
+                self._removals.sweep(path)
             needed: dict[int, tuple[int, Path]] = {}
             for name, size in snapshot.volumes:
                 dev = os.stat(mounts[name]).st_dev
@@ -244,7 +262,7 @@ class SnapshotStore:
                     aside.put_back()
                 raise
             for aside in done:
-                aside.drop()
+                aside.drop(self._removals)
         names = ", ".join(n for n, _ in snapshot.volumes)
         log.info("snapshot %s of %s restored: %s", snapshot.id, snapshot.service, names)
 
