@@ -10,8 +10,9 @@ Layout, under `state_dir/snapshots` (every directory 0700, root's):
 No database: the directories are the record, and a restarted healerd lists them again.
 A snapshot is made in `<service>/.tmp-<id>` and renamed to `<id>` only once every
 volume is copied, synced to disk and its manifest written, so no partial one is ever
-listed; one is removed by renaming it to `.gone-<id>` first. The leftovers of a crash
-(`.tmp-*`, `.gone-*`) go at the service's next take or prune.
+listed; one is removed by renaming it to `.gone-<id>` first, then deleted in a thread (a prune
+runs while an update holds the service stopped). The leftovers of a crash (`.tmp-*`,
+`.gone-*`) go, in the background too, at the service's next take or prune.
 
 Copies are coreutils' `cp -a --reflink=auto` (owners, modes, times, hard links, ACLs
 and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it needs
@@ -294,8 +295,8 @@ class SnapshotStore:
             gone = self.list(service)[max(keep, 0) :]
             for s in gone:
                 trash = s.path.with_name(f".gone-{s.id}")
-                s.path.rename(trash)
-                remove_tree(trash)
+                s.path.rename(trash)  # no longer listed: deleted in the background
+                self._removals.later(trash)
             if (self.root / service).is_dir():
                 self._sweep(self.root / service)
         for s in gone:
@@ -325,11 +326,11 @@ class SnapshotStore:
         return self.root / service
 
     def _sweep(self, home: Path) -> None:
-        """What a crash left: half-taken and half-removed snapshots."""
+        """What a crash left (half-taken and half-removed snapshots), deleted in the
+        background (a prune's own `.gone-*` may be in it still: not twice)."""
         for p in home.iterdir():
             if p.name.startswith((".tmp-", ".gone-")):
-                log.info("removing %s, left by an earlier run", p)
-                remove_tree(p)
+                self._removals.later(p, leftover=p.name.startswith(".tmp-"))
 
 
 @contextlib.contextmanager

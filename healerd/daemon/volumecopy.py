@@ -95,10 +95,14 @@ class Removals:
         self._lock = threading.Lock()
         self._threads: dict[Path, threading.Thread] = {}
 
-    def later(self, path: Path) -> None:
+    def later(self, path: Path, *, leftover: bool = False) -> None:
+        """Delete `path` in a thread (once: not again while that thread runs);
+        `leftover`: an earlier run's (logged)."""
         with self._lock:
             if path in self._threads:
                 return
+            if leftover:
+                log.info("removing %s, left by an earlier run", path)
             t = threading.Thread(
                 target=self._remove, args=(path,), name="healerd-snapshot-rm", daemon=True
             )
@@ -123,7 +127,7 @@ class Removals:
         with contextlib.suppress(OSError):
             for entry in os.scandir(mount.parent):
                 if entry.name.startswith(prefix) and entry.is_dir(follow_symlinks=False):
-                    self.later(Path(entry.path))
+                    self.later(Path(entry.path), leftover=True)
 
     def pending(self) -> bool:
         with self._lock:

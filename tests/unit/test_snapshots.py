@@ -157,6 +157,7 @@ def test_a_crash_mid_copy_is_never_listed_and_is_swept(
     (left / "volumes" / "v").mkdir(parents=True)
     assert store.list() == []
     snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    REMOVALS.wait()
     assert sorted(p.name for p in (store.root / "db").iterdir()) == [snap.id]
 
 
@@ -210,6 +211,10 @@ def test_list_is_newest_first_with_sizes_and_prune_keeps_n(tmp_path: Path) -> No
     assert store.prune("db", 2) == [taken[0].id]
     assert [s.id for s in store.list("db")] == [taken[2].id, taken[1].id]
     assert not taken[0].path.exists()
+    REMOVALS.wait()  # its files are deleted in the background
+    assert sorted(p.name for p in (store.root / "db").iterdir()) == sorted(
+        [taken[2].id, taken[1].id]
+    )
     assert [s.id for s in store.list("web")] == [taken[3].id]
     # A restarted daemon (a new store on the same root) finds them: the directory is the record.
     assert SnapshotStore(tmp_path / "s").list() == store.list()
@@ -360,9 +365,11 @@ def test_a_deletion_a_crash_cut_short_is_swept_at_the_next_restore_or_take(
     assert tree(data) == before
     assert sorted(p.name for p in data.parent.iterdir()) == sorted(["_data", other.name])
     (data.parent / ".healerd-drop-_data-cafe0000").mkdir()
-    store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    (store.root / "db" / ".gone-20250101T000000Z-abcdef" / "volumes").mkdir(parents=True)
+    last = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
     REMOVALS.wait()
     assert sorted(p.name for p in data.parent.iterdir()) == sorted(["_data", other.name])
+    assert sorted(p.name for p in (store.root / "db").iterdir()) == sorted([snap.id, last.id])
 
 
 def test_entries_moved_aside_inside_the_volume_are_deleted_before_restore_returns(
