@@ -1,5 +1,5 @@
 """Run the benchmarks (from the repo): `python -m bench.run [all|heal|fleet|scale|reload|
-restart|slowpull|autoupdate|notify|snapshot|engines]`.
+restart|slowpull|autoupdate|notify|snapshot|updatedowntime|engines]`.
 
 Writes bench/results.json (the suites run replace theirs; the others' stay, each with
 the date and commit it ran on) and prints the figures with their ratios and goals.
@@ -15,7 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import auto_update, engines, fleet, heal, notify, restart, slow_pull, snapshot
+from bench import (
+    auto_update,
+    engines,
+    fleet,
+    heal,
+    notify,
+    restart,
+    slow_pull,
+    snapshot,
+    update_downtime,
+)
 from bench.lib import api, cleanup, private_engine
 
 SUITES: dict[str, Callable[[], dict[str, Any]]] = {
@@ -28,6 +38,7 @@ SUITES: dict[str, Callable[[], dict[str, Any]]] = {
     "autoupdate": auto_update.run,
     "notify": notify.run,
     "snapshot": snapshot.run,
+    "updatedowntime": update_downtime.run,
 }
 # Suites that start their engines themselves (one per engine kind): not part of "all".
 OWN_ENGINES: dict[str, Callable[[], dict[str, Any]]] = {"engines": engines.run}

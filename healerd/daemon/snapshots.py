@@ -10,8 +10,9 @@ Layout, under `state_dir/snapshots` (every directory 0700, root's):
 No database: the directories are the record, and a restarted healerd lists them again.
 A snapshot is made in `<service>/.tmp-<id>` and renamed to `<id>` only once every
 volume is copied, synced to disk and its manifest written, so no partial one is ever
-listed; one is removed by renaming it to `.gone-<id>` first. The leftovers of a crash
-(`.tmp-*`, `.gone-*`) go at the service's next take or prune.
+listed; one is removed by renaming it to `.gone-<id>` first, then deleted in a thread (a prune
+runs while an update holds the service stopped). The leftovers of a crash (`.tmp-*`,
+`.gone-*`) go, in the background too, at the service's next take or prune.
 
 Copies are coreutils' `cp -a --reflink=auto` (owners, modes, times, hard links, ACLs
 and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it needs
@@ -19,7 +20,14 @@ and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it 
 (`disk_usage`), with MARGIN to spare: short of it, nothing is copied (NoRoom).
 A restore moves a volume's entries aside (a rename beside its data, on the same
 filesystem), copies the snapshot in, and only then deletes what it moved aside; a
-restore that fails puts them back, so no volume is left empty or half-restored.
+restore that fails puts them back, so no volume is left empty or half-restored. That
+delete is not the restore's: it is renamed `.healerd-drop-<data>-<random>` beside the
+volume's data and removed in a thread after restore returns, while the service starts
+again (a deletion of a GiB is seconds of downtime a plain copy does not pay). One a
+crash left is removed at that volume's next take or restore; a copy that finds too
+little room waits for those removals before it gives up. Where the entries had to go
+inside the volume's own directory (its parent is another filesystem), they are deleted
+before restore returns: the container never sees them.
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ from typing import Any
 
 from healerd.daemon.atomicfile import write_atomic
 from healerd.daemon.volumecopy import (
+    REMOVALS,
     Aside,
+    Removals,
     SnapshotError,
     cp_a,
     disk_bytes,
@@ -143,12 +153,14 @@ class SnapshotStore:
         disk_usage: DiskUsage = shutil.disk_usage,
         sync: Callable[[Path], None] = sync_filesystem,
         clock: Callable[[], float] = time.time,
+        removals: Removals = REMOVALS,
     ) -> None:
         self.root = root
         self._copy = copy
         self._disk_usage = disk_usage
         self._sync = sync
         self._clock = clock
+        self._removals = removals
 
     @classmethod
     def at(cls, state_dir: Path) -> SnapshotStore:
@@ -169,6 +181,8 @@ class SnapshotStore:
         with _lock(self.root, service), _as_snapshot_error(f"snapshot of {service}"):
             home = self._service_dir(service)
             self._sweep(home)
+            for path in mounts.values():
+                self._removals.sweep(path)
             sizes = {name: disk_bytes(path) for name, path in mounts.items()}
             self._room(sum(sizes.values()), home, f"snapshot of {', '.join(mounts)}")
             now = self._clock()
@@ -206,6 +220,9 @@ class SnapshotStore:
 
     def _room(self, needed: int, where: Path, what: str) -> None:
         free = int(self._disk_usage(str(where)).free)
+        if needed + MARGIN > free and self._removals.pending():
+            self._removals.wait()  # what earlier restores replaced: its room comes back
+            free = int(self._disk_usage(str(where)).free)
         if needed + MARGIN > free:
             raise NoRoom(
                 f"{what} needs {gib(needed)} (and {gib(MARGIN)} to spare), "
@@ -227,6 +244,8 @@ class SnapshotStore:
         what = f"restore of snapshot {snapshot.id} of {snapshot.service}"
         with _lock(self.root, snapshot.service), _as_snapshot_error(what):
             real_dir(snapshot.path / "volumes", f"snapshot {snapshot.id}:")
+            for path in mounts.values():
+                self._removals.sweep(path)
             needed: dict[int, tuple[int, Path]] = {}
             for name, size in snapshot.volumes:
                 dev = os.stat(mounts[name]).st_dev
@@ -244,7 +263,7 @@ class SnapshotStore:
                     aside.put_back()
                 raise
             for aside in done:
-                aside.drop()
+                aside.drop(self._removals)
         names = ", ".join(n for n, _ in snapshot.volumes)
         log.info("snapshot %s of %s restored: %s", snapshot.id, snapshot.service, names)
 
@@ -276,8 +295,8 @@ class SnapshotStore:
             gone = self.list(service)[max(keep, 0) :]
             for s in gone:
                 trash = s.path.with_name(f".gone-{s.id}")
-                s.path.rename(trash)
-                remove_tree(trash)
+                s.path.rename(trash)  # no longer listed: deleted in the background
+                self._removals.later(trash)
             if (self.root / service).is_dir():
                 self._sweep(self.root / service)
         for s in gone:
@@ -307,11 +326,11 @@ class SnapshotStore:
         return self.root / service
 
     def _sweep(self, home: Path) -> None:
-        """What a crash left: half-taken and half-removed snapshots."""
+        """What a crash left (half-taken and half-removed snapshots), deleted in the
+        background (a prune's own `.gone-*` may be in it still: not twice)."""
         for p in home.iterdir():
             if p.name.startswith((".tmp-", ".gone-")):
-                log.info("removing %s, left by an earlier run", p)
-                remove_tree(p)
+                self._removals.later(p, leftover=p.name.startswith(".tmp-"))
 
 
 @contextlib.contextmanager

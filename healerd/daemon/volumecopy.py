@@ -1,15 +1,18 @@
 """The file work of volume snapshots (healerd.daemon.snapshots): coreutils' cp -a, the
-bytes a tree holds on disk, a filesystem synced, and a volume's entries moved aside
-while a restore copies in (put back if it fails)."""
+bytes a tree holds on disk, a filesystem synced, a volume's entries moved aside while
+a restore copies in (put back if it fails), and trees deleted in the background
+(Removals)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 log = logging.getLogger("healerd.snapshots")
@@ -78,6 +81,76 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path)
 
 
+DROP = ".healerd-drop-"  # beside a mount point: what a restore replaced, to delete
+
+
+class Removals:
+    """Trees deleted in daemon threads, one each, at a low priority: what a restore
+    replaced goes after the restore returns, while the service runs again, instead of
+    being downtime. A tree is renamed to its DROP name before it is handed here, so one
+    a crash (or a stop of healerd) left half-deleted is known by its name and swept
+    (`sweep`) at the volume's next take or restore."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: dict[Path, threading.Thread] = {}
+
+    def later(self, path: Path, *, leftover: bool = False) -> None:
+        """Delete `path` in a thread (once: not again while that thread runs);
+        `leftover`: an earlier run's (logged)."""
+        with self._lock:
+            if path in self._threads:
+                return
+            if leftover:
+                log.info("removing %s, left by an earlier run", path)
+            t = threading.Thread(
+                target=self._remove, args=(path,), name="healerd-snapshot-rm", daemon=True
+            )
+            self._threads[path] = t
+        t.start()
+
+    def _remove(self, path: Path) -> None:
+        with contextlib.suppress(OSError):  # this thread only (Linux: nice is per thread)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        try:
+            remove_tree(path)
+        except OSError as exc:
+            log.warning("%s not removed (%s): it is tried again at the next restore", path, exc)
+        finally:
+            with self._lock:
+                self._threads.pop(path, None)
+
+    def sweep(self, mount: Path) -> None:
+        """Remove (in the background) what earlier restores of the volume at `mount`
+        left to delete."""
+        prefix = f"{DROP}{mount.name}-"
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(mount.parent):
+                if entry.name.startswith(prefix) and entry.is_dir(follow_symlinks=False):
+                    self.later(Path(entry.path), leftover=True)
+
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._threads)
+
+    def wait(self) -> None:
+        """Until every removal begun so far has ended."""
+        while True:
+            with self._lock:
+                threads = list(self._threads.values())
+            if not threads:
+                return
+            for t in threads:
+                t.join()
+
+
+REMOVALS = Removals()  # the process's: a store is made per API request
+
+
+def same_filesystem(a: Path, b: Path) -> bool:
+    return os.lstat(a).st_dev == os.lstat(b).st_dev
+
+
 class Aside:
     """A volume's entries moved out of the way of a restore, to be put back or dropped.
     They go beside the mount point (same filesystem: renames), else inside it."""
@@ -85,8 +158,8 @@ class Aside:
     def __init__(self, mount: Path, snap_id: str) -> None:
         self.mount = mount
         beside = mount.parent / f".healerd-restore-{mount.name}-{snap_id}"
-        same_fs = os.lstat(mount.parent).st_dev == os.lstat(mount).st_dev
-        self.dir = beside if same_fs else mount / f".healerd-restore-{snap_id}"
+        self.inside = not same_filesystem(mount.parent, mount)
+        self.dir = mount / f".healerd-restore-{snap_id}" if self.inside else beside
         self.stat = os.lstat(mount)
         self.moved = False
 
@@ -120,8 +193,19 @@ class Aside:
         os.chmod(self.mount, self.stat.st_mode & 0o7777)
         os.utime(self.mount, ns=(self.stat.st_atime_ns, self.stat.st_mtime_ns))
 
-    def drop(self) -> None:
-        remove_tree(self.dir)
+    def drop(self, removals: Removals) -> None:
+        """Delete what was moved aside: now if it is inside the volume (the container
+        must never see it), else after a rename to its DROP name, in the background."""
+        if self.inside:
+            remove_tree(self.dir)
+            return
+        trash = self.dir.with_name(f"{DROP}{self.mount.name}-{secrets.token_hex(4)}")
+        try:
+            self.dir.rename(trash)
+        except OSError:
+            remove_tree(self.dir)
+            return
+        removals.later(trash)
 
 
 def unlink_any(path: Path) -> None:
@@ -140,7 +224,9 @@ def fsync_dir(path: Path) -> None:
 
 
 __all__ = [
+    "REMOVALS",
     "Aside",
+    "Removals",
     "SnapshotError",
     "cp_a",
     "disk_bytes",
@@ -148,5 +234,6 @@ __all__ = [
     "gib",
     "real_dir",
     "remove_tree",
+    "same_filesystem",
     "sync_filesystem",
 ]

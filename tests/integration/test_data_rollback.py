@@ -65,7 +65,7 @@ def version(api: docker.APIClient, base: str, registry: Registry, script: str) -
 
 
 def sql(api: docker.APIClient, cid: str, query: str) -> str:
-    ex = api.exec_create(cid, ["sqlite3", DB, query])
+    ex = api.exec_create(cid, ["sqlite3", "-cmd", ".timeout 5000", DB, query])  # v1 writes on
     return bytes(api.exec_start(ex)).decode().strip()
 
 

@@ -13,6 +13,7 @@ import docker
 import pytest
 
 from healerd.daemon.snapshots import SnapshotStore
+from healerd.daemon.volumecopy import REMOVALS
 from healerd.engine import EngineError
 from healerd.engine.docker import DockerEngine
 from tests.support.dockerd import PrivateDockerd
@@ -63,6 +64,7 @@ def test_a_volume_restored_through_the_engines_mount_point(
 
     store.restore(snap, {volume: engine.volume_path(volume)})
     assert run(api, image, volume, LISTING) == before
+    REMOVALS.wait()  # what the restore replaced is deleted in the background
     assert sorted(os.listdir(Path(mountpoint).parent)) == ["_data"]  # nothing left aside
 
 

@@ -21,6 +21,7 @@ from healerd.daemon.snapshots import (
     cp_a,
     disk_bytes,
 )
+from healerd.daemon.volumecopy import REMOVALS, Removals
 
 FROM, TO = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 
@@ -104,7 +105,8 @@ def test_restore_brings_back_exactly_what_was_taken(tmp_path: Path, store: Snaps
     store.restore(snap, {"app_pgdata": str(data)})
     assert tree(data) == before
     assert os.getxattr(data / "conf", "user.label") == b"kept"
-    # Nothing is left beside the volume's data either.
+    # Nothing is left beside the volume's data either, once the old entries are deleted.
+    REMOVALS.wait()
     assert sorted(p.name for p in data.parent.iterdir()) == ["_data"]
 
 
@@ -155,6 +157,7 @@ def test_a_crash_mid_copy_is_never_listed_and_is_swept(
     (left / "volumes" / "v").mkdir(parents=True)
     assert store.list() == []
     snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    REMOVALS.wait()
     assert sorted(p.name for p in (store.root / "db").iterdir()) == [snap.id]
 
 
@@ -208,6 +211,10 @@ def test_list_is_newest_first_with_sizes_and_prune_keeps_n(tmp_path: Path) -> No
     assert store.prune("db", 2) == [taken[0].id]
     assert [s.id for s in store.list("db")] == [taken[2].id, taken[1].id]
     assert not taken[0].path.exists()
+    REMOVALS.wait()  # its files are deleted in the background
+    assert sorted(p.name for p in (store.root / "db").iterdir()) == sorted(
+        [taken[2].id, taken[1].id]
+    )
     assert [s.id for s in store.list("web")] == [taken[3].id]
     # A restarted daemon (a new store on the same root) finds them: the directory is the record.
     assert SnapshotStore(tmp_path / "s").list() == store.list()
@@ -292,3 +299,113 @@ def test_the_engine_gives_a_host_directory_only_for_a_plain_local_volume(
     else:
         with pytest.raises(EngineError, match=reason):
             host_directory("x", attrs)
+
+
+class Recorded(Removals):
+    """Removals that only record what they are handed (and what was still pending)."""
+
+    def __init__(self, pending: bool = False) -> None:
+        super().__init__()
+        self.handed: list[Path] = []
+        self.waited = 0
+        self._pending = pending
+
+    def later(self, path: Path) -> None:
+        self.handed.append(path)
+
+    def pending(self) -> bool:
+        return self._pending
+
+    def wait(self) -> None:
+        self.waited += 1
+        self._pending = False
+
+
+def test_what_a_restore_replaced_is_deleted_after_it_returns_outside_the_volume(
+    tmp_path: Path,
+) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    removals = Recorded()
+    store = SnapshotStore(tmp_path / "s", sync=lambda _: None, removals=removals)
+    before = tree(data)
+    snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    (data / "v2-table").write_text("migrated\n")
+    replaced = tree(data)
+    store.restore(snap, {"v": str(data)})
+    # The volume holds the snapshot at once; what it held waits beside it, not in it.
+    assert tree(data) == before
+    [trash] = removals.handed
+    assert trash.parent == data.parent and trash.name.startswith(".healerd-drop-_data-")
+    assert sorted(p.name for p in data.parent.iterdir()) == sorted(["_data", trash.name])
+    assert {k: v for k, v in tree(trash).items() if k != "."} == {
+        k: v for k, v in replaced.items() if k != "."
+    }
+    # Real removals delete it, in a thread of their own.
+    real = Removals()
+    real.later(trash)
+    real.wait()
+    assert sorted(p.name for p in data.parent.iterdir()) == ["_data"]
+
+
+def test_a_deletion_a_crash_cut_short_is_swept_at_the_next_restore_or_take(
+    tmp_path: Path,
+) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    store = SnapshotStore(tmp_path / "s", sync=lambda _: None)
+    snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    before = tree(data)
+    for name in (".healerd-drop-_data-0badf00d", ".healerd-drop-_data-deadbeef"):
+        (data.parent / name / "base").mkdir(parents=True)
+        (data.parent / name / "base" / "1").write_text("half deleted\n")
+    other = tmp_path / "vol" / ".healerd-drop-other-0badf00d"  # another volume's: kept
+    other.mkdir()
+    (data / "after").write_text("x")
+    store.restore(snap, {"v": str(data)})
+    REMOVALS.wait()
+    assert tree(data) == before
+    assert sorted(p.name for p in data.parent.iterdir()) == sorted(["_data", other.name])
+    (data.parent / ".healerd-drop-_data-cafe0000").mkdir()
+    (store.root / "db" / ".gone-20250101T000000Z-abcdef" / "volumes").mkdir(parents=True)
+    last = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    REMOVALS.wait()
+    assert sorted(p.name for p in data.parent.iterdir()) == sorted(["_data", other.name])
+    assert sorted(p.name for p in (store.root / "db").iterdir()) == sorted([snap.id, last.id])
+
+
+def test_entries_moved_aside_inside_the_volume_are_deleted_before_restore_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import healerd.daemon.volumecopy as volumecopy
+
+    data = volume(tmp_path / "vol" / "_data")
+    removals = Recorded()
+    store = SnapshotStore(tmp_path / "s", sync=lambda _: None, removals=removals)
+    snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    before = tree(data)
+    (data / "after").write_text("x")
+    # The volume's parent on another filesystem: the entries go aside inside the volume.
+    monkeypatch.setattr(volumecopy, "same_filesystem", lambda a, b: False)
+    store.restore(snap, {"v": str(data)})
+    assert tree(data) == before
+    assert removals.handed == []
+    assert sorted(p.name for p in data.parent.iterdir()) == ["_data"]
+
+
+def test_a_copy_short_of_room_waits_for_the_pending_removals_first(tmp_path: Path) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    removals = Recorded(pending=True)
+    store = SnapshotStore(
+        tmp_path / "s",
+        sync=lambda _: None,
+        removals=removals,
+        disk_usage=lambda _: room(1 << 30 if removals.waited else 1 << 20),
+    )
+    store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    assert removals.waited == 1
+    # Nothing pending and still short: refused without waiting.
+    tight = SnapshotStore(
+        tmp_path / "s", sync=lambda _: None, removals=removals, disk_usage=lambda _: room(0)
+    )
+    with pytest.raises(NoRoom):
+        tight.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    assert removals.waited == 1
