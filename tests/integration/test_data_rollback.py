@@ -69,6 +69,12 @@ def sql(api: docker.APIClient, cid: str, query: str) -> str:
     return bytes(api.exec_start(ex)).decode().strip()
 
 
+def rows(api: docker.APIClient, cid: str) -> int:
+    """The row count, -1 while it cannot be read (no table yet, a busy database)."""
+    out = sql(api, cid, "SELECT count(*) FROM rows")
+    return int(out) if out.isdigit() else -1
+
+
 def digests(cluster: Cluster) -> list[str]:
     return sorted(c["Image"].rpartition("@")[2] for c in cluster.running("app"))
 
@@ -105,7 +111,12 @@ def test_a_failed_migration_is_rolled_back_with_the_data(
     healerd.start()
     wait_for("app on v1", lambda: digests(cluster) == [v1], timeout=60)
     cid = cluster.running("app")[0]["Id"]
-    wait_for("v1 wrote rows", lambda: int(sql(api, cid, "SELECT count(*) FROM rows") or 0) >= 20)
+    wait_for(
+        "v1 wrote rows",
+        lambda: rows(api, cid) >= 20,
+        timeout=60,
+        interval=0.5,
+    )
 
     v2 = version(api, sqlite_image, registry, V2)
     wait_for("v2 tried", lambda: v2 in json.dumps(cluster.containers("app", history=True)), 30)
@@ -124,7 +135,12 @@ def test_a_failed_migration_is_rolled_back_with_the_data(
     # gap in 1..max (v1 numbers each row after the highest), and v1 goes on writing.
     count, top = sql(api, cid, "SELECT count(*), max(n) FROM rows").split("|")
     assert int(count) == int(top) >= 20, (count, top)
-    wait_for("v1 writes on", lambda: int(sql(api, cid, "SELECT count(*) FROM rows")) > int(count))
+    wait_for(
+        "v1 writes on",
+        lambda: rows(api, cid) > int(count),
+        timeout=30,
+        interval=0.5,
+    )
 
     events = healerd.ctl("events", "--service", "app")[1]
     assert "image-rollback" in events and "volumes restored" in events, events
