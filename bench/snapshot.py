@@ -12,9 +12,11 @@ most hosts):
 - `cp`: coreutils' `cp -a --reflink=auto` of the volume's data to a new directory,
   nothing else (the reference the goal names);
 - `cp+sync`: the same, then its filesystem synced (`sync -f`): a copy that is on disk;
-- `snapshot`: SnapshotStore.take: the du-like walk, the free-space check, the copy, the
-  filesystem synced (syncfs: a snapshot is on disk before the update starts, else a
-  power cut could leave a listed snapshot with empty files) and the manifest written;
+- `snapshot`: SnapshotStore.take: the du-like walk, the free-space check, the copy and
+  the manifest written (marked with the boot id); the filesystem is synced in a thread
+  after take returns (off the update's downtime; a snapshot not synced when the host
+  went down is never used), outside the figure, as every arm's writes are before the
+  next arm;
 - `restore`: SnapshotStore.restore of the newest snapshot: the volume's entries moved
   aside, the copy back; the old entries are deleted in a thread after it returns (the
   service runs again by then), outside the figure, and waited for before the next arm.

@@ -9,8 +9,10 @@ Layout, under `state_dir/snapshots` (every directory 0700, root's):
 
 No database: the directories are the record, and a restarted healerd lists them again.
 A snapshot is made in `<service>/.tmp-<id>` and renamed to `<id>` only once every
-volume is copied, synced to disk and its manifest written, so no partial one is ever
-listed; one is removed by renaming it to `.gone-<id>` first, then deleted in a thread (a prune
+volume is copied and its manifest written, so no partial one is ever listed. It is
+synced to disk in a thread after (off the update's downtime: the new digest does not
+wait for the disk); until then its manifest names the boot it was taken in, and a
+snapshot that was not on disk when the host went down (another boot id) is never used; one is removed by renaming it to `.gone-<id>` first, then deleted in a thread (a prune
 runs while an update holds the service stopped). The leftovers of a crash (`.tmp-*`,
 `.gone-*`) go, in the background too, at the service's next take or prune.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -43,7 +46,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +94,9 @@ class Snapshot:
     to_digest: str  # the image the update it was taken before went to
     volumes: tuple[tuple[str, int], ...]  # (engine volume name, bytes on disk)
     path: Path
+    # The boot it was taken in, while it is not synced to disk yet ("" once it is): on
+    # another boot such a snapshot may hold empty files, and is never used.
+    unsynced_boot: str = field(default="", compare=False)
 
     @property
     def size(self) -> int:
@@ -140,6 +146,14 @@ def _lock(root: Path, service: str) -> threading.Lock:
         return _LOCKS.setdefault((root, service), threading.Lock())
 
 
+def current_boot() -> str:
+    """The kernel's id of this boot: a snapshot not synced in it is not trusted after."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
 class SnapshotStore:
     """The snapshots under `root` (state_dir/snapshots). Every method reads the
     directories again: nothing is kept in memory, so any number of stores may look at
@@ -154,8 +168,11 @@ class SnapshotStore:
         sync: Callable[[Path], None] = sync_filesystem,
         clock: Callable[[], float] = time.time,
         removals: Removals = REMOVALS,
+        boot_id: Callable[[], str] = current_boot,
     ) -> None:
         self.root = root
+        self._boot_id = boot_id
+        self.settling: threading.Thread | None = None  # the last take's sync (tests)
         self._copy = copy
         self._disk_usage = disk_usage
         self._sync = sync
@@ -190,15 +207,25 @@ class SnapshotStore:
             snap_id += f"-{secrets.token_hex(3)}"
             tmp = home / f".tmp-{snap_id}"
             snapshot = Snapshot(
-                service, snap_id, now, from_digest, to_digest, tuple(sizes.items()), home / snap_id
+                service,
+                snap_id,
+                now,
+                from_digest,
+                to_digest,
+                tuple(sizes.items()),
+                home / snap_id,
+                self._boot_id(),
             )
             try:
                 self._fill(tmp, mounts, snapshot)
                 tmp.rename(snapshot.path)
-                fsync_dir(home)
             except BaseException:
                 remove_tree(tmp)
                 raise
+        self.settling = threading.Thread(
+            target=self._settle, args=(snapshot,), name="healerd-snapshot-sync", daemon=True
+        )
+        self.settling.start()
         log.info(
             "snapshot %s of %s taken: %s (%s)",
             snap_id,
@@ -209,14 +236,33 @@ class SnapshotStore:
         return snapshot
 
     def _fill(self, tmp: Path, mounts: Mapping[str, Path], snapshot: Snapshot) -> None:
+        """The copy, and its manifest marked unsynced: usable at once on this boot (what
+        it reads is in the page cache), synced off the update's downtime (_settle)."""
         tmp.mkdir(mode=0o700)
         (tmp / "volumes").mkdir(mode=0o700)
         for name, path in mounts.items():
             target = tmp / "volumes" / name
             target.mkdir(mode=0o700)
             self._copy(path, target)
-        self._sync(tmp)
-        write_atomic(tmp / MANIFEST, _manifest(snapshot))
+        fd = os.open(tmp / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_manifest(snapshot))
+
+    def _settle(self, snapshot: Snapshot) -> None:
+        """In a thread: the snapshot's filesystem synced, then its manifest rewritten
+        as synced (atomically, on disk). A power cut before that leaves the mark of the
+        boot it was taken in, and it is never used (_read)."""
+        try:
+            self._sync(snapshot.path)
+            with _lock(self.root, snapshot.service):
+                if snapshot.path.is_dir():
+                    synced = dataclasses.replace(snapshot, unsynced_boot="")
+                    write_atomic(snapshot.path / MANIFEST, _manifest(synced))
+                    fsync_dir(snapshot.path.parent)
+        except OSError as exc:
+            log.warning(
+                "snapshot %s not synced to disk (a power cut would lose it): %s", snapshot.id, exc
+            )
 
     def _room(self, needed: int, where: Path, what: str) -> None:
         free = int(self._disk_usage(str(where)).free)
@@ -312,7 +358,7 @@ class SnapshotStore:
         out = []
         for name in names:
             try:
-                out.append(_read(home / name, service))
+                out.append(_read(home / name, service, self._boot_id()))
             except (OSError, ValueError, KeyError, TypeError, SnapshotError) as exc:
                 log.warning("snapshot %s of %s not listed: %s", name, service, exc)
         return out
@@ -344,10 +390,13 @@ def _as_snapshot_error(what: str) -> Iterator[None]:
 
 
 def _manifest(s: Snapshot) -> bytes:
-    return json.dumps({"version": 1, **s.view()}, indent=1).encode() + b"\n"
+    doc = {"version": 1, **s.view()}
+    if s.unsynced_boot:
+        doc["unsynced_boot"] = s.unsynced_boot
+    return json.dumps(doc, indent=1).encode() + b"\n"
 
 
-def _read(path: Path, service: str) -> Snapshot:
+def _read(path: Path, service: str, boot: str) -> Snapshot:
     real_dir(path, "snapshot")
     fd = os.open(path / MANIFEST, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb") as f:
@@ -357,6 +406,9 @@ def _read(path: Path, service: str) -> Snapshot:
         raise SnapshotError(f"manifest names {data['service']}/{data['id']}")
     if not all(VOLUME_RE.fullmatch(n) for n, _ in vols):
         raise SnapshotError("manifest names a volume that is no volume name")
+    unsynced = str(data.get("unsynced_boot") or "")
+    if unsynced and unsynced != boot:
+        raise SnapshotError("it was not on disk yet when the host went down: not used")
     return Snapshot(
         service,
         path.name,
@@ -365,6 +417,7 @@ def _read(path: Path, service: str) -> Snapshot:
         str(data["to_digest"]),
         vols,
         path,
+        unsynced,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -409,3 +410,31 @@ def test_a_copy_short_of_room_waits_for_the_pending_removals_first(tmp_path: Pat
     with pytest.raises(NoRoom):
         tight.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
     assert removals.waited == 1
+
+
+def test_a_snapshot_is_usable_at_once_and_synced_off_the_updates_downtime(
+    tmp_path: Path,
+) -> None:
+    """The sync before a snapshot counts runs in a thread after take returns (the update
+    waits for the copy, not for the disk); until it is done the manifest names the boot,
+    and after a reboot such a snapshot is never used (its files may be empty)."""
+    release, synced = threading.Event(), threading.Event()
+
+    def slow_sync(path: Path) -> None:
+        release.wait(10)
+        synced.set()
+
+    data = volume(tmp_path / "vol")
+    store = SnapshotStore(tmp_path / "snaps", sync=slow_sync, boot_id=lambda: "boot-1")
+    snap = store.take("db", {"db_data": str(data)}, from_digest="sha256:1", to_digest="sha256:2")
+    assert not synced.is_set(), "take waited for the sync"
+    assert store.list("db") == [snap], "usable at once, on this boot"
+    manifest = json.loads((snap.path / "manifest.json").read_text())
+    assert manifest["unsynced_boot"] == "boot-1"
+    rebooted = SnapshotStore(tmp_path / "snaps", sync=slow_sync, boot_id=lambda: "boot-2")
+    assert rebooted.list("db") == [], "not on disk when the host went down: never used"
+    release.set()
+    assert store.settling is not None
+    store.settling.join(10)
+    assert "unsynced_boot" not in json.loads((snap.path / "manifest.json").read_text())
+    assert rebooted.list("db") == [snap], "synced: trusted after a reboot"
