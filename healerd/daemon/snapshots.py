@@ -12,7 +12,8 @@ A snapshot is made in `<service>/.tmp-<id>` and renamed to `<id>` only once ever
 volume is copied and its manifest written, so no partial one is ever listed. It is
 synced to disk in a thread after (off the update's downtime: the new digest does not
 wait for the disk); until then its manifest names the boot it was taken in, and a
-snapshot that was not on disk when the host went down (another boot id) is never used; one is removed by renaming it to `.gone-<id>` first, then deleted in a thread (a prune
+snapshot that was not on disk when the host went down (another boot id) is never used.
+One is removed by renaming it to `.gone-<id>` first, then deleted in a thread (a prune
 runs while an update holds the service stopped). The leftovers of a crash (`.tmp-*`,
 `.gone-*`) go, in the background too, at the service's next take or prune.
 
