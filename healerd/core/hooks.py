@@ -256,16 +256,19 @@ def pre_update(
 ) -> PreUpdate:
     """Before an image update of `spec`'s service: its pre_update hooks in its oldest
     running container of `containers` (the service's, as the loop lists them), within
-    HOOK_TIMEOUT. Not ok when one fails or no container of the service runs (there is
-    nowhere to run them: the update waits for one); a failure is logged and recorded in
-    `events` as a post_start's is."""
+    HOOK_TIMEOUT. Not ok when one fails; ok when no container of the service runs (there
+    is nobody to ask, and a crash-looping service must still get the image that fixes
+    it); a failure is logged and recorded in `events` as a post_start's is."""
     if not spec.pre_update:
         return PreUpdate(ok=True)
     running = [
         c for c in containers if c.service == spec.name and c.state is ContainerState.RUNNING
     ]
     if not running:
-        return PreUpdate(ok=False, reason="pre_update: no running container to run it in")
+        # Nothing runs to ask (a crash loop, say): the update goes on, else a service
+        # that fails could never get the image that fixes it.
+        log.info("%s: pre_update not run: no container of the service runs", spec.name)
+        return PreUpdate(ok=True)
     oldest = min(running, key=lambda c: (c.created, c.name))
     failure = run_hooks(engine, spec, oldest.id, "pre_update", HOOK_TIMEOUT)
     if failure is None:

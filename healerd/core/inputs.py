@@ -155,8 +155,12 @@ class Inputs:
         self._queue.add(service, force=True)
 
     def resume(self, service: str) -> None:
+        """Ends a pause, and a hold an update left (a restore of its volumes that
+        failed: the service stays stopped until the operator says)."""
         self._paused.discard(service)
-        self._events.record(EventKind.RESUMED, service, "resumed by operator")
+        held = self._updates.data.release_all(service)
+        why = " (its update's hold ended: it runs on its volumes as they are)" if held else ""
+        self._events.record(EventKind.RESUMED, service, f"resumed by operator{why}")
         self._queue.add(service, force=True)
 
     def reconcile_now(self, service: str | None = None) -> None:

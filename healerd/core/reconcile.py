@@ -157,12 +157,13 @@ class Reconciler:
         spec = obs.desired.services.get(key)
         mine = self._mine(key, obs, rec, mono)
         self._report.count("passes")
-        left = self._left_alone(key, spec, mine)
-        if left is not None:
+        if (left := self._left_alone(key, spec, mine)) is not None:
             return left
         if spec is not None and follows(spec):
             spec = self._first_pin(key, spec, mine)
         spec, prep = self._judged(key, spec, mine, now, mono, obs, rec.memory)
+        if (left := self._left_alone(key, spec, mine)) is not None:
+            return left  # a rollback that restores the volumes holds it from now
         hold = hold_for(spec, obs.desired, obs.containers)
         # The one plan of the pass: within the room offered, held for a dependency.
         p, wait_reason = self._room.fit(

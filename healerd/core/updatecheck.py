@@ -13,9 +13,17 @@ from typing import Protocol
 from healerd.core.events import EventLog
 from healerd.core.hooks import pre_update
 from healerd.core.updatedata import UpdateData
-from healerd.core.updatememory import DOWNGRADE, RETRY, DigestMemory, Said
+from healerd.core.updatememory import DOWNGRADE, LOOK, RETRY, DigestMemory, Said
 from healerd.core.updatepins import Pin, follows, pinned_ref, repository, short
-from healerd.core.updatewaits import AVAILABLE, SNAPSHOT, Gate, Wait, waits
+from healerd.core.updatewaits import (
+    AVAILABLE,
+    LOCK,
+    PRE_UPDATE,
+    SNAPSHOT,
+    Gate,
+    Wait,
+    waits,
+)
 from healerd.engine import EngineError, ImagePullFailed, ImageStore, Registry
 from healerd.engine.api import ContainerFiles, ContainerRuntime
 from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
@@ -104,17 +112,27 @@ class UpdateState:
             return ""
         if spec.replicas == 0 or spec.pull_policy is PullPolicy.NEVER:
             return ""  # nothing runs it, or nothing may be pulled for it
+        if self.data.held(key):
+            return ""  # a snapshot or a restore is under way: no new update meanwhile
         allowed = self._memory.take_allowance(key)
-        digest = self._target(spec, pin, allowed)
-        if not digest:
-            return ""
-        wait = waits(self._gate, spec, pin.digest, digest, allowed, self._now())
-        if wait is not None:
-            self._hold(spec, digest, wait)
-            return ""
-        with self._lock:
-            self._waiting.pop(key, None)
-        return self._take(spec, pin, digest)
+        kept = False  # the operator's word stands when the application held the update
+        try:
+            digest = self._target(spec, pin, allowed)
+            if not digest:
+                return ""
+            wait = waits(self._gate, spec, pin.digest, digest, allowed, self._now())
+            if wait is not None:
+                kept = wait.kind in (LOCK, PRE_UPDATE)
+                self._hold(spec, digest, wait)
+                return ""
+            with self._lock:
+                self._waiting.pop(key, None)
+            taken = self._take(spec, pin, digest)
+            kept = not taken
+            return taken
+        finally:
+            if kept and allowed - {LOOK}:
+                self._memory.allow(key, set(allowed - {LOOK}))
 
     def _lock_holder(self, spec: ServiceSpec) -> tuple[str, float] | None:
         """A running container of the service holding update_lock (its name and the
@@ -123,8 +141,11 @@ class UpdateState:
         path = spec.update_policy.lock
         try:
             for c in self._engine.list_managed(spec.name):
-                if c.running and (at := self._engine.file_time(c.id, path)) is not None:
-                    return c.name, at
+                if not c.running or (at := self._engine.file_time(c.id, path)) is None:
+                    continue
+                if at and c.started and at < c.started - 1:
+                    continue  # left from a run before a restart in place: stale
+                return c.name, at
         except EngineError as exc:
             log.warning("%s: cannot look for %s: %s", spec.name, path, exc)
             return "the engine (it did not answer)", 0.0
@@ -193,6 +214,17 @@ class UpdateState:
                 self._pulling.pop(key, None)
         with self._lock:
             self._pulled.add(pinned_ref(spec.image, digest))
+        holder = self._lock_holder(spec) if spec.update_policy.lock else None
+        if holder is not None:  # taken while the pull went on
+            self._hold(
+                spec,
+                digest,
+                Wait(
+                    LOCK,
+                    f"{short(digest)} held by {holder[0]}: {spec.update_policy.lock} exists there",
+                ),
+            )
+            return ""
         if spec.snapshot:
             why = self.data.snapshot(spec, pin.digest, digest)
             if why:

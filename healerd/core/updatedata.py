@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -60,23 +61,42 @@ class UpdateData:
         self._engine = engine
         self._on_change = on_change
         self._lock = threading.Lock()
-        self._held: dict[str, str] = {}  # service -> why the loop leaves it alone
+        # service -> why the loop leaves it alone, one entry per holder (a snapshot, a
+        # restore, a restore that failed): released one by one, the newest said.
+        self._held: dict[str, list[str]] = {}
         self.snapshots: VolumeSnapshots = NoSnapshots()
+        # How long a service must stay stopped before its volumes are touched: a start
+        # in place already on its way when the hold began shows within it.
+        self.quiet = 1.0
 
     def held(self, key: str) -> str:
         """Why the loop must leave `key` alone now ("" : it need not)."""
         with self._lock:
-            return self._held.get(key, "")
+            whys = self._held.get(key)
+            return whys[-1] if whys else ""
 
     def hold(self, key: str, why: str) -> None:
         with self._lock:
-            self._held[key] = why
+            self._held.setdefault(key, []).append(why)
         self._on_change(key)  # the status says why
 
     def release(self, key: str) -> None:
+        """One holder is done (the others, if any, still hold)."""
         with self._lock:
-            self._held.pop(key, None)
+            whys = self._held.get(key)
+            if whys:
+                whys.pop()
+            if not whys:
+                self._held.pop(key, None)
         self._on_change(key)
+
+    def release_all(self, key: str) -> bool:
+        """`healerctl resume`: the operator ends every hold (a restore that failed)."""
+        with self._lock:
+            had = self._held.pop(key, None)
+        if had:
+            self._on_change(key)
+        return bool(had)
 
     def snapshot(self, spec: ServiceSpec, from_digest: str, to_digest: str) -> str:
         """Hold and stop the service, then copy its volumes: "" when taken (the hold
@@ -87,7 +107,9 @@ class UpdateData:
         try:
             self._stop_all(spec.name, spec.stop_grace_period)
             said = self.snapshots.take(spec, from_digest, to_digest)
-        except (SnapshotFailed, EngineError) as exc:
+        except Exception as exc:  # whatever it was, the hold ends: the old digest runs again
+            if not isinstance(exc, SnapshotFailed | EngineError):
+                log.exception("%s: the snapshot failed unexpectedly", spec.name)
             self.release(spec.name)
             return f"no snapshot of {vols}: {exc}"
         log.info("%s: %s", spec.name, said)
@@ -96,9 +118,11 @@ class UpdateData:
     def restore_later(
         self, key: str, to_digest: str, grace: float | None, then: Callable[[str], None]
     ) -> None:
-        """Hold `key` now; in a thread, stop it, restore the snapshot taken before the
-        update to `to_digest`, release it, and tell `then` what happened."""
-        self.hold(key, f"stopped to restore its volumes as they were before {to_digest[7:19]}")
+        """`key` is held (by the caller, before its pin moved back); in a thread, stop
+        it, restore the snapshot taken before the update to `to_digest`, release it, and
+        tell `then` what happened. A restore that fails keeps the service held, stopped:
+        the previous digest is not started on what the failed one left (the issue's
+        whole point); `healerctl resume SERVICE` starts it as it is."""
         threading.Thread(
             target=self._restore,
             args=(key, to_digest, grace, then),
@@ -109,26 +133,48 @@ class UpdateData:
     def _restore(
         self, key: str, to_digest: str, grace: float | None, then: Callable[[str], None]
     ) -> None:
+        failed = ""
         try:
             self._stop_all(key, grace)
             said = self.snapshots.restore(key, to_digest)
             told = said or f"no snapshot was taken before {to_digest[7:19]}: volumes as they are"
-        except (SnapshotFailed, EngineError) as exc:
-            told = f"volumes NOT restored ({exc}): they hold what the failed digest left"
+        except Exception as exc:
+            if not isinstance(exc, SnapshotFailed | EngineError):
+                log.exception("%s: restoring the volumes failed unexpectedly", key)
+            failed = f"volumes NOT restored ({exc})"
+            told = (
+                f"{failed}: the service stays stopped rather than run on what the failed "
+                f"digest left; healerctl resume {key} starts it as it is"
+            )
             log.error("%s: %s", key, told)
-        except Exception as exc:  # the hold must end whatever happens
-            log.exception("%s: restoring the volumes failed unexpectedly", key)
-            told = f"volumes NOT restored ({exc})"
-        finally:
+        if failed:  # the restore's hold stays, saying why, until the operator's resume
+            self._reword(key, f"{failed}; healerctl resume {key} starts it as it is")
+        else:
             self.release(key)
         then(told)
 
+    def _reword(self, key: str, why: str) -> None:
+        with self._lock:
+            whys = self._held.setdefault(key, [])
+            if whys:
+                whys[-1] = why
+            else:
+                whys.append(why)
+        self._on_change(key)
+
     def _stop_all(self, key: str, grace: float | None) -> None:
-        """Stop every running container of the service (healerd's own, by its labels)."""
-        for _ in range(STOP_TRIES):
+        """Stop every running container of the service (healerd's own, by its labels),
+        until none has run for `quiet` seconds (a start already on its way when the hold
+        began, or a pass in flight, shows within it)."""
+        for _ in range(STOP_TRIES + 1):
             running = [c for c in self._engine.list_managed(key) if c.running]
             if not running:
-                return
+                if self.quiet <= 0:
+                    return
+                time.sleep(self.quiet)
+                if not any(c.running for c in self._engine.list_managed(key)):
+                    return
+                continue
             for c in running:
                 self._engine.stop(c, grace)
         raise SnapshotFailed(f"{key}'s containers kept being started again")

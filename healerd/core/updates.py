@@ -226,7 +226,9 @@ class Updates(UpdateState):
         )
         restoring = spec is not None and bool(spec.snapshot)
         if restoring:  # held before the pin moves back: nothing starts before the data
-            self.data.hold(key, "stopped to restore its volumes")
+            self.data.hold(
+                key, f"stopped to restore its volumes as they were before {short(pin.digest)}"
+            )
         with self._lock:
             moved = self._pins.get(key) == pin
             if moved and back is None:
@@ -277,7 +279,9 @@ class Updates(UpdateState):
             f"is not tried again (healerctl update {key} --retry-failed tries it once more)"
         )
         if spec is not None and spec.snapshot:
-            self.data.hold(key, "stopped to restore its volumes")
+            self.data.hold(
+                key, f"stopped to restore its volumes as they were before {short(pin.digest)}"
+            )
         with self._lock:
             moved = self._pins.get(key) == pin
             if moved:

@@ -260,7 +260,7 @@ class SnapshotStore:
                     synced = dataclasses.replace(snapshot, unsynced_boot="")
                     write_atomic(snapshot.path / MANIFEST, _manifest(synced))
                     fsync_dir(snapshot.path.parent)
-        except OSError as exc:
+        except (OSError, SnapshotError) as exc:
             log.warning(
                 "snapshot %s not synced to disk (a power cut would lose it): %s", snapshot.id, exc
             )
@@ -305,6 +305,11 @@ class SnapshotStore:
                     done.append(Aside(mounts[name], snapshot.id))
                     done[-1].move()
                     self._copy(snapshot.path / "volumes" / name, mounts[name])
+                # On disk before the service starts on it and before what it replaced
+                # goes: a database trusts what it fsynced once (a power cut here must
+                # not leave it empty files).
+                for _, where in needed.values():
+                    self._sync(where)
             except BaseException:
                 for aside in reversed(done):
                     aside.put_back()
@@ -408,7 +413,7 @@ def _read(path: Path, service: str, boot: str) -> Snapshot:
     if not all(VOLUME_RE.fullmatch(n) for n, _ in vols):
         raise SnapshotError("manifest names a volume that is no volume name")
     unsynced = str(data.get("unsynced_boot") or "")
-    if unsynced and unsynced != boot:
+    if unsynced and (unsynced != boot or boot == "unknown"):
         raise SnapshotError("it was not on disk yet when the host went down: not used")
     return Snapshot(
         service,

@@ -174,7 +174,7 @@ def test_a_failing_pre_update_postpones_with_its_reason() -> None:
     )
     stopped = dataclasses.replace(c, state=ContainerState.EXITED)
     none = pre_update(engine, web, [stopped])
-    assert (none.ok, none.reason) == (False, "pre_update: no running container to run it in")
+    assert none.ok, "nothing runs to ask (a crash loop): the update is not held for it"
 
 
 def test_pre_update_of_a_container_the_engine_refuses_is_not_ok() -> None:

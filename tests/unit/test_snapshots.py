@@ -311,7 +311,7 @@ class Recorded(Removals):
         self.waited = 0
         self._pending = pending
 
-    def later(self, path: Path) -> None:
+    def later(self, path: Path, *, leftover: bool = False) -> None:
         self.handed.append(path)
 
     def pending(self) -> bool:

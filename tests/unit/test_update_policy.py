@@ -304,3 +304,25 @@ def test_rollback_without_an_earlier_digest_is_refused() -> None:
     ctrl, _, _ = started()
     with pytest.raises(UpdateRefused, match="ran no digest before"):
         ctrl.updates.rollback_now("app")
+
+
+def test_the_operators_update_now_outlives_a_check_the_lock_held() -> None:
+    weekend = (parse_window("Sat 02:00-05:00"),)
+    ctrl, engine, clock = started(update_policy=UpdatePolicy(windows=weekend, lock=LOCK))
+    at_wall(clock, FRI_NOON)
+    holder = min((c for c in engine.containers.values() if c.running), key=lambda c: c.name)
+    engine.files[(holder.id, LOCK)] = FRI_NOON
+    engine.registry[TAG] = V2
+    ctrl.updates.allow("app")  # healerctl update app: now, not past the lock
+    assert ctrl.check_updates() == []
+    del engine.files[(holder.id, LOCK)]
+    assert ctrl.check_updates() == ["app"], "still now: the window closed does not matter"
+
+
+def test_a_lock_file_older_than_the_containers_run_is_stale() -> None:
+    ctrl, engine, _ = started(update_policy=UpdatePolicy(lock=LOCK))
+    holder = min((c for c in engine.containers.values() if c.running), key=lambda c: c.name)
+    engine.containers[holder.id] = dataclasses.replace(holder, started=SAT_3AM)
+    engine.files[(holder.id, LOCK)] = SAT_3AM - 3600  # left by the run before a restart
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == ["app"]

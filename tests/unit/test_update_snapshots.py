@@ -15,7 +15,7 @@ from healerd.core.updates import pinned_ref
 from healerd.model import ServiceSpec
 from tests.unit.harness.fake_engine import FakeEngine
 from tests.unit.harness.loop import drive
-from tests.unit.harness.updates import TAG, V1, V2, desired, follower, images, make, reason
+from tests.unit.harness.updates import TAG, V1, V2, V3, desired, follower, images, make, reason
 
 
 class FakeSnapshots:
@@ -24,17 +24,26 @@ class FakeSnapshots:
         self.taken: list[tuple[str, str, int]] = []  # (from, to, containers running then)
         self.restored: list[tuple[str, int]] = []
         self.fail = ""
+        self.restore_fails = ""
+        self.gate: threading.Event | None = None  # a restore waits for it
+        self.take_raises: Exception | None = None
 
     def running(self) -> int:
         return sum(1 for c in self.engine.containers.values() if c.running)
 
     def take(self, spec: ServiceSpec, from_digest: str, to_digest: str) -> str:
+        if self.take_raises is not None:
+            raise self.take_raises
         if self.fail:
             raise SnapshotFailed(self.fail)
         self.taken.append((from_digest, to_digest, self.running()))
         return "taken"
 
     def restore(self, service: str, to_digest: str) -> str | None:
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.restore_fails:
+            raise SnapshotFailed(self.restore_fails)
         self.restored.append((to_digest, self.running()))
         return "restored"
 
@@ -43,6 +52,7 @@ def started() -> tuple[Controller, FakeEngine, FakeSnapshots, FakeClock]:
     ctrl, engine, clock = make()
     snaps = FakeSnapshots(engine)
     ctrl.updates.data.snapshots = snaps
+    ctrl.updates.data.quiet = 0.0  # no start in place on its way in these tests
     ctrl.set_desired(desired(follower(snapshot=("app_pgdata",))))
     drive(ctrl, clock)
     assert images(engine) == [pinned_ref(TAG, V1)] * 2
@@ -101,3 +111,55 @@ def test_healerctl_rollback_restores_the_snapshot_taken_before_that_update() -> 
     drive(ctrl, clock)
     assert snaps.restored == [(V2, 0)]
     assert images(engine) == [pinned_ref(TAG, V1)] * 2
+
+
+def rolled_back_while_the_restore_waits() -> tuple[
+    Controller, FakeEngine, FakeSnapshots, FakeClock
+]:
+    ctrl, engine, snaps, clock = started()
+    snaps.gate = threading.Event()
+    engine.crash_images.add(pinned_ref(TAG, V2))
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == ["app"]
+    drive(ctrl, clock)
+    return ctrl, engine, snaps, clock
+
+
+def test_the_pass_that_rolls_back_starts_nothing_while_the_volumes_are_restored() -> None:
+    """Review: the pass that judged the rollback planned on and started v1 under the
+    restore's hold; and a check meanwhile snapshotted the failed digest's data."""
+    ctrl, engine, snaps, clock = rolled_back_while_the_restore_waits()
+    assert ctrl.updates.data.held("app")
+    assert images(engine) == [], "nothing of the previous digest runs before its data"
+    engine.registry[TAG] = V3
+    assert ctrl.check_updates() == [], "no new update while a restore is under way"
+    assert snaps.gate is not None
+    snaps.gate.set()
+    restores_done()
+    drive(ctrl, clock)
+    assert snaps.restored == [(V2, 0)] and not ctrl.updates.data.held("app")
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2
+
+
+def test_a_restore_that_fails_keeps_the_service_stopped_until_resume() -> None:
+    ctrl, engine, snaps, clock = rolled_back_while_the_restore_waits()
+    snaps.restore_fails = "no room: needs 1.0 GiB, 0.1 GiB free"
+    assert snaps.gate is not None
+    snaps.gate.set()
+    restores_done()
+    drive(ctrl, clock)
+    assert images(engine) == [], "not started on what the failed digest left"
+    assert "volumes NOT restored" in reason(ctrl) and "healerctl resume app" in reason(ctrl)
+    ctrl.resume("app")
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2
+
+
+def test_an_unexpected_error_of_the_snapshot_ends_the_hold() -> None:
+    ctrl, engine, snaps, clock = started()
+    snaps.take_raises = OSError(28, "No space left on device")
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == []
+    drive(ctrl, clock)
+    assert not ctrl.updates.data.held("app")
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2, "the old digest runs again"
