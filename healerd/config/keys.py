@@ -36,6 +36,9 @@ class Context:
     strict_modes: bool = False
     # COMPOSE_PROFILES of the file's variables: the profiles whose services run.
     profiles: frozenset[str] = frozenset()
+    # A project directory's name (healerd.config.projectdir): the project's name when
+    # the files give no `name:` (a single file's default is its own name).
+    project_name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -64,21 +64,26 @@ class Project:
 
 def default_name(file: str) -> str:
     """Compose's normalisation of a directory name, applied to the file's stem."""
-    stem = PurePath(file).name.rsplit(".", 1)[0].lower()
-    cleaned = re.sub(r"[^a-z0-9_-]", "", stem).lstrip("_-")
+    return normalised_name(PurePath(file).name.rsplit(".", 1)[0])
+
+
+def normalised_name(text: str) -> str:
+    """Compose's normalisation of a project name: lower case, only a-z, 0-9, `_`, `-`."""
+    cleaned = re.sub(r"[^a-z0-9_-]", "", text.lower()).lstrip("_-")
     return cleaned or "default"
 
 
 def _name(data: LineDict, at: At) -> str:
     value = data.get("name")
+    fallback = at.context.project_name or default_name(at.file)
     if value is None:
-        return default_name(at.file)
+        return fallback
     if not isinstance(value, str) or not PROJECT_NAME_RE.fullmatch(value):
         at.key(data, "name").error(
             f"{value!r} is not a project name: lower-case letters, digits, '_' and '-', "
             "starting with a letter or digit"
         )
-        return default_name(at.file)
+        return fallback
     return value
 
 

@@ -49,6 +49,9 @@ class FileResult:
     errors: tuple[ConfigError, ...] = ()
     lines: Mapping[str, int] = field(default_factory=dict, compare=False)
     columns: Mapping[str, int] = field(default_factory=dict, compare=False)
+    # Every file read for it (a project's Compose files, .env, extended and included
+    # files): an edit of any of them reloads it (healerd.daemon.confwatch).
+    sources: tuple[str, ...] = field(default=(), compare=False)
 
 
 _Positions = dict[str, tuple[int, int | None]]
@@ -164,21 +167,40 @@ def _result(
     env: Mapping[str, str],
 ) -> FileResult:
     found = list(errors)
+    context = with_profiles(context, env)
+    made = interpolate(data, env, At(found, file, "", None, None, context))
+    return checked_result(data, found, made, file, context)
+
+
+def with_profiles(context: Context, env: Mapping[str, str]) -> Context:
+    """COMPOSE_PROFILES of the variables: the profiles whose services run."""
     active = env.get("COMPOSE_PROFILES", "")
-    context = dataclasses.replace(
+    return dataclasses.replace(
         context, profiles=frozenset(p.strip() for p in active.split(",") if p.strip())
     )
-    made = interpolate(data, env, At(found, file, "", None, None, context))
+
+
+def checked_result(
+    data: object,
+    found: list[ConfigError],
+    made: tuple[Made, ...],
+    file: str,
+    context: Context,
+    sources: tuple[str, ...] = (),
+) -> FileResult:
+    """The verdict on an interpolated document (one file's, or a project's merged files):
+    `found` holds the errors so far, `made` the substitutions (masked in errors)."""
     specs, positions = _document(data, At(found, file, "", None, None, context))
     lines = {name: line for name, (line, _) in positions.items()}
     columns = {name: col for name, (_, col) in positions.items() if col is not None}
     if found:
         masked = [_masked(e, made) for e in found]
-        return FileResult(file, None, _capped(sort_errors(masked), file), lines, columns)
+        errors = _capped(sort_errors(masked), file)
+        return FileResult(file, None, errors, lines, columns, sources)
     subs = tuple(dict.fromkeys(m.substitution for m in made if not m.number))
     if subs:
         specs = {name: dataclasses.replace(s, substitutions=subs) for name, s in specs.items()}
-    return FileResult(file, specs, (), lines, columns)
+    return FileResult(file, specs, (), lines, columns, sources)
 
 
 def _masked(error: ConfigError, made: tuple[Made, ...]) -> ConfigError:
