@@ -135,7 +135,7 @@ class _Loader(yaml.SafeLoader):
             node.tag = _MAP_TAG
         elif isinstance(node, SequenceNode):
             node.tag = _SEQ_TAG
-        elif node.style:  # quoted or a block: text, as without the tag
+        elif isinstance(node, ScalarNode) and node.style:  # quoted, a block: text, as untagged
             node.tag = _STR_TAG
         else:
             node.tag = self.resolve(ScalarNode, node.value, (True, False))  # type: ignore[no-untyped-call]
