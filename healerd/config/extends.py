@@ -87,7 +87,7 @@ class _Resolver:
         return Path(posixpath.normpath(start / posixpath.expanduser(other)))
 
     def _document(self, where: Path, at: At) -> tuple[LineDict, At] | None:
-        key = str(where)
+        key = os.path.abspath(where)
         if key not in self.docs:
             self.docs[key] = self._read(where, at)
         return self.docs[key]
@@ -153,6 +153,7 @@ def resolve_extends(data: Any, path: Path, at: At, load: Load) -> None:
         return
     resolver = _Resolver(path, at, load)
     services_at = at.key(data, "services")
+    resolver.docs[os.path.abspath(path)] = (services, services_at)  # extended from elsewhere
     for name in list(services):
         body = services[name]
         if isinstance(body, LineDict) and "extends" in body:
