@@ -14,9 +14,11 @@ from pathlib import Path
 
 from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
+from healerd.config.extends import file_reader, resolve_extends
 from healerd.config.interpolate import Made, interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
 from healerd.config.masking import mask_error, related
+from healerd.config.mergedata import strip_tags
 from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
 from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
@@ -165,10 +167,18 @@ def _result(
     file: str,
     context: Context,
     env: Mapping[str, str],
+    path: Path | None = None,
 ) -> FileResult:
     found = list(errors)
     context = with_profiles(context, env)
     made = interpolate(data, env, At(found, file, "", None, None, context))
+    if isinstance(data, LineDict):
+        # A single file's extends (of its own services, or of another file's).
+        more: list[Made] = []
+        at = At(found, file, "", None, None, context)
+        resolve_extends(data, path or Path(file), at, file_reader(found, context, env, more))
+        strip_tags(data)
+        made += tuple(more)
     return checked_result(data, found, made, file, context)
 
 
@@ -274,4 +284,5 @@ def load_service_file(
     env, env_errors = project_env(
         path, project_dir, strict_modes=strict_modes, environment=environment
     )
-    return _result(data, errors + env_errors, file, Context(project_dir, strict_modes), env)
+    context = Context(project_dir, strict_modes)
+    return _result(data, errors + env_errors, file, context, env, path)

@@ -17,7 +17,6 @@ UNSUPPORTED: dict[str, str] = {
     "credential_spec": _WINDOWS,
     "develop": "Compose's watch mode belongs to `docker compose watch` while developing; "
     "healerd runs built images: remove it",
-    "extends": f"{_NOT_YET}: copy the fields of the service it extends into this one",
     "external_links": "links to containers outside the project are legacy: join a shared "
     "external network instead",
     "isolation": _WINDOWS,
