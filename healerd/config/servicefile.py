@@ -14,7 +14,8 @@ from pathlib import Path
 
 from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
-from healerd.config.extends import file_reader, resolve_extends
+from healerd.config.extends import resolve_extends
+from healerd.config.include import resolve_include
 from healerd.config.interpolate import Made, interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
 from healerd.config.masking import mask_error, related
@@ -22,6 +23,7 @@ from healerd.config.mergedata import strip_tags
 from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
 from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
+from healerd.config.projectread import ProjectReader
 from healerd.config.service import check_service
 from healerd.config.yamlload import (
     LineDict,
@@ -143,13 +145,7 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
             f"must be a mapping with a 'services' key, not {describe(data)}"
         )
         return {}, {}
-    if "include" in data:
-        at.key(data, "include").error(
-            "not supported yet: one file is one project here; link a Compose file kept "
-            "elsewhere into conf.d (ln -s), or name its directory with "
-            "x-healerd: {project_directory: DIR}"
-        )
-    unknown_keys(data, at, (*TOP_LEVEL_KEYS, "include"))
+    unknown_keys(data, at, TOP_LEVEL_KEYS)
     project = read_project(data, at)
     services = data.get("services")
     services_at = at.key(data, "services")
@@ -172,14 +168,16 @@ def _result(
     found = list(errors)
     context = with_profiles(context, env)
     made = interpolate(data, env, At(found, file, "", None, None, context))
-    if isinstance(data, LineDict):
-        # A single file's extends (of its own services, or of another file's).
-        more: list[Made] = []
-        at = At(found, file, "", None, None, context)
-        resolve_extends(data, path or Path(file), at, file_reader(found, context, env, more))
-        strip_tags(data)
-        made += tuple(more)
-    return checked_result(data, found, made, file, context)
+    if not isinstance(data, LineDict):
+        return checked_result(data, found, made, file, context)
+    # A single file's include and extends (of its own services, or another file's).
+    reader = ProjectReader(context, found)
+    at, here = At(found, file, "", None, None, context), path or Path(file)
+    resolve_include(data, here, at, reader.included(env, 0))
+    resolve_extends(data, here, at, lambda other: reader.extended(other, here, env, 0))
+    strip_tags(data)
+    made += tuple(reader.made)
+    return checked_result(data, found, made, file, context, tuple(dict.fromkeys(reader.sources)))
 
 
 def with_profiles(context: Context, env: Mapping[str, str]) -> Context:

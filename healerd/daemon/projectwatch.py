@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from healerd.config.desired import is_entry_name
-from healerd.config.projectdir import COMPOSE_FILES, DOTENV, is_project_dir
+from healerd.config.projectdir import COMPOSE_FILES, is_project_dir
+from healerd.config.projectread import DOTENV
 from healerd.daemon.inotify import Inotify
 
 

@@ -4,6 +4,7 @@ networks and volumes, aliases, and the names a file does not declare."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -105,12 +106,21 @@ def test_build_beside_an_image_is_ignored_and_build_alone_is_refused() -> None:
     ]
 
 
-def test_include_is_refused_with_what_to_do_instead() -> None:
-    from healerd.config import parse_service_text
+def test_a_single_file_includes_another_project(tmp_path: Path) -> None:
+    """Issue 34: include works in a conf.d file too, its paths from the file's directory."""
+    from healerd.config import load_service_file
 
-    result = parse_service_text("include: [other.yml]\nservices: {}\n", "i.yaml", env={})
-    assert [str(e) for e in result.errors] == [
-        "i.yaml:1:1: include: not supported yet: one file is one project here; link a "
-        "Compose file kept elsewhere into conf.d (ln -s), or name its directory with "
-        "x-healerd: {project_directory: DIR}"
-    ]
+    (tmp_path / "broker").mkdir()
+    (tmp_path / "broker" / "compose.yaml").write_text(
+        "services:\n  mqtt:\n    image: busybox\n    env_file: [mqtt.env]\n"
+    )
+    (tmp_path / "broker" / "mqtt.env").write_text("A=1\n")
+    main = tmp_path / "site.yaml"
+    main.write_text("include: [broker/compose.yaml]\nservices:\n  web:\n    image: busybox\n")
+    result = load_service_file(main)
+    assert result.errors == (), [str(e) for e in result.errors]
+    assert result.services is not None and set(result.services) == {"web", "mqtt"}
+    assert result.services["mqtt"].env_files == (str(tmp_path / "broker" / "mqtt.env"),)
+    assert str(tmp_path / "broker" / "compose.yaml") in result.sources
+    missing = parse_service_text("include: [other.yml]\nservices: {}\n", "i.yaml", env={})
+    assert missing.services is None and "does not exist" in missing.errors[0].reason
