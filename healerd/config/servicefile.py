@@ -16,6 +16,7 @@ from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
 from healerd.config.interpolate import Made, interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
+from healerd.config.legacy import format_one
 from healerd.config.masking import mask_error, related
 from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
@@ -144,6 +145,8 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
             "elsewhere into conf.d (ln -s), or name its directory with "
             "x-healerd: {project_directory: DIR}"
         )
+    if format_one(data, at, (*TOP_LEVEL_KEYS, "include")):
+        return {}, {}
     unknown_keys(data, at, (*TOP_LEVEL_KEYS, "include"))
     project = read_project(data, at)
     services = data.get("services")
