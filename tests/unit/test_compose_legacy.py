@@ -16,6 +16,7 @@ import yaml
 
 from healerd.config import parse_service_text
 from healerd.model import ServiceSpec
+from tests.unit.harness.documents import validator as validator_of_the_shipped_schema
 
 LEGACY_EXTERNAL = """\
 version: "3.4"
@@ -59,6 +60,13 @@ def test_external_name_names_an_existing_network_or_volume() -> None:
     # External: used as it is, never created.
     assert not s["web"].networks_to_create and not s["web"].volumes_to_create
     assert not s["proxy"].networks_to_create
+
+
+def test_the_schema_takes_the_legacy_external_too() -> None:
+    validator = validator_of_the_shipped_schema()
+    assert list(validator.iter_errors(yaml.safe_load(LEGACY_EXTERNAL))) == []
+    wrong = yaml.safe_load(LEGACY_EXTERNAL.replace("{name: real_data}", "{driver: local}"))
+    assert list(validator.iter_errors(wrong))
 
 
 def test_external_mapping_without_a_name_is_external_under_its_key() -> None:
@@ -110,6 +118,32 @@ def test_format_one_keys_beside_services_name_the_key_to_write(
     (found,) = errors(f"services:\n  web:\n    image: busybox\n    {key}: {value}\n")
     assert f"services.web.{key}: is" in found and write in found, found
     assert "unknown key" not in found
+
+
+@pytest.mark.parametrize(
+    ("policy", "restart"),
+    [
+        ("{condition: none}", '"no"'),
+        ("{condition: on-failure}", "on-failure"),
+        ("{condition: on-failure, max_attempts: 0}", "on-failure"),
+        ("{condition: on-failure, max_attempts: 3, delay: 5s}", "on-failure:3"),
+    ],
+)
+def test_deploy_restart_policy_condition_is_restart(policy: str, restart: str) -> None:
+    """As docker-compose 1.29.2 reads it on one engine (compose/project.py,
+    translate_deploy_keys_to_container_config): none, on-failure and max_attempts are
+    the container's restart policy."""
+    deploy = f"services:\n  web:\n    image: busybox\n    deploy: {{restart_policy: {policy}}}\n"
+    direct = f"services:\n  web:\n    image: busybox\n    restart: {restart}\n"
+    spelled, written = specs(deploy)["web"], specs(direct)["web"]
+    assert spelled.restart == written.restart and spelled.restart is not None
+    assert spelled.spec_hash == written.spec_hash
+    both = direct + f"    deploy: {{restart_policy: {policy}}}\n"
+    assert specs(both)["web"].restart == written.restart, "the same twice is fine"
+    (found,) = errors(
+        direct.replace(restart, "always") + f"    deploy: {{restart_policy: {policy}}}\n"
+    )
+    assert "are one setting and disagree" in found and "'always'" in found, found
 
 
 # -- docker-compose 1.29.2 as the oracle (no engine: `config` only) ------------------------
