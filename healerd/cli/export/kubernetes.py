@@ -16,6 +16,7 @@ which in Kubernetes is a claim on storage rather than a directory of one node.
 from __future__ import annotations
 
 import base64
+import copy
 from dataclasses import replace
 from typing import Any
 
@@ -192,7 +193,7 @@ def _probes(spec: ServiceSpec, kv: KubernetesVars) -> dict[str, Any]:
         return {}
     if run_once(spec):
         return {"readinessProbe": p}
-    return {"livenessProbe": p, "readinessProbe": dict(p)}
+    return {"livenessProbe": p, "readinessProbe": copy.deepcopy(p)}  # no YAML anchors
 
 
 def _container(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars) -> dict[str, Any]:
