@@ -164,11 +164,15 @@ _IPAM = {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {k: {"type": "string"} for k in ("subnet", "ip_range", "gateway")},
+                "properties": {
+                    **{k: {"type": "string"} for k in ("subnet", "ip_range", "gateway")},
+                    "aux_addresses": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
                 "required": ["subnet"],
                 "additionalProperties": False,
             },
         },
+        "options": {"type": "object", "additionalProperties": {"type": "string"}},
     },
     "additionalProperties": False,
 }
