@@ -385,7 +385,8 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "restart_policy",
         "mapping",
         "Backoff for a replica that keeps crashing. healerd always restarts and never gives "
-        "up, so Compose's condition and max_attempts are refused.",
+        "up, so condition and max_attempts are refused here (under deploy.restart_policy "
+        "they spell restart).",
         "{delay: 5s, max_delay: 2m}",
         schema={},
         check=restart_policy,

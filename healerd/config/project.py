@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from healerd.config import netopts, secrets, snapshotkeys
+from healerd.config import legacy, netopts, secrets, snapshotkeys
 from healerd.config.errors import describe
 from healerd.config.keys import At, top_section
 from healerd.config.pairs import labels
@@ -101,12 +101,12 @@ def _declared(key: str, body: object, project: str, at: At, *, network: bool) ->
         at.error(f"must be a mapping (or empty), not {describe(body)}")
         return Declared(engine_name, False)
     _options(body, _NETWORK_KEYS if network else _VOLUME_KEYS, at)
-    external = boolean(body["external"], at.key(body, "external")) if "external" in body else False
+    external, legacy_name = legacy.external(body, at) if "external" in body else (False, None)
     given = body.get("name")
     if given is not None and not (isinstance(given, str) and given):
         at.key(body, "name").error(f"must be a name, not {describe(given)}")
         given = None
-    name = given or (key if external else engine_name)
+    name = given or legacy_name or (key if external else engine_name)
     pairs = {
         field: labels(body[field], at.key(body, field)) if body.get(field) is not None else ()
         for field in ("labels", "driver_opts")

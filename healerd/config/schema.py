@@ -164,11 +164,15 @@ _IPAM = {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {k: {"type": "string"} for k in ("subnet", "ip_range", "gateway")},
+                "properties": {
+                    **{k: {"type": "string"} for k in ("subnet", "ip_range", "gateway")},
+                    "aux_addresses": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
                 "required": ["subnet"],
                 "additionalProperties": False,
             },
         },
+        "options": {"type": "object", "additionalProperties": {"type": "string"}},
     },
     "additionalProperties": False,
 }
@@ -178,6 +182,13 @@ def _declarations(description: str, keys: tuple[str, ...]) -> dict[str, Any]:
     types = {"external": "boolean", "internal": "boolean", "attachable": "boolean"}
     props: dict[str, Any] = {k: {"type": types.get(k, "string")} for k in keys}
     props["labels"] = props["driver_opts"] = {"type": ["object", "array"]}
+    # `external: {name: X}`: the older spelling of `external: true` with `name: X`.
+    props["external"] = {
+        "type": ["boolean", "object"],
+        "properties": {"name": {"type": "string"}},
+        "patternProperties": {"^x-": {}},
+        "additionalProperties": False,
+    }
     if "internal" in keys:  # a network's
         props |= {"ipam": _IPAM, "enable_ipv6": {"type": "boolean"}}
     return {

@@ -18,6 +18,7 @@ from healerd.config.extends import resolve_extends
 from healerd.config.include import resolve_include
 from healerd.config.interpolate import Made, interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
+from healerd.config.legacy import format_one
 from healerd.config.masking import mask_error, related
 from healerd.config.mergedata import strip_tags
 from healerd.config.netopts import implied_dependencies
@@ -144,6 +145,8 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
         at.child("", line, column).error(
             f"must be a mapping with a 'services' key, not {describe(data)}"
         )
+        return {}, {}
+    if format_one(data, at, TOP_LEVEL_KEYS):
         return {}, {}
     unknown_keys(data, at, TOP_LEVEL_KEYS)
     project = read_project(data, at)
