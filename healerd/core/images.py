@@ -1,4 +1,5 @@
-"""Whether a service's image is there to create from, and pulling it when it is not.
+"""Whether a service's image is there to create from, and pulling (or building, for a
+service with `build:`: healerd.core.builds) it when it is not.
 
 The pull itself is an action of the executor (acting on the engine happens in one
 place); this object keeps the policy's memory: images seen present a moment ago (a
@@ -13,13 +14,14 @@ import logging
 import threading
 from collections.abc import Callable
 
+from healerd.core.builds import Need, build_need
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
 from healerd.core.outcome import ImageProblem, ImageTrouble, Tally
 from healerd.core.timings import Timings
-from healerd.engine import ImagePullFailed, ImageStore
-from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
+from healerd.engine import ImageBuildFailed, ImagePullFailed, ImageStore
+from healerd.model import BuildSpec, PullPolicy, RegistryAuth, ServiceSpec
 from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
@@ -98,6 +100,8 @@ class ImagePolicy:
 
     def _ensure(self, key: str, spec: ServiceSpec, tally: Tally | None) -> ImageProblem | None:
         image, policy = spec.image, spec.pull_policy
+        if spec.build is not None:
+            return self._ensure_built(key, spec, spec.build, tally)
         if self._fresh(key, spec):
             return None
         present = self._engine.image_present(image)
@@ -141,6 +145,84 @@ class ImagePolicy:
             # `always` pulls once per spec: only the service's current spec is remembered.
             self._pulled[key] = spec.spec_hash
         return None
+
+    def _ensure_built(
+        self, key: str, spec: ServiceSpec, build: BuildSpec, tally: Tally | None
+    ) -> ImageProblem | None:
+        """A service that builds: its image as its pull_policy wants it (healerd.core.builds)."""
+        seen_as = f"{spec.image} {build.context_hash}"
+        if self._fresh_image(seen_as) and (
+            spec.pull_policy is not PullPolicy.ALWAYS or self._pulled_for(key, spec)
+        ):
+            return None
+        labels = self._engine.image_labels(spec.image)
+        need = build_need(
+            spec.pull_policy, labels, build.context_hash, pulled=self._pulled_for(key, spec)
+        )
+        if need is Need.PULL:
+            if self._pull(key, spec, False, tally) is None:
+                self._saw(seen_as)
+                return None
+            with self._lock:  # tried once for this spec: now the build decides
+                self._pulled[key] = spec.spec_hash
+            labels = self._engine.image_labels(spec.image)
+            need = build_need(spec.pull_policy, labels, build.context_hash, pulled=True)
+        if need is Need.MISSING:
+            reason = f"image {spec.image} is not present and pull_policy is never"
+            return ImageProblem(ImageTrouble.NEVER_PULLED, reason)
+        problem = self._build(key, spec, build, tally) if need is Need.BUILD else None
+        if problem is None:
+            self._saw(seen_as)
+        return problem
+
+    def build_now(self, key: str, spec: ServiceSpec, *, no_cache: bool = False) -> str:
+        """`healerctl build`: build the service's image now if its context changed (or
+        always, with `no_cache`); what was done, in words. Raises ImageBuildFailed."""
+        build = spec.build
+        if build is None:
+            return f"{key} has no build section"
+        labels = self._engine.image_labels(spec.image)
+        need = build_need(PullPolicy.BUILD, labels, build.context_hash, pulled=True)
+        if need is Need.NOTHING and not no_cache:
+            return f"{spec.image} is up to date with its context"
+        problem = self._build(key, spec, build, None, no_cache=no_cache)
+        if problem is not None:
+            raise ImageBuildFailed(problem.reason)
+        self._saw(f"{spec.image} {build.context_hash}")
+        return f"built {spec.image}"
+
+    def _build(
+        self,
+        key: str,
+        spec: ServiceSpec,
+        build: BuildSpec,
+        tally: Tally | None,
+        *,
+        no_cache: bool = False,
+    ) -> ImageProblem | None:
+        image = spec.image
+        log.info(
+            "%s: building %s from %s",
+            key,
+            image,
+            build.context,
+            extra={"healerd_service": key, "action": "build", "reason": image},
+        )
+        self._on_pull(key, f"building {image}", tally)
+        try:
+            self._executor.build(build, image, no_cache=no_cache)
+        except ImageBuildFailed as exc:
+            # The builder's own words, bounded by the adapter; the old image, and the
+            # containers made from it, stay.
+            why = str(exc).removeprefix(f"build {image}: ")
+            self._events.record(EventKind.BUILD_FAILED, key, f"cannot build {image}: {why}")
+            return ImageProblem(ImageTrouble.BUILD_FAILED, f"cannot build {image}: {why}")
+        self._events.record(EventKind.BUILT, key, f"built {image}")
+        return None
+
+    def _fresh_image(self, seen_as: str) -> bool:
+        seen = self._seen.get(seen_as)
+        return seen is not None and self._clock.monotonic() - seen < self._t.image_seen_ttl
 
     def _saw(self, image: str) -> None:
         now = self._clock.monotonic()
