@@ -20,6 +20,7 @@ from healerd.config.updatekeys import update_policy
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import Hook, PullPolicy, ServiceSpec
 from healerd.model.updatepolicy import UpdatePolicy
+from healerd.vocabulary import AutoUpdate
 
 
 def _build_policy(spec: ServiceSpec, body: LineDict, at: At) -> ServiceSpec:
@@ -96,6 +97,12 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
     spec = _build_policy(spec, body, at)
     at_labels = at.key(body, "labels") if "labels" in body else at
     mode = auto_update(spec.auto_update, spec.labels, at_labels)
+    if spec.build is not None and mode in (AutoUpdate.REGISTRY, AutoUpdate.NOTIFY):
+        where = at.key(body, "x-healerd") if "x-healerd" in body else at_labels
+        where.error(
+            f"auto_update {mode} follows a tag in a registry; a service that builds its "
+            "image follows its build context instead (drop one of them)"
+        )
     ext = body.get("x-healerd")
     before: tuple[Hook, ...]
     told, before, policy = True, (), UpdatePolicy()

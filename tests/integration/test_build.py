@@ -14,6 +14,7 @@ labels without each tool's own (io.healerd.*, com.docker.compose.*).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -43,7 +44,7 @@ COPY app.txt /srv/app.txt
 WORKDIR /srv
 EXPOSE 8080/tcp
 USER 1000:1000
-CMD {list(COMMAND)!r}
+CMD {json.dumps(COMMAND)}
 
 FROM base AS other
 CMD ["false"]
@@ -54,7 +55,7 @@ IMAGE_KEYS = ("Cmd", "Entrypoint", "Env", "Labels", "WorkingDir", "User", "Expos
 def context(tmp_path: Path) -> Path:
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    (ctx / "Dockerfile").write_text(DOCKERFILE.replace("'", '"'))
+    (ctx / "Dockerfile").write_text(DOCKERFILE)
     (ctx / "app.txt").write_text("one\n")
     (ctx / ".dockerignore").write_text("*.log\n")
     return ctx
@@ -131,13 +132,16 @@ def test_healerd_builds_the_image_and_container_docker_compose_builds(
         labels = api.inspect_image("bld-app")["Config"]["Labels"]
         assert len(labels["io.healerd.build.context-hash"]) == 64
         a, b = normalised(theirs, "app", compose=True), normalised(ours, "app")
-        del a["Config.Image"], b["Config.Image"]
+        assert a["Config.Cmd"] == COMMAND and a["Config.User"] == "1000:1000"
+        # Not compared: the tag (above), and the hostname (each container's short id).
+        for key in ("Config.Image", "Config.Hostname"):
+            del a[key], b[key]
         differences = [f"{k}: compose {a[k]!r}, healerd {b[k]!r}" for k in a if a[k] != b[k]]
         assert not differences, "\n".join(differences)
     finally:
-        compose_run(dockerd, project_dir, "bld", "down", "--timeout", "1")
         healerd.stop()
-        cluster.remove_labelled()
+        cluster.remove_labelled()  # off the project network before Compose removes it
+        compose_run(dockerd, project_dir, "bld", "down", "--timeout", "1")
         remove_images(api, "bld-app", oracle_tag("bld"))
 
 
@@ -182,7 +186,7 @@ def test_a_changed_context_rolls_out_and_a_broken_dockerfile_keeps_the_old_conta
         (second,) = cluster.running("app")
         assert _cat(api, second["Id"]) == "two\n"
 
-        (ctx / "Dockerfile").write_text(f"FROM {IMAGE}\nRUN exit 3\n")
+        (ctx / "Dockerfile").write_text(f"FROM {IMAGE} AS final\nRUN exit 3\n")
         code, out, err = healerd.ctl("build", "app", timeout=120)
         assert code == 1 and "FAILED" in out and "non-zero code: 3" in out, out + err
         wait_for(

@@ -170,3 +170,16 @@ def test_dockerignore_matches_as_docker_does(patterns: list[str]) -> None:
 
 def test_dockerignore_lines_are_cleaned_as_moby_reads_them() -> None:
     assert read_patterns("  a/./b/  \n#x\n\n! c\n//d\n") == ["a/b", "!c", "d"]
+
+
+def test_a_built_service_follows_no_registry_tag(ctx: Path) -> None:
+    from healerd.config.updatekeys import UpdateDefaults, with_defaults
+    from healerd.vocabulary import AutoUpdate
+
+    _, errors = project(
+        ctx, "services:\n  a:\n    build: .\n    x-healerd: {auto_update: registry}\n"
+    )
+    assert any(e.startswith("services.a.x-healerd: auto_update registry follows") for e in errors)
+    specs, _ = project(ctx, "services:\n  a:\n    build: .\n")
+    defaults = UpdateDefaults(auto_update=AutoUpdate.REGISTRY)
+    assert with_defaults(specs["a"], defaults).auto_update is AutoUpdate.NEVER

@@ -115,8 +115,9 @@ class DockerBuild:
             raise
         except ImageBuildFailed:
             raise
-        except EngineError as exc:
-            raise ImageBuildFailed(_reason(tag, str(exc), lines)) from exc
+        except EngineError as exc:  # refused before it began: a bad target, option
+            why = str(exc).removeprefix(f"build {tag}: ")
+            raise ImageBuildFailed(_reason(tag, why, lines)) from exc
         _log.info("built %s from %s", tag, build.context)
 
 
