@@ -12,6 +12,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from healerd.config.buildctx import ContextError, context_hash
@@ -19,6 +20,7 @@ from healerd.config.errors import describe
 from healerd.config.hostchecks import extra_hosts
 from healerd.config.keys import At
 from healerd.config.pairs import environment, labels
+from healerd.config.trust import FileRefused, trusted_directory
 from healerd.config.units import parse_size
 from healerd.config.values import string
 from healerd.config.yamlload import LineDict, LineList
@@ -63,6 +65,26 @@ def _strings(value: object, at: At) -> tuple[str, ...]:
     return tuple(v for v in found if v)
 
 
+def _args(value: object, at: At) -> tuple[tuple[str, str], ...]:
+    """Build args; one without a value (`- NAME`, `NAME:` with nothing) is left out, so
+    the Dockerfile's default applies, as Compose does when the variable is not set
+    (healerd reads no environment of its own for it; give the value, or `${NAME}`)."""
+    if isinstance(value, LineList):
+        pairs: dict[str, str] = {}
+        for index, item in enumerate(value):
+            item_at = at.item(value, index)
+            if not isinstance(item, str):
+                item_at.error(f"must be a 'NAME=value' string, not {describe(item)}")
+            elif "=" in item:
+                name, _, text = item.partition("=")
+                pairs[name] = text
+            else:
+                item_at.warn(f"{item} has no value: the Dockerfile's default applies")
+        return tuple(sorted(pairs.items()))
+    unset = {k for k, v in value.items() if v is None} if isinstance(value, LineDict) else set()
+    return tuple(p for p in environment(value, at) if p[0] not in unset)
+
+
 def _context(raw: object, at: At) -> str | None:
     text = string(raw, at)
     if text is None:
@@ -81,7 +103,7 @@ def _options(body: LineDict, at: At) -> dict[str, Any]:
     checks: dict[str, Callable[[Any, At], Any]] = {
         "dockerfile": string,
         "dockerfile_inline": string,
-        "args": environment,
+        "args": _args,
         "target": string,
         "labels": labels,
         "cache_from": _strings,
@@ -107,6 +129,20 @@ def _options(body: LineDict, at: At) -> dict[str, Any]:
     return {k: v for k, v in found.items() if v is not None}
 
 
+def _trusted(context: str, at: At) -> bool:
+    """With strict_modes, the context directory and those above it are root's (or
+    healerd's) alone, as the project directory must be: else another user could change
+    what the image is built from."""
+    try:
+        trusted_directory(Path(context), "build context")
+    except FileRefused as exc:
+        at.error(str(exc))
+        return False
+    except OSError:
+        pass  # missing: the hash says so
+    return True
+
+
 def build(value: object, at: At) -> BuildSpec | None:
     """`build:` as a string (the context) or a mapping; None after an error."""
     before = len(at.errors)
@@ -122,6 +158,8 @@ def build(value: object, at: At) -> BuildSpec | None:
     if context is None or len(at.errors) > before:
         return None
     spec = BuildSpec(context, **options)
+    if at.context.strict_modes and not _trusted(context, at):
+        return None
     try:
         return dataclasses.replace(spec, context_hash=context_hash(spec))
     except ContextError as exc:

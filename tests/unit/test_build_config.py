@@ -13,6 +13,7 @@ from healerd.config import parse_service_text
 from healerd.config.buildctx import context_hash
 from healerd.config.dockerignore import Matcher, read_patterns
 from healerd.model import BuildSpec, PullPolicy, ServiceSpec
+from tests.unit.harness.files import trusted_tmp_dir
 
 
 def project(tmp_path: Path, text: str) -> tuple[dict[str, ServiceSpec], list[str]]:
@@ -183,3 +184,27 @@ def test_a_built_service_follows_no_registry_tag(ctx: Path) -> None:
     specs, _ = project(ctx, "services:\n  a:\n    build: .\n")
     defaults = UpdateDefaults(auto_update=AutoUpdate.REGISTRY)
     assert with_defaults(specs["a"], defaults).auto_update is AutoUpdate.NEVER
+
+
+def test_an_arg_without_a_value_is_left_to_the_dockerfile(ctx: Path) -> None:
+    specs, errors = project(
+        ctx,
+        "services:\n  a:\n    build: {context: ., args: [A=1, B]}\n"
+        "  b:\n    build: {context: ., args: {A: 1, B: }}\n",
+    )
+    assert errors == []
+    for name in ("a", "b"):
+        build = specs[name].build
+        assert build is not None and build.args == (("A", "1"),)
+
+
+def test_strict_modes_refuse_a_context_others_may_write() -> None:
+    with trusted_tmp_dir() as root:
+        (root / "Dockerfile").write_text("FROM busybox\n")
+        text = "services:\n  a:\n    build: .\n"
+        ok = parse_service_text(text, str(root / "p.yaml"), strict_modes=True)
+        assert ok.errors == ()
+        os.chmod(root, 0o777)
+        found = parse_service_text(text, str(root / "p.yaml"), strict_modes=True)
+        assert [e.field for e in found.errors] == ["services.a.build"]
+        assert "build context" in found.errors[0].reason
