@@ -65,3 +65,13 @@ def test_a_service_without_build_or_unknown_is_refused(daemon: FakeDaemon) -> No
     assert call(path, "GET", "/v1/build")[0] == 405
     code, data = call(path, "POST", "/v1/build?service=app")
     assert code == 200 and data["ok"] is True and data["builds"][0]["service"] == "app"
+
+
+@pytest.mark.parametrize("target", ["compose", "swarm", "kubernetes"])
+def test_a_built_service_exports_with_its_tag(tmp_path: Path, target: str) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM busybox\n")
+    (tmp_path / "shop.yaml").write_text("services:\n  app:\n    build: .\n")
+    out, err = io.StringIO(), io.StringIO()
+    code = healerctl.main(["export", "--to", target, str(tmp_path / "shop.yaml")], out, err)
+    assert code == 0, err.getvalue()
+    assert "shop-app" in out.getvalue() and "pull_policy: build" not in out.getvalue()

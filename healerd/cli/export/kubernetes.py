@@ -42,7 +42,13 @@ LOST = {
     "restart_policy.max_delay": "Kubernetes' CrashLoopBackOff is fixed: 10s doubling to 5m",
     "restart_policy.window": "Kubernetes resets the backoff after 10m of running",
 }
-PULL = {PullPolicy.ALWAYS: "Always", PullPolicy.MISSING: "IfNotPresent", PullPolicy.NEVER: "Never"}
+# A built image (pull_policy build) is pulled from where it was pushed, when missing.
+PULL = {
+    PullPolicy.ALWAYS: "Always",
+    PullPolicy.MISSING: "IfNotPresent",
+    PullPolicy.NEVER: "Never",
+    PullPolicy.BUILD: "IfNotPresent",
+}
 PVC_COMMENT = """\
 # A named volume: data that must outlive the containers, so a PersistentVolumeClaim.
 # ReadWriteOnce binds it to one node at a time: with replicas > 1 spread over nodes, use
