@@ -71,7 +71,7 @@ class Controller:
         self.flush_log, self.shutdown = dispatcher.flush_log, dispatcher.shutdown
         self.prune_volumes = dispatcher.prune_volumes
         self.pulled_images = parts.executor.pulled  # healerd pulled since it started
-        self.build_now = parts.images.build_now  # healerctl build
+        self.build_now, self.build_mark = parts.images.build_now, parts.images.build_mark
         # Reads (healerd.core.reads).
         self.statuses, self.container_statuses = reads.statuses, reads.container_statuses
         self.paused_services, self.known = reads.paused_services, reads.known

@@ -25,6 +25,7 @@ from healerd.model import BuildSpec, PullPolicy, RegistryAuth, ServiceSpec
 from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
+RECENT_BUILD = 600.0  # seconds a build's time is kept for healerctl build
 
 
 def no_pull_check(image: str) -> str | None:
@@ -60,6 +61,10 @@ class ImagePolicy:
         self._pull_refusal = pull_refusal
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
+        # One build of a tag at a time (a pass and `healerctl build`, two services of one
+        # image), and when each (tag, context hash) was last built.
+        self._tag_locks: dict[str, threading.Lock] = {}
+        self._built_at: dict[tuple[str, str], float] = {}
         self._pulled: dict[str, str] = {}  # service -> the spec hash `always` pulled for
         # Services whose image cannot be had now: they claim no room.
         self.waiting: set[str] = set()
@@ -101,7 +106,8 @@ class ImagePolicy:
     def _ensure(self, key: str, spec: ServiceSpec, tally: Tally | None) -> ImageProblem | None:
         image, policy = spec.image, spec.pull_policy
         if spec.build is not None:
-            return self._ensure_built(key, spec, spec.build, tally)
+            with self._tag_lock(image):
+                return self._ensure_built(key, spec, spec.build, tally)
         if self._fresh(key, spec):
             return None
         present = self._engine.image_present(image)
@@ -175,21 +181,37 @@ class ImagePolicy:
             self._saw(seen_as)
         return problem
 
-    def build_now(self, key: str, spec: ServiceSpec, *, no_cache: bool = False) -> str:
+    def build_mark(self) -> float:
+        """A moment for `build_now`'s `since`: taken before the reload that precedes it."""
+        return self._clock.monotonic()
+
+    def build_now(
+        self, key: str, spec: ServiceSpec, *, no_cache: bool = False, since: float | None = None
+    ) -> str:
         """`healerctl build`: build the service's image now if its context changed (or
-        always, with `no_cache`); what was done, in words. Raises ImageBuildFailed."""
+        always, with `no_cache`); what was done, in words. Raises ImageBuildFailed. A
+        build a pass made of this context after `since` (a `build_mark`) counts as this
+        one's: the reload before it lets passes start it first."""
         build = spec.build
         if build is None:
             return f"{key} has no build section"
-        labels = self._engine.image_labels(spec.image)
-        need = build_need(PullPolicy.BUILD, labels, build.context_hash, pulled=True)
-        if need is Need.NOTHING and not no_cache:
-            return f"{spec.image} is up to date with its context"
-        problem = self._build(key, spec, build, None, no_cache=no_cache)
+        with self._tag_lock(spec.image):
+            labels = self._engine.image_labels(spec.image)
+            need = build_need(PullPolicy.BUILD, labels, build.context_hash, pulled=True)
+            if need is Need.NOTHING and not no_cache:
+                at = self._built_at.get((spec.image, build.context_hash))
+                if at is not None and since is not None and at >= since:
+                    return f"built {spec.image}"
+                return f"{spec.image} is up to date with its context"
+            problem = self._build(key, spec, build, None, no_cache=no_cache)
         if problem is not None:
             raise ImageBuildFailed(problem.reason)
         self._saw(f"{spec.image} {build.context_hash}")
         return f"built {spec.image}"
+
+    def _tag_lock(self, image: str) -> threading.Lock:
+        with self._lock:
+            return self._tag_locks.setdefault(image, threading.Lock())
 
     def _build(
         self,
@@ -218,6 +240,10 @@ class ImagePolicy:
             self._events.record(EventKind.BUILD_FAILED, key, f"cannot build {image}: {why}")
             return ImageProblem(ImageTrouble.BUILD_FAILED, f"cannot build {image}: {why}")
         self._events.record(EventKind.BUILT, key, f"built {image}")
+        now = self._clock.monotonic()
+        with self._lock:
+            recent = {k: t for k, t in self._built_at.items() if now - t < RECENT_BUILD}
+            self._built_at = recent | {(image, build.context_hash): now}
         return None
 
     def _fresh_image(self, seen_as: str) -> bool:

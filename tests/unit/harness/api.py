@@ -139,7 +139,12 @@ class FakeController:
     def paused_services(self) -> set[str]:
         return set(self.paused)
 
-    def build_now(self, key: str, spec: ServiceSpec, *, no_cache: bool = False) -> str:
+    def build_mark(self) -> float:
+        return 0.0
+
+    def build_now(
+        self, key: str, spec: ServiceSpec, *, no_cache: bool = False, since: float | None = None
+    ) -> str:
         """healerctl build: a failure for a service named in `build_fails`."""
         self.calls.append(("build", (key, no_cache)))
         if key in self.build_fails:
