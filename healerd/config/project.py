@@ -159,6 +159,13 @@ def read_project(data: LineDict, at: At) -> Project:
     )
 
 
+def built_image_name(project: str, service: str) -> str:
+    """The tag of a service that builds and names no image, as `docker compose` (v2)
+    tags it; docker-compose 1.x used `<project>_<service>`. Lower case: the engine
+    refuses capitals in a repository name."""
+    return f"{project}-{service}".lower()
+
+
 def _aliases(body: LineDict, key: str, at: At) -> tuple[str, ...]:
     nets = body.get("networks")
     if not isinstance(nets, LineDict) or not isinstance(nets.get(key), LineDict):
@@ -210,6 +217,7 @@ def resolve(spec: ServiceSpec, body: LineDict, project: Project, at: At) -> Serv
             create_vols.append(declared.volume)
     resolved = dataclasses.replace(
         spec,
+        image=spec.image or built_image_name(project.name, spec.name),
         # Joined by decreasing priority (the first is the one created on), then by name.
         networks=tuple(sorted(set(nets), key=lambda n: (-priority.get(n, 0), n))),
         network_aliases=tuple(sorted(aliases)),

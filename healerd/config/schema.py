@@ -85,12 +85,19 @@ def _json_default(key: Key) -> Any:
     return key.default
 
 
+_ONE_OF = ("image", "build")
+
+
 def service_schema() -> dict[str, Any]:
     """The JSON Schema (draft-07) of a service file."""
     service = {
         "type": "object",
         "description": "One service: containers of one image, kept running by healerd.",
-        "required": [key.name for key in SERVICE_FIELDS if key.required],
+        # An image to run, or a build that makes one (tagged <project>-<service>).
+        "anyOf": [{"required": [key.name]} for key in SERVICE_FIELDS if key.name in _ONE_OF],
+        # pull_policy build needs something to build.
+        "if": {"properties": {"pull_policy": {"const": "build"}}, "required": ["pull_policy"]},
+        "then": {"required": ["build"]},
         "properties": {key.name: _key_schema(key) for key in SERVICE_FIELDS},
         "patternProperties": _EXTENSION,
         "additionalProperties": False,

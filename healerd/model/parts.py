@@ -17,6 +17,9 @@ class PullPolicy(StrEnum):
     ALWAYS = "always"  # once per spec; a registry away falls back to the local image
     MISSING = "missing"
     NEVER = "never"
+    # A service with `build:`: built when its image is missing or was built from another
+    # context (healerd.core.images); never pulled. The default of a service that builds.
+    BUILD = "build"
 
 
 class UpdateOrder(StrEnum):

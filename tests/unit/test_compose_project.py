@@ -96,14 +96,18 @@ def test_wrong_declarations_are_refused_with_file_line_and_field(text: str, mess
     assert any(message in e for e in found), found
 
 
-def test_build_beside_an_image_is_ignored_and_build_alone_is_refused() -> None:
-    s = specs("services:\n  app:\n    image: busybox\n    build: {context: .}\n")
-    assert s["app"].image == "busybox"
-    found = errors("services:\n  app:\n    build: .\n")
-    assert found == [
-        "p.yaml:3:5: services.app.build: healerd runs images and builds none: build and tag "
-        "the image first (docker build -t NAME .), then name it in image"
-    ]
+def test_build_alone_is_tagged_project_dash_service_and_ssh_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM busybox\n")
+    from healerd.config import parse_service_text
+
+    found = parse_service_text("services:\n  app:\n    build: .\n", str(tmp_path / "p.yaml"))
+    assert found.services is not None
+    assert found.services["app"].image == "p-app"
+    bad = parse_service_text(
+        "services:\n  app:\n    build: {context: ., ssh: [default]}\n", str(tmp_path / "p.yaml")
+    )
+    assert [e.field for e in bad.errors] == ["services.app.build.ssh"]
+    assert "BuildKit" in bad.errors[0].reason
 
 
 def test_a_single_file_includes_another_project(tmp_path: Path) -> None:

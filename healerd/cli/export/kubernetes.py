@@ -60,7 +60,13 @@ _ROLLOUT = (
     "update_config.min_ready_seconds",
     "update_config.progress_deadline",
 )
-PULL = {PullPolicy.ALWAYS: "Always", PullPolicy.MISSING: "IfNotPresent", PullPolicy.NEVER: "Never"}
+# A built image (pull_policy build) is pulled from where it was pushed, when missing.
+PULL = {
+    PullPolicy.ALWAYS: "Always",
+    PullPolicy.MISSING: "IfNotPresent",
+    PullPolicy.NEVER: "Never",
+    PullPolicy.BUILD: "IfNotPresent",
+}
 PVC_COMMENT = """\
 # A named volume: data that must outlive the containers, so a PersistentVolumeClaim.
 # ReadWriteOnce binds it to one node at a time: with replicas > 1 spread over nodes, use
