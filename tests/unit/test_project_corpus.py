@@ -9,14 +9,18 @@ names each one (repository, commit, paths with their git blob hashes, licence, h
 `docker compose` is invoked). The test reads them from $HEALERD_PROJECT_CORPUS, else
 from tests/corpus/projects/<project>/, else from the shared/ folder beside the
 checkout (shared/corpus/projects/), and is skipped when none holds them.
-`HEALERD_UPDATE_CORPUS_FIGURE=1` rewrites the figure line in the docs."""
+`HEALERD_UPDATE_CORPUS_FIGURE=1` rewrites the figure line in the docs. Where docker-compose
+1.29.2 is installed, its verdict on each project is checked against SOURCES.md."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import cast
@@ -85,7 +89,9 @@ def listed_projects() -> dict[str, dict[str, str]]:
     for line in SOURCES.read_text(encoding="utf-8").splitlines():
         if m := re.fullmatch(r"### `([^`]+)`", line):
             current = projects.setdefault(m.group(1), {})
-        elif current is not None and (m := re.fullmatch(r"- ([a-z0-9.-]+): (.*)", line)):
+        elif current is not None and (
+            m := re.fullmatch(r"- ([a-z0-9.-]+)(?: \(\d+\))?: (.*)", line)
+        ):
             current[m.group(1)] = m.group(2)
     return projects
 
@@ -94,6 +100,15 @@ def environment_of(entry: dict[str, str]) -> dict[str, str]:
     """The variables `docker compose` is run with (`- environment: `NAME=value``)."""
     text = entry.get("environment", "")
     return dict(pair.split("=", 1) for pair in re.findall(r"`([A-Z_]+=[^`]*)`", text))
+
+
+def git_blob(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def file_list(entry: dict[str, str]) -> dict[str, str]:
+    """SOURCES.md's `- files (N): `path` (blob prefix), ...` as path -> blob prefix."""
+    return dict(re.findall(r"`([^`]+)` \(([0-9a-f]{12})\)", entry.get("files", "")))
 
 
 def loader() -> Loader:
@@ -151,6 +166,17 @@ def test_every_project_has_its_source() -> None:
     assert present == set(projects), f"not in SOURCES.md: {present - set(projects)}; " + (
         f"missing: {set(projects) - present}"
     )
+    for name, entry in projects.items():
+        files = file_list(entry)
+        assert files, f"{name}: no files listed"
+        changed = set(re.findall(r"`([^`]+)`", entry.get("changed", "")))
+        for rel, blob in files.items():
+            path = root / name / rel
+            assert path.is_file(), f"{name}: {rel} is missing"
+            if rel not in changed:
+                assert git_blob(path.read_bytes()).startswith(blob), f"{name}: {rel} differs"
+            else:
+                assert re.search(r"(?im)^\s*FROM\s", path.read_text(encoding="utf-8")), rel
 
 
 def test_every_project_loads_or_is_refused_deliberately(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -189,3 +215,21 @@ def test_every_project_loads_or_is_refused_deliberately(monkeypatch: pytest.Monk
         f"the docs state another figure than {line!r} "
         f"(HEALERD_UPDATE_CORPUS_FIGURE=1 rewrites it): {wrong}"
     )
+
+
+def test_docker_compose_verdicts_are_the_recorded_ones() -> None:
+    """SOURCES.md's docker-compose 1.29.2 column, checked where that tool is installed
+    (`docker-compose config -q` needs no engine)."""
+    root, tool = corpus_root(), shutil.which("docker-compose")
+    if root is None or tool is None:
+        pytest.skip("needs the project corpus's files and docker-compose 1.29.2")
+    wrong = []
+    for name, entry in sorted(listed_projects().items()):
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(root), **environment_of(entry)}
+        run = subprocess.run(
+            [tool, "config", "-q"], cwd=root / name, env=env, capture_output=True, timeout=60
+        )
+        recorded = entry["docker-compose-1.29.2"].startswith("accepts")
+        if (run.returncode == 0) != recorded:
+            wrong.append(f"{name}: exit {run.returncode}: {run.stderr.decode()[-300:]}")
+    assert not wrong, "docker-compose's verdict is not the recorded one:\n" + "\n".join(wrong)
