@@ -159,6 +159,11 @@ def test_every_project_has_its_source() -> None:
         for key in ("repository", "commit", "licence", "invocation", "docker-compose-1.29.2"):
             assert entry.get(key), f"{name}: no `{key}` in SOURCES.md"
     assert set(REFUSED) <= set(projects)
+    assert all(file_list(entry) for entry in projects.values())
+
+
+def test_the_files_are_the_listed_ones() -> None:
+    projects = listed_projects()
     root = corpus_root()
     if root is None:
         pytest.skip("the project corpus's files are not here (see SOURCES.md)")
