@@ -41,7 +41,15 @@ ACCEPTED_AT_LEAST = 15  # may only go up
 
 # project -> (a part of every error's text, why it is refused on purpose). Every other
 # project of SOURCES.md is expected to load.
+_BALENA = (
+    "Dockerfile: No such file",
+    "balena's builder makes the Dockerfile from Dockerfile.template (or picks "
+    "Dockerfile.<arch>); docker compose build finds none either",
+)
 REFUSED: dict[str, tuple[str, str]] = {
+    "balena--cloud-relay": _BALENA,
+    "balena--multicontainer-getting-started": _BALENA,
+    "balena--sound": _BALENA,
     "homelab-slochewie--hass": (
         "duplicate key",
         "zigbee2mqtt's environment: is written twice; docker compose v2 refuses a duplicate "
@@ -61,16 +69,6 @@ REFUSED: dict[str, tuple[str, str]] = {
         "services.certbot.pid",
         "pid: service:nginx (another service's namespace) is not supported "
         "(docs/reference/compose.md)",
-    ),
-    "openremote--dev-testing": (
-        "ports",
-        "deploy.yml publishes one host port twice once its defaults are put in "
-        "(docker-compose 1.29.2 refuses it too)",
-    ),
-    "openremote--dev-ui": (
-        "ports",
-        "deploy.yml publishes one host port twice once its defaults are put in "
-        "(docker-compose 1.29.2 refuses it too)",
     ),
 }
 
@@ -206,7 +204,8 @@ def test_every_project_loads_or_is_refused_deliberately(monkeypatch: pytest.Monk
             result = load(root, name, environment_of(entry), monkeypatch)
             if result.services is not None and not result.errors:
                 accepted += 1
-                assert name not in REFUSED, f"{name} loads now: take it off REFUSED"
+                if name in REFUSED:
+                    stray.append(f"{name}: loads now, take it off REFUSED")
                 continue
             why = deliberate(name, result.errors)
             if why is None:
