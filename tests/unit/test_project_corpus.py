@@ -154,6 +154,14 @@ def figure(accepted: int, total: int, refused: int) -> str:
     )
 
 
+def rewritten(stated: str, line: str) -> str:
+    """The stated figure with the measured numbers, its line breaks kept where the
+    wording is the same (else the measured sentence on one line)."""
+    numbers = iter(re.findall(r"\d+", line))
+    new = re.sub(r"\d+", lambda _: next(numbers), stated)
+    return new if " ".join(new.split()) == line else line
+
+
 def figure_lines() -> Iterator[tuple[Path, str]]:
     for path in FIGURE_FILES:
         for m in _FIGURE.finditer(path.read_text(encoding="utf-8")):
@@ -221,7 +229,7 @@ def test_every_project_loads_or_is_refused_deliberately(monkeypatch: pytest.Monk
     if os.environ.get("HEALERD_UPDATE_CORPUS_FIGURE") == "1":
         for path in FIGURE_FILES:
             text = path.read_text(encoding="utf-8")
-            path.write_text(_FIGURE.sub(line, text), encoding="utf-8")
+            path.write_text(_FIGURE.sub(lambda m: rewritten(m.group(0), line), text), "utf-8")
     stated = list(figure_lines())
     assert stated, f"no figure line in {[str(p) for p in FIGURE_FILES]}: add {line!r}"
     wrong = [f"{p.name}: {text!r}" for p, text in stated if text != line]
