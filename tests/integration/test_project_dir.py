@@ -33,7 +33,7 @@ services:
     image: ${{IMAGE}}
     command: {command}
     stop_grace_period: 2s
-    environment: [ROLE=broker, SITE=${{SITE}}]
+    environment: [ROLE=broker, "SITE=${{SITE}}"]
     labels: {{tier: base}}
     volumes: [data:/data]
   app:
@@ -50,6 +50,7 @@ services:
     command: {command}
     stop_grace_period: 2s
     working_dir: /srv
+    hostname: worker
     environment: {{LOG: info, ROLE: worker}}
     dns_search: [common.lan]
 """
