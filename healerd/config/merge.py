@@ -48,7 +48,22 @@ def merge_documents(base: LineDict, override: LineDict, at: At) -> LineDict:
 
 def merge_service(base: Any, override: Any, at: At) -> Any:
     """One service merged onto another (an override's, or the one it extends)."""
-    return _nested(_SERVICE)(base, override, at)
+    return _nested(_SERVICE)(_lifted(base, override, at), override, at)
+
+
+def _lifted(base: Any, override: Any, at: At) -> Any:
+    """`dns: 1.1.1.1` as a one-entry list, `build: DIR` as `{context: DIR}`, placed where
+    the base file writes them (a rule sees only the override's place)."""
+    if not isinstance(base, LineDict) or not isinstance(override, LineDict):
+        return base
+    lifts = [k for k in base if isinstance(base[k], str) and k in _LIFTS and k in override]
+    if not lifts:
+        return base
+    out = empty_dict(base)
+    for key, value in base.items():
+        put(out, base, key, _LIFTS[key](value, at.key(base, key)) if key in lifts else value)
+    out.tags.update(base.tags)
+    return out
 
 
 def merge_mapping(
@@ -288,6 +303,10 @@ def _services(base: Any, override: Any, at: At) -> Any:
     return merged
 
 
+_LIFTS: dict[Any, Callable[[Any, At], Any]] = {
+    "build": _context,
+    **{key: as_list for key in ("dns", "dns_search", "tmpfs", "env_file")},
+}
 _TOP: dict[Any, Merger] = {
     "services": _services,
     "networks": _shallow,

@@ -284,7 +284,7 @@ def test_build_merges_a_string_context_with_a_mapping() -> None:
     }
     args = _service(_svc("build: {context: ., args: {A: 1, B: 2}}"), _svc("build: {args: [B=3]}"))
     assert args["build"] == {"context": ".", "args": {"A": 1, "B": "3"}}
-    assert _service(_svc("build: ./a"), _svc("build: ./b"))["build"] == "./b"
+    assert _service(_svc("build: ./a"), _svc("build: ./b"))["build"] == {"context": "./b"}
 
 
 def test_deploy_and_healerds_own_mappings_merge_key_by_key() -> None:
@@ -440,3 +440,16 @@ def test_merged_containers_remember_each_items_file() -> None:
     assert isinstance(volumes, LineList)
     assert [volumes.file_at(i) for i in range(3)] == ["base.yaml", "override.yaml", "override.yaml"]
     assert [volumes.line_at(i) for i in range(3)] == [3, 3, 3]
+
+
+def test_a_base_string_made_a_list_keeps_its_own_place() -> None:
+    merged, _ = _merge(
+        _svc("image: a\ndns: 1.1.1.1\nbuild: ./app"), _svc("dns: [8.8.8.8]\nbuild: {target: x}")
+    )
+    web = merged["services"]["web"]
+    assert [(web["dns"].file_at(i), web["dns"].line_at(i)) for i in range(2)] == [
+        ("base.yaml", 4),
+        ("override.yaml", 3),
+    ]
+    assert web["build"].file_of("context") == "base.yaml"
+    assert web["build"].line_of("context") == 5
