@@ -46,8 +46,12 @@ class ProjectReader:
                 self.errors.append(exc.error)
         return values | dict(over)
 
-    def document(self, path: Path, env: Mapping[str, str], depth: int = 0) -> LineDict | None:
-        """One Compose file, interpolated, its include and extends resolved."""
+    def document(
+        self, path: Path, env: Mapping[str, str], depth: int = 0, *, resolve: bool = True
+    ) -> LineDict | None:
+        """One Compose file, interpolated, its include and extends resolved (unless it is
+        read for a service another file extends: resolve_extends follows that chain, and
+        names a cycle across files)."""
         file = str(path)
         self.sources.append(file)
         raw, errors = read_config_file(
@@ -72,20 +76,17 @@ class ProjectReader:
         self.made.extend(interpolate(data, env, at))
         if not isinstance(data, LineDict):
             return data  # type: ignore[no-any-return]  # reported by the document check
+        if not resolve:
+            return data
         if depth >= MAX_DEPTH:
             at.error(f"include and extends nested more than {MAX_DEPTH} deep")
             return data
         resolve_include(data, path, at, self.included(env, depth))
-        resolve_extends(data, path, at, lambda other: self.extended(other, path, env, depth))
+        resolve_extends(data, path, at, lambda other: self.extended(other, env, depth))
         return data
 
-    def extended(
-        self, other: Path, by: Path, env: Mapping[str, str], depth: int
-    ) -> LineDict | None:
-        data = self.document(other, env, depth + 1)
-        if data is not None and other.parent != by.parent:
-            absolutize(data, other.parent)
-        return data
+    def extended(self, other: Path, env: Mapping[str, str], depth: int) -> LineDict | None:
+        return self.document(other, env, depth + 1, resolve=False)  # it absolutizes
 
     def included(self, env: Mapping[str, str], depth: int) -> LoadProject:
         def load(paths: list[Path], directory: Path, env_files: list[Path]) -> LineDict | None:

@@ -177,7 +177,7 @@ def _result(
     reader = ProjectReader(context, found)
     at, here = At(found, file, "", None, None, context), path or Path(file)
     resolve_include(data, here, at, reader.included(env, 0))
-    resolve_extends(data, here, at, lambda other: reader.extended(other, here, env, 0))
+    resolve_extends(data, here, at, lambda other: reader.extended(other, env, 0))
     strip_tags(data)
     made += tuple(reader.made)
     return checked_result(data, found, made, file, context, tuple(dict.fromkeys(reader.sources)))

@@ -184,3 +184,28 @@ def test_under_strict_modes_an_untrusted_project_directory_is_refused(tmp_path: 
     project.chmod(0o777)
     (error,) = load_project_dir(project, "conf.d/p", strict_modes=True).errors
     assert error.field == "directory" and error.file == "conf.d/p"
+
+
+def test_files_extending_each_other_are_a_cycle_named_as_one(tmp_path: Path) -> None:
+    write(
+        tmp_path / "compose.yaml",
+        "services:\n  a:\n    image: busybox\n    extends: {file: other.yml, service: b}\n",
+    )
+    write(
+        tmp_path / "other.yml",
+        "services:\n  b:\n    image: busybox\n    extends: {file: compose.yaml, service: a}\n",
+    )
+    errors = load_project_dir(tmp_path).errors
+    assert errors and all("cycle" in e.reason for e in errors), [str(e) for e in errors]
+
+
+def test_an_included_project_in_a_project_directory_keeps_its_own_paths(tmp_path: Path) -> None:
+    write(tmp_path / "compose.yaml", "include:\n  - path: db/compose.yaml\n" + BASE)
+    write(
+        tmp_path / "db" / "compose.yaml",
+        "services:\n  pg:\n    image: busybox:${PG}\n    volumes: [./data:/var/lib/pg]\n",
+    )
+    write(tmp_path / "db" / ".env", "PG=15\n")
+    services = good(load_project_dir(tmp_path))
+    assert services["pg"].image == "busybox:15"
+    assert [v.source for v in services["pg"].volumes] == [str(tmp_path / "db" / "data")]
