@@ -15,8 +15,9 @@ read. What is read, in Compose's order:
   the variables, its `include` and `extends` resolved, then merged in order by the
   Compose specification's merge rules (healerd.config.merge).
 
-The project directory is the directory the link leads to: relative paths start there,
-and its name (normalised as Compose does) names the project unless COMPOSE_PROJECT_NAME
+The project directory is the directory the link leads to (or, as in Compose, the first
+Compose file's when COMPOSE_FILE names one elsewhere): relative paths start there, and
+its name (normalised as Compose does) names the project unless COMPOSE_PROJECT_NAME
 or `name:` does, so a stack moved from `docker compose up` keeps its networks and
 volumes. Under strict modes the directory and every directory above it must be
 trusted, and every file is read through the trust checks. A project is checked and
@@ -27,6 +28,7 @@ file, line and field at fault.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -94,13 +96,16 @@ def load_project_dir(
     errors: list[ConfigError] = []
     reader = ProjectReader(Context(directory, strict_modes), errors)
     env = reader.env(directory, [directory / DOTENV], project_env_values(environment))
-    name = normalised_name(env.get("COMPOSE_PROJECT_NAME") or directory.name)
-    reader.context = with_profiles(Context(directory, strict_modes, project_name=name), env)
     paths = compose_files(directory, env)
     if not paths:
         names = ", ".join(COMPOSE_FILES)
         reason = f"no Compose file in {directory} (looked for {names}, or COMPOSE_FILE in .env)"
         return FileResult(file, None, (ConfigError(file, None, "directory", reason),))
+    # Compose's working directory is the first file's: relative paths and the default
+    # name start there (the directory itself, unless COMPOSE_FILE points elsewhere).
+    base = Path(os.path.normpath(paths[0].parent))
+    name = normalised_name(env.get("COMPOSE_PROJECT_NAME") or base.name)
+    reader.context = with_profiles(Context(base, strict_modes, project_name=name), env)
     data = reader.merged(paths, env, 0)
     if env.get("COMPOSE_PROJECT_NAME") and isinstance(data, LineDict):
         data.pop("name", None)  # Compose: the variable wins over the files' name:

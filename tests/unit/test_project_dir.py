@@ -209,3 +209,15 @@ def test_an_included_project_in_a_project_directory_keeps_its_own_paths(tmp_path
     services = good(load_project_dir(tmp_path))
     assert services["pg"].image == "busybox:15"
     assert [v.source for v in services["pg"].volumes] == [str(tmp_path / "db" / "data")]
+
+
+def test_compose_file_in_a_subdirectory_starts_paths_and_the_name_there(tmp_path: Path) -> None:
+    """As docker-compose (v1 and v2) does: the working directory is the first file's."""
+    write(
+        tmp_path / "stack" / "test" / "docker-compose.yml",
+        "services:\n  app:\n    image: busybox\n    volumes: [../data:/data]\n",
+    )
+    write(tmp_path / "stack" / ".env", "COMPOSE_FILE=test/docker-compose.yml\n")
+    app = good(load_project_dir(tmp_path / "stack"))["app"]
+    assert app.project == "test"
+    assert [v.source for v in app.volumes] == [str(tmp_path / "stack" / "data")]

@@ -1,8 +1,9 @@
 """`healerctl export`: the declared services as a Swarm stack, Kubernetes manifests or a
 plain Compose file, from the config files alone (no daemon).
 
-PATHs are read as by `healerctl validate`: a service file, a conf.d directory or a config
-directory (default /etc/healerd/conf.d), through the daemon's own loader and merge.
+PATHs are read as by `healerctl validate`: a service file, a project directory, a conf.d
+directory or a config directory (default /etc/healerd/conf.d), through the daemon's own
+loader and merge.
 `${VAR}`s take their values from the files' `.env` and, for the names given with
 --environment only, from the caller's environment. Values that came from variables are
 written back as `${VAR}` or moved into a Secret (healerd.cli.export.variables). An output
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from healerd.cli.export import compose, kubernetes, swarm, verbs
+from healerd.cli.export.builds import unpushed
 from healerd.cli.export.common import Options, Rendered
 from healerd.cli.export.kubeservice import depended_on
 from healerd.cli.export.variables import all_substitutions
@@ -34,6 +36,7 @@ from healerd.config import (
     read_env_files,
 )
 from healerd.config.masking import mask_free
+from healerd.config.projectdir import is_project_dir, load_project_dir
 from healerd.model import ServiceSpec, Substitution
 
 EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 5
@@ -60,7 +63,9 @@ def load(
     results: list[FileResult] = []
     errors: list[ConfigError] = []
     for path in paths:
-        if path.is_dir():
+        if path.is_dir() and is_project_dir(path) and not (path / "conf.d").is_dir():
+            results.append(load_project_dir(path, str(path), environment=environment))
+        elif path.is_dir():
             conf_dir = path / "conf.d" if (path / "conf.d").is_dir() else path
             try:
                 results.extend(load_conf_dir(conf_dir, environment=environment))
@@ -180,6 +185,10 @@ def export(ctl: CtlLike) -> int:
     specs = [services[n] for n in names]
     if not specs:
         ctl.err.write("healerctl: warning: no services declared\n")
+    if a.target != "compose" and (refused := unpushed(specs)):
+        for line in refused:
+            ctl.err.write(f"healerctl: {line}\n")
+        return EXIT_NO
     secrets = _secrets(ctl, specs)
     if secrets is None:
         return EXIT_NO
