@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from healerd.config.settingsmodel import Settings
 from healerd.config.sourcekeys import GitSource, masked_git_url
 from healerd.config.trust import FileRefused
 from healerd.daemon.gitrun import Runner, run
@@ -314,6 +315,13 @@ class Sources:
             for c in confs
         }
         self._stopping = False
+
+    @classmethod
+    def of(cls, settings: Settings, on_change: Callable[[], None]) -> Sources:
+        """The daemon's: healerd.yaml's sources, in its state_dir, with its trust rules."""
+        return cls(
+            settings.sources, settings.state_dir, strict=settings.strict_modes, on_change=on_change
+        )
 
     def __iter__(self) -> Iterator[Source]:
         return iter(self.by_name.values())
