@@ -178,20 +178,27 @@ class SourceGit:
             )
 
     def _verify_gpg(self, args: list[str], deadline: float) -> tuple[int, str]:
-        """gpg with a keyring of the allowed keys alone, made anew for each check."""
-        self._trusted(self.conf.verify.file, "gpg keys file")
+        """gpg with a keyring of the allowed keys alone (the checked file's bytes), made
+        anew for each check; no import (which wants gpg-agent), no agent at all."""
+        raw = self._trusted(self.conf.verify.file, "gpg keys file")
         keys = self.root / "gnupg-keys"
         remove_tree(keys)
         keys.mkdir(mode=0o700)
+        ring = keys / "allowed.gpg"
         try:
-            ran = self.run_(
-                ["gpg", "--batch", "--quiet", "--homedir", str(keys), "--import",
-                 self.conf.verify.file],
-                env=base_env(self.conf.scheme, keys), timeout=deadline - time.monotonic(),
-                cwd=None,
-            )  # fmt: skip
-            if ran.code != 0:
-                raise FetchFailed(f"gpg keys not imported: {summary(ran.err)}")
+            if raw.lstrip().startswith(b"-----BEGIN PGP"):
+                (keys / "allowed.asc").write_bytes(raw)
+                ran = self.run_(
+                    ["gpg", "--batch", "--no-autostart", "--homedir", str(keys), "--dearmor",
+                     "--output", str(ring), str(keys / "allowed.asc")],
+                    env=base_env(self.conf.scheme, keys), timeout=deadline - time.monotonic(),
+                    cwd=None,
+                )  # fmt: skip
+                if ran.code != 0:
+                    raise FetchFailed(f"gpg keys file not read: {summary(ran.err)}")
+            else:
+                ring.write_bytes(raw)
+            (keys / "gpg.conf").write_text(f"no-autostart\nno-default-keyring\nkeyring {ring}\n")
             code, _, err = self._git(args, deadline, gnupg=keys)
             return code, err
         finally:

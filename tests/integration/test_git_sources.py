@@ -332,3 +332,71 @@ def test_sync_now_wakes_the_thread_and_waits_for_its_round(
             t.join(5)
     with pytest.raises(KeyError):
         sources.sync_now("nope")
+
+
+def test_openpgp_signatures_against_the_gpg_keys_file_alone(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """verify: {gpg_keys: FILE}: a commit signed by a key of the file is taken, one
+    signed by another OpenPGP key is refused, and no gpg process stays behind."""
+    homes = {}
+    for who in ("ops", "other"):
+        home = tmp_path / f"gnupg-{who}"
+        home.mkdir(mode=0o700)
+        env = {**GIT_ENV, "GNUPGHOME": str(home)}
+        subprocess.run(
+            ["gpg", "--batch", "--passphrase", "", "--quick-gen-key",
+             f"{who} <{who}@example.net>", "ed25519", "sign", "never"],
+            env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        homes[who] = home
+    keys = tmp_path / "fleet.asc"
+    keys.write_bytes(
+        subprocess.run(
+            ["gpg", "--export", "--armor", "ops@example.net"],
+            env={**GIT_ENV, "GNUPGHOME": str(homes["ops"])},
+            check=True,
+            capture_output=True,
+        ).stdout
+    )
+    keys.chmod(0o644)
+
+    def commit(who: str, text: str) -> str:
+        env = {**GIT_ENV, "GNUPGHOME": str(homes[who])}
+        (upstream.work / "hosts" / "edge-7").mkdir(parents=True, exist_ok=True)
+        (upstream.work / "hosts" / "edge-7" / "web.yaml").write_text(text)
+        for args in (["add", "-A"], ["-c", f"user.signingkey={who}@example.net", "commit",
+                                      "-q", "-S", "-m", who]):  # fmt: skip
+            subprocess.run(["git", *args], cwd=upstream.work, env=env, check=True)
+        return git("rev-parse", "HEAD", cwd=upstream.work)
+
+    try:
+        good = commit("ops", WEB)
+        conf = GitSource(
+            "fleet",
+            f"file://{upstream.work}",
+            path="hosts/%l",
+            verify=SourceVerify("gpg", str(keys)),
+        )
+        src = Source(conf, tmp_path / "state" / "sources", hostname="edge-7.example.net")
+        src.sync()
+        assert (src.state().candidate_commit, src.state().last_error) == (good, "")
+        src.accept(good)
+        other = commit("other", "services: {}\n")
+        src.sync()
+        assert src.state().applied_commit == good
+        assert f"commit {other[:12]} is not signed by an allowed key" in src.state().last_error
+    finally:
+        for home in homes.values():
+            subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+    left = subprocess.run(["pgrep", "-af", str(tmp_path / "state")], capture_output=True, text=True)
+    assert left.stdout == ""
+
+
+def test_a_tag_is_followed_as_a_branch_is(upstream: Upstream, tmp_path: Path) -> None:
+    good = upstream.commit({"hosts/edge-7.example.net/web.yaml": WEB}, upstream.good_key)
+    git("tag", "-a", "-m", "stable", "stable", cwd=upstream.work)
+    upstream.commit({"hosts/edge-7.example.net/web.yaml": "services: {}\n"}, None)
+    src = source(upstream, f"file://{upstream.work}", tmp_path / "state", ref="stable")
+    src.sync()
+    assert (src.state().commit, src.state().candidate_commit) == (good, good)
