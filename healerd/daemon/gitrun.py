@@ -65,17 +65,25 @@ def run(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        _kill(proc)
         raise GitTimeout(f"took longer than {timeout:g}s: killed") from None
     finally:
         if proc.poll() is None:  # an exception of another kind: leave nothing behind
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _kill(proc)
     text = out[:MAX_OUTPUT].decode("utf-8", "replace")
     return Ran(proc.returncode, text, err[-65536:].decode("utf-8", "replace"))
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """git's whole process group killed (before git is reaped, so that its id still names
+    the group), and the pipes closed unread: a child that left the group and holds them
+    open cannot hold us."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def base_env(scheme: str, gnupg_home: Path) -> dict[str, str]:

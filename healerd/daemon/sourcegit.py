@@ -121,8 +121,11 @@ class SourceGit:
             if c.credentials:
                 self._trusted(c.credentials, "git credentials", private=True)
             return pairs
-        token = self._trusted(c.credentials, "git credentials", private=True).decode().strip()
-        user, _, password = token.rpartition(":") if ":" in token else ("git", "", token)
+        lines = self._trusted(c.credentials, "git credentials", private=True).decode().split()
+        if not lines:
+            raise FetchFailed(f"git credentials {c.credentials} is empty")
+        token = lines[0]
+        user, _, password = token.partition(":") if ":" in token else ("git", "", token)
         basic = base64.b64encode(f"{user}:{password}".encode()).decode()
         self._secrets = [s for s in (token, password, basic) if len(s) >= 4]
         # Never sent on to another host: no redirects while a token rides along.

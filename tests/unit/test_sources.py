@@ -6,13 +6,15 @@ integration test's (tests/integration/test_git_sources.py).
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from healerd.config.sourcekeys import GitSource, SourceVerify
-from healerd.daemon.gitrun import GitTimeout, Ran, base_env, config_env, ssh_command
+from healerd.daemon.gitrun import GitTimeout, Ran, base_env, config_env, run, ssh_command
 from healerd.daemon.sources import KEEP_REFUSED, Source, Sources
 from tests.unit.harness.files import trusted_tmp_dir
 
@@ -258,3 +260,17 @@ def test_git_gets_an_environment_of_its_own(tmp_path: Path) -> None:
     cmd = ssh_command("/etc/healerd/git key", "/etc/healerd/known_hosts")
     assert "'/etc/healerd/git key'" in cmd and "StrictHostKeyChecking=yes" in cmd
     assert "BatchMode=yes" in cmd and "UserKnownHostsFile=/etc/healerd/known_hosts" in cmd
+
+
+def test_a_run_past_its_deadline_is_killed_with_its_children() -> None:
+    """git's helpers (ssh, git-remote-https) are its children: the group goes at once."""
+    marker = "31.4159"
+    began = time.monotonic()
+    with pytest.raises(GitTimeout, match=r"took longer than 0\.5s: killed"):
+        run(["sh", "-c", f"sleep {marker} & sleep {marker}; wait"], env={"PATH": "/bin"},
+            timeout=0.5)  # fmt: skip
+    assert time.monotonic() - began < 3
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert left.stdout == ""
+    done = run(["sh", "-c", "echo out; echo err >&2; exit 3"], env={"PATH": "/bin"}, timeout=5)
+    assert done == Ran(3, "out\n", "err\n")
