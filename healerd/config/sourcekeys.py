@@ -312,7 +312,9 @@ SOURCE_CHILDREN: tuple[Key, ...] = (
     Key(
         "known_hosts",
         "absolute path or null",
-        "The SSH known hosts file for `ssh://`; default: ssh's own. Unknown hosts are refused.",
+        "The SSH known hosts file for `ssh://`; default: ssh's own, of which the unit "
+        "leaves /etc/ssh/ssh_known_hosts (root's home is hidden: ProtectHome). Unknown "
+        "hosts are refused.",
         "/etc/healerd/known_hosts",
     ),
 )
