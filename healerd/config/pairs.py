@@ -37,6 +37,9 @@ def _label_key(key: object, at: At) -> str | None:
     return key
 
 
+# A label listed without '=' that reads as a label's name (`- com.example.enabled`):
+# Compose gives it the empty value. Anything else (`team:platform`) is likely a typo.
+_BARE_LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 _NOT_SHOWN = "the entry is not shown, as it may hold a secret"
 _NAME_RULE = "a variable name must be letters, digits, '_', '.' or '-', not starting with a digit"
 
@@ -115,6 +118,8 @@ def _list_pairs(value: LineList, at: At, labels: bool, pairs: dict[str, str]) ->
             at.item(value, index).error(_entry_reason(item))
             continue
         item_at = at.item(value, index, raw_key or None)
+        if not sep and labels and _BARE_LABEL_RE.fullmatch(item):
+            sep = "="  # Compose: a label listed by its name alone has the empty value
         if not sep:
             item_at.error(f"{item!r} has no value: write {item}=value ({item}= for empty)")
         elif (key := _label_key(raw_key, item_at) if labels else raw_key) is None:

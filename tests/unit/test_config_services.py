@@ -420,6 +420,15 @@ def test_labels_forms() -> None:
     assert web("labels: {com.example.team: pay}").labels == (("com.example.team", "pay"),)
 
 
+def test_a_label_listed_by_its_name_alone_is_empty_as_in_compose() -> None:
+    """nextcloud/docker's examples: `- "com.github.jrcs...nginx_proxy"` (docker-compose
+    gives it ''); a word that does not read as a label's name is still an error."""
+    labels = web('labels: ["com.github.jrcs.nginx_proxy", "b=2"]').labels
+    assert labels == (("b", "2"), ("com.github.jrcs.nginx_proxy", ""))
+    assert "has no value" in bad(service('labels: ["team:platform"]'))[0].reason
+    assert "reserved" in bad(service('labels: ["io.healerd.service"]'))[0].reason
+
+
 def test_reserved_label_prefix() -> None:
     errors = bad(
         service('labels:\n  io.healerd.service: x\n  ok: "1"\nenvironment: [io.healerd.x=1]')
