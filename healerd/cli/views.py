@@ -51,6 +51,7 @@ def status_text(data: dict[str, Any], *, wide: bool = False) -> str:
         ]
     lines += not_reloaded(data)
     lines += notifications_lines(data)
+    lines += sources_lines(data)
     lines.append(engine_host_line(data))
     lines += [f"  {r}" for r in (data.get("host") or {}).get("pressure_reasons") or []]
     me = self_line(data)
@@ -70,6 +71,25 @@ def notifications_lines(data: dict[str, Any]) -> list[str]:
             f"notifications to {t['name']}: {t.get('sent', 0)} sent, {t.get('failed', 0)} "
             f"failed, {t.get('pending', 0)} waiting, {t.get('dropped', 0)} dropped{said}"
         )
+    return lines
+
+
+def sources_lines(data: dict[str, Any]) -> list[str]:
+    """`healerctl status`: each git source, the commit in force, the tip's age, the error."""
+    lines = []
+    for s in data.get("sources") or []:
+        applied, tip = (s.get("applied_commit") or "")[:12], (s.get("commit") or "")[:12]
+        age = f"committed {human_age(s.get('commit_age_seconds'))} ago"
+        said = f"at {applied}, {age}" if tip == applied else f"applied {applied or '-'}"
+        if tip and tip != applied:
+            said += f", tip {tip} {age}"
+        fetched = s.get("fetched_age_seconds")
+        said += f", fetched {human_age(fetched)} ago" if fetched is not None else ", not fetched"
+        if s.get("candidate_commit"):
+            said += f"; {s['candidate_commit'][:12]} to be loaded"
+        if s.get("last_error"):
+            said += f"; last error: {s['last_error']}"
+        lines.append(f"source {s['name']} ({s['ref']}): {said}")
     return lines
 
 

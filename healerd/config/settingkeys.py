@@ -36,6 +36,7 @@ from healerd.config.settingchecks import (
     worker_count,
 )
 from healerd.config.settingsmodel import Settings
+from healerd.config.sourcekeys import SOURCE_CHILDREN, check_sources
 from healerd.config.updatekeys import UpdateDefaults, check_update_defaults
 
 _DEFAULTS = Settings()
@@ -336,6 +337,22 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         check=check_notifications,
         reloadable=True,
         children=NOTIFY_CHILDREN,
+    ),
+    Setting(
+        "sources",
+        "list of git sources",
+        "Configuration from git repositories: each source's files become part of conf.d "
+        "once the commit at the tip of its branch or tag is fetched and its signature "
+        "checked; an unsigned or wrongly signed commit, or one whose files are refused, is "
+        "not applied and the last good commit stays. Fetched in threads of their own (a "
+        "slow or dead remote never holds a heal), kept in state_dir/sources. The keys of "
+        "each source are below; a restart applies a change here. See docs/user-guide.md, "
+        "Configuration from git.",
+        "[{git: 'https://git.example.net/edge/fleet.git', path: 'hosts/%H/', verify: "
+        "{allowed_signers: /etc/healerd/allowed_signers}}]",
+        default=(),
+        check=check_sources,
+        children=SOURCE_CHILDREN,
     ),
 )
 SETTING_KEYS = frozenset(key.name for key in SETTINGS_FIELDS)

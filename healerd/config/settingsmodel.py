@@ -12,6 +12,7 @@ from pathlib import Path
 from healerd import paths
 from healerd.config.imagegc import ImageGcSettings
 from healerd.config.notifyconf import NotifyTarget
+from healerd.config.sourcekeys import GitSource
 from healerd.config.updatekeys import UpdateDefaults
 from healerd.model import DockerTLS, NodeLimits, Threshold
 
@@ -75,6 +76,8 @@ class Settings:
     notifications: tuple[NotifyTarget, ...] = ()
     # The defaults of the services' image updates (the `updates:` section).
     updates: UpdateDefaults = field(default_factory=UpdateDefaults)
+    # Configuration from git (the `sources:` list; healerd.config.sourcekeys).
+    sources: tuple[GitSource, ...] = ()
 
     @property
     def node_limits(self) -> NodeLimits:

@@ -58,6 +58,7 @@ from healerd.daemon.notifications import for_daemon
 from healerd.daemon.notify import Notifier as SystemdNotifier
 from healerd.daemon.reload import ReloadMemory, node_changes, prefer_what_runs, read_conf_d
 from healerd.daemon.runbook import FileRunBook
+from healerd.daemon.sources import Sources
 from healerd.daemon.watcher import EventWatcher
 from healerd.engine import Engine, EngineError
 from healerd.host import HostProbe
@@ -125,10 +126,10 @@ class Daemon:
             self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc, self._now
         )
         self.watcher = EventWatcher(self.engine, self.controller, self.clock, self.loop)
+        self.sources = Sources.of(settings, on_change=self.request_reload)  # git, own threads
         self._stop = threading.Event()
         self._wake_r, self._wake_w = self_pipe()
-        self._stop_requested = False
-        self._reload_requested = False
+        self._stop_requested = self._reload_requested = False
         self._reloads = ReloadMemory()
         self.notifier = SystemdNotifier()
         self.id_lock_dir = id_lock_dir
@@ -318,11 +319,8 @@ class Daemon:
         # (docs/user-guide.md, Hot reload).
         self.confwatch.start()
         self.reload()
-        log.info(
-            "%d service(s) declared: %s",
-            len(self.controller.desired.services),
-            ", ".join(sorted(self.controller.desired.services)) or "-",
-        )
+        declared = sorted(self.controller.desired.services)
+        log.info("%d service(s) declared: %s", len(declared), ", ".join(declared) or "-")
         self.controller.enqueue_all(force=True)
         threads = self._start_threads()
         api = self._start_api()
@@ -334,6 +332,7 @@ class Daemon:
         api.stop()
         self._stop.set()
         self.images.stop()
+        self.sources.stop()
         self.confwatch.stop()
         self.watcher.stop()
         self.controller.shutdown()
@@ -356,6 +355,7 @@ class Daemon:
                 target=self.notices.run, args=(self._stop,), name="healerd-notify", daemon=True
             ),
             *self.images.threads(self._stop),
+            *self.sources.threads(self._stop),
         ]
         for t in threads:
             t.start()

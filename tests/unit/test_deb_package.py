@@ -169,3 +169,12 @@ def test_the_alerting_rules_and_the_dashboard_are_shipped(
     # The rules' promtool test stays in the source: a rule_files glob over the
     # directory must find rules only.
     assert sorted(p.name for p in installed.parent.iterdir()) == [installed.name]
+
+
+@needs_dpkg
+def test_git_sources_tools_are_recommended(deb: Path) -> None:
+    """healerd.yaml's `sources:` run Debian's git, whose SSH signature checks run
+    ssh-keygen (openssh-client); OpenPGP signatures need gpg, suggested."""
+    recommends = depends(deb, "Recommends")
+    assert "git" in recommends and "openssh-client" in recommends
+    assert "gpg" in depends(deb, "Suggests")

@@ -24,6 +24,7 @@ from healerd.daemon.api.changes import ApiError, notify_test, prune_volumes
 from healerd.daemon.api.describe import EngineAway, NoSuchService, describe_payload
 from healerd.daemon.api.limits import InFlight
 from healerd.daemon.api.logs import InspectLimits, Streamed, logs_response, parse_tail
+from healerd.daemon.api.syncverb import sync_verb
 from healerd.daemon.api.updateverbs import PARAMS, VERBS, update_verb
 from healerd.daemon.api.views import (
     DaemonLike,
@@ -152,6 +153,7 @@ class Api:
                 unverified=self.daemon.unverified(),
                 notifications=self.daemon.notices.targets_view(),
                 updates=self.daemon.images.update_view,
+                sources=self.daemon.sources.views(),
             )
         by_service = {
             "/v1/containers": self._containers,
@@ -164,7 +166,13 @@ class Api:
         if path == "/v1/events":
             self._only(req, "GET", {"after", "since_time", "wait", "service"})
             return self._events(req)
-        if path in ("/v1/reload", "/v1/reconcile", "/v1/prune/volumes", "/v1/notify/test"):
+        if path in (
+            "/v1/reload",
+            "/v1/reconcile",
+            "/v1/prune/volumes",
+            "/v1/notify/test",
+            "/v1/sync",
+        ):
             return self._change(req, path)
         if path == "/v1/build":
             self._only(req, "POST", {"service", "no_cache"})
@@ -395,6 +403,11 @@ class Api:
             self.daemon.controller.reconcile_now(None)
             log.info("reconcile of every service requested by %s", peer_label(req.peer))
             return 202, {"ok": True, "message": "reconcile of every service queued"}
+        if path == "/v1/sync":
+            self._only(req, "POST", {"source"})
+            self._authorize(req, "sync")
+            req.release_deadline()
+            return sync_verb(self.daemon, req.one("source"), peer_label(req.peer))
         if path == "/v1/notify/test":
             self._only(req, "POST", set())
             self._authorize(req, "notify")

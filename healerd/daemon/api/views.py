@@ -107,6 +107,14 @@ class NoticesLike(Protocol):
     def test(self, url: str | None = None) -> list[dict[str, object]]: ...
 
 
+class SourcesLike(Protocol):
+    """The part of healerd.daemon.sources.Sources the API uses."""
+
+    def sync_now(self, name: str | None) -> dict[str, int]: ...
+    def wait(self, rounds: dict[str, int], timeout: float) -> bool: ...
+    def views(self, now: float | None = None) -> list[dict[str, Any]]: ...
+
+
 class DaemonLike(Protocol):
     """The part of healerd.daemon.main.Daemon the API uses."""
 
@@ -120,6 +128,8 @@ class DaemonLike(Protocol):
     def settings(self) -> Settings: ...
     @property
     def notices(self) -> NoticesLike: ...
+    @property
+    def sources(self) -> SourcesLike: ...
 
     def request_reload(self) -> None: ...
     def node_report(self) -> NodeReport | None: ...
@@ -251,6 +261,7 @@ def status_payload(
     unverified: Iterable[Unverified] = (),
     notifications: Iterable[dict[str, object]] = (),
     updates: Callable[[str, float], dict[str, object] | None] | None = None,
+    sources: Iterable[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     now = time.time() if now is None else now
     wanted = set(names)
@@ -277,6 +288,8 @@ def status_payload(
         "paused": sorted(controller.paused_services()),
         # Each notification target: sent, failed, dropped, waiting, the last error (masked).
         "notifications": list(notifications),
+        # Each git source: the commit fetched, its age, the one applied, the last error.
+        "sources": list(sources),
         # Containers with healerd's labels it cannot prove it made: left alone.
         "unverified": [
             {"name": u.name, "id": u.id, "service": u.service, "why": u.why}

@@ -232,6 +232,43 @@ class FakeImages:
         return self.said.get(service)
 
 
+class FakeSources:
+    """Sources' API side: `names` may be synced; each sync is one round, done at once."""
+
+    def __init__(self) -> None:
+        self.names = ["site-7"]
+        self.synced: list[str | None] = []
+        self.error = ""
+        self.done = True
+
+    def sync_now(self, name: str | None) -> dict[str, int]:
+        if name is not None and name not in self.names:
+            raise KeyError(name)
+        self.synced.append(name)
+        return {n: 0 for n in self.names if name in (None, n)}
+
+    def wait(self, rounds: dict[str, int], timeout: float) -> bool:
+        return self.done
+
+    def views(self, now: float | None = None) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": n,
+                "url": "https://git.example.net/edge/site-7.git",
+                "ref": "main",
+                "commit": "a" * 40,
+                "commit_time": 1700000000.0,
+                "commit_age_seconds": 3600.0,
+                "fetched_at": 1700003590.0,
+                "fetched_age_seconds": 10.0,
+                "applied_commit": "a" * 40,
+                "candidate_commit": None,
+                "last_error": self.error,
+            }
+            for n in self.names
+        ]
+
+
 class FakeDaemon:
     def __init__(self, socket_path: Path) -> None:
         # Wired as the Daemon wires it: the loop's hooks are handed to the controller.
@@ -241,6 +278,7 @@ class FakeDaemon:
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.settings = Settings(socket_path=socket_path)
         self.notices = Notifier(Hooks(targets=lambda: self.settings.notifications))
+        self.sources = FakeSources()
         self.reloads = 0
         self.settings_errors: tuple[str, ...] = ()
         self.unverified_containers: list[Unverified] = []
