@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ from healerd.config import (
     load_conf_dir,
     load_settings,
 )
+from healerd.daemon.sourceload import source_results
+from healerd.daemon.sources import Source
 from healerd.engine import Engine, EngineError
 
 log = logging.getLogger("healerd")
@@ -72,7 +74,11 @@ def node_changes(path: Path, writing: Collection[Path], memo: ReloadMemory) -> d
 
 
 def read_conf_d(
-    settings: Settings, writing: Collection[Path], store: DesiredStore, memo: ReloadMemory
+    settings: Settings,
+    writing: Collection[Path],
+    store: DesiredStore,
+    memo: ReloadMemory,
+    sources: Iterable[Source] = (),
 ) -> DesiredState | None:
     """Every service file again; broken files keep their last good services, and so do
     files still being written (their state of the previous reload stands). None: the
@@ -92,6 +98,8 @@ def read_conf_d(
     except OSError as exc:
         log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)
         return None
+    env = settings.interpolate_environment
+    results += source_results(sources, strict_modes=settings.strict_modes, environment=env)
     state = store.update(results)
     if not conf_dir.is_dir():
         # A directory that vanished (a failed mount, a typo in --config-dir) must not

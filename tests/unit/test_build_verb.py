@@ -69,9 +69,12 @@ def test_a_service_without_build_or_unknown_is_refused(daemon: FakeDaemon) -> No
 
 @pytest.mark.parametrize("target", ["compose", "swarm", "kubernetes"])
 def test_a_built_service_exports_with_its_tag(tmp_path: Path, target: str) -> None:
+    """Compose keeps the build section; Swarm and Kubernetes need the image named where
+    it is pushed (tests/unit/test_export_builds.py has the refusal)."""
     (tmp_path / "Dockerfile").write_text("FROM busybox\n")
-    (tmp_path / "shop.yaml").write_text("services:\n  app:\n    build: .\n")
+    image = "" if target == "compose" else "    image: registry.example.net/shop-app:1\n"
+    (tmp_path / "shop.yaml").write_text("services:\n  app:\n" + image + "    build: .\n")
     out, err = io.StringIO(), io.StringIO()
     code = healerctl.main(["export", "--to", target, str(tmp_path / "shop.yaml")], out, err)
     assert code == 0, err.getvalue()
-    assert "shop-app" in out.getvalue() and "pull_policy: build" not in out.getvalue()
+    assert "shop-app" in out.getvalue()

@@ -4,11 +4,18 @@ with what to write; a project directory exports like a conf.d file."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import yaml
 
-from tests.unit.test_export import run
+from healerd.cli import healerctl
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = healerctl.main(["export", *args], out, err)
+    return code, out.getvalue(), err.getvalue()
 
 
 def project(tmp_path: Path, image: str = "") -> Path:
