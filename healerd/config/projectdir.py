@@ -90,7 +90,9 @@ def load_project_dir(
 ) -> FileResult:
     """Reads and checks one project directory as one unit; never raises."""
     file = str(path) if display is None else display
-    directory = path.resolve()
+    # A link in conf.d leads to the project (its name is the target's); a path that only
+    # passes through links (a git source's `live`) stays as written, so that it is stable.
+    directory = Path(os.path.realpath(path)) if path.is_symlink() else Path(os.path.abspath(path))
     if strict_modes and (problem := _untrusted(directory)):
         return FileResult(file, None, (ConfigError(file, None, "directory", problem),))
     errors: list[ConfigError] = []

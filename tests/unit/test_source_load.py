@@ -99,6 +99,8 @@ def test_a_good_commit_is_accepted_and_its_paths_do_not_name_the_commit(tmp_path
     assert second.services["web"] == web and second.services["web"].spec_hash == web.spec_hash
     assert web.source_file == str(live_path(cast(Source, src)) / "web.yaml")
     assert [v.source for v in web.volumes] == [str(live_path(cast(Source, src)) / "site")]
+    db = second.services["db"]
+    assert [v.source for v in db.volumes] == [str(live_path(cast(Source, src)) / "db" / "site")]
 
 
 def test_a_commit_with_a_broken_file_is_refused_whole(tmp_path: Path) -> None:
