@@ -31,6 +31,8 @@ class EventKind(StrEnum):
     # Images (healerd.core.images, healerd.core.updates, healerd.core.imagegc).
     PULLED = "pulled"
     PULL_FAILED = "pull-failed"
+    BUILT = "built"  # a service's build: (healerd.core.builds)
+    BUILD_FAILED = "build-failed"
     IMAGE_UPDATE = "image-update"  # a followed tag moved: rolling out
     IMAGE_UPDATED = "image-updated"  # every replica runs the new digest
     IMAGE_ROLLBACK = "image-rollback"

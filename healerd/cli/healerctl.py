@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healerd import paths
-from healerd.cli import notify_verb, postmortem, snapshot_verb, update_verb
+from healerd.cli import build_verb, notify_verb, postmortem, snapshot_verb, update_verb
 from healerd.cli.answers import (
     check_problems,
     container_status,
@@ -291,6 +291,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "pin": update_verb.pin,
     "unpin": update_verb.unpin,
     "snapshots": snapshot_verb.snapshots,
+    "build": build_verb.build,
     "notify": notify_verb.notify,
     "logs": postmortem.logs,
     "describe": postmortem.describe,

@@ -8,13 +8,13 @@ import os
 from typing import Protocol
 
 from healerd import __version__, paths
-from healerd.cli import notify_verb, postmortem, snapshot_verb, update_verb
+from healerd.cli import build_verb, notify_verb, postmortem, snapshot_verb, update_verb
 from healerd.cli.export import verbs as export_verbs
 
 EXIT_CODES_HELP = """exit codes:
   0  done (status --check / wait: converged; validate: valid; diff: nothing to do)
   1  the answer is "no": not converged, wait timed out, config invalid, diff has actions,
-     reload refused a file (or was not applied in time),
+     reload refused a file (or was not applied in time), a build failed,
      export --strict: a field the target cannot express, or a value from a ${VAR} in a
      command or healthcheck
   2  bad usage
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_looking_verbs(verb)
     _add_steering_verbs(verb)
     update_verb.add_verbs(verb)
+    build_verb.add_verbs(verb)
     snapshot_verb.add_verbs(verb)
     notify_verb.add_verbs(verb)
     postmortem.add_verbs(verb)

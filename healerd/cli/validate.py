@@ -1,7 +1,8 @@
 """`healerctl validate`: the daemon's own config checks, without a daemon.
 
-A PATH may be a service file, a conf.d directory, or a config directory (with conf.d/
-and an optional healerd.yaml). Directories go through the same loader and merge as the
+A PATH may be a service file, a project directory (a Compose project, as conf.d may
+hold one), a conf.d directory, or a config directory (with conf.d/ and an optional
+healerd.yaml). Directories go through the same loader and merge as the
 daemon's reload, so cross-file problems (a service declared twice) show up too. Every
 form, a single file included, applies the daemon's rules: strict modes unless the
 config directory's healerd.yaml says `strict_modes: false` (a file that a lenient check
@@ -24,6 +25,7 @@ from healerd.config import (
     load_service_file,
     load_settings,
 )
+from healerd.config.projectdir import is_project_dir, load_project_dir
 
 SETTINGS_FILE = "healerd.yaml"
 
@@ -85,7 +87,11 @@ def strict_modes_for(conf_dir: Path) -> bool:
 def validate(paths: list[Path]) -> Report:
     report = Report()
     for path in paths:
-        if path.is_dir():
+        if path.is_dir() and is_project_dir(path) and not (path / "conf.d").is_dir():
+            # A project directory (docker compose's layout): checked as conf.d reads it.
+            strict = strict_modes_for(path.parent)
+            _add_results(report, [load_project_dir(path, str(path), strict_modes=strict)])
+        elif path.is_dir():
             settings = path / SETTINGS_FILE
             conf_d = path / "conf.d"
             # The variables of the environment that healerd.yaml lets `${VAR}` read.

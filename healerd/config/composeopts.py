@@ -97,7 +97,8 @@ COMPOSE_FIELDS: tuple[Key, ...] = (
     Key("scale", "integer >= 0", "Compose's spelling of replicas (both: they must agree).",
         "2", {"type": "integer", "minimum": 0}, None, dp.scale, compose="scale"),
     Key("deploy", "mapping", "Compose's deploy, on one engine: replicas, update_config, "
-        "restart_policy (healerd's own, condition: any accepted), resources.limits (cpus, "
+        "restart_policy (healerd's own; condition and max_attempts are restart, as "
+        "docker-compose reads them: none, on-failure[:N]), resources.limits (cpus, "
         "memory, pids), resources.reservations (memory, devices -> GPUs); labels are the "
         "Swarm service's and, as in Compose, not applied. mode: global, placement, "
         "endpoint_mode, rollback_config and reservations.cpus need a Swarm: errors. A "

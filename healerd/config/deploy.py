@@ -3,8 +3,9 @@ has anyway, on one engine.
 
 - `deploy.replicas` and `scale` are `replicas`; `deploy.update_config` and
   `deploy.restart_policy` are healerd's own `update_config` and `restart_policy` (with
-  their keys; `restart_policy.condition: any` is what healerd does, other conditions and
-  `max_attempts` are refused there).
+  their keys), but for `restart_policy.condition` and `max_attempts`, which are
+  `restart` as docker-compose reads them on one engine (`any`: healerd's healing,
+  `none`: "no", `on-failure` with `max_attempts: N`: on-failure:N).
 - `deploy.resources.limits` `cpus`, `memory`, `pids` are `cpus`, `mem_limit`,
   `pids_limit`; `reservations.memory` is `mem_reservation`; `reservations.devices` and
   `gpus` become the engine's DeviceRequests (GPUs), as Compose sends them.
@@ -28,9 +29,10 @@ from healerd.config.errors import describe
 from healerd.config.keys import At
 from healerd.config.pairs import labels
 from healerd.config.rollout import restart_policy, update_config
-from healerd.config.values import cpus, mem_limit, replicas
+from healerd.config.values import cpus, mem_limit, replicas, whole
 from healerd.config.yamlload import LineDict, LineList
-from healerd.model import DeviceRequest
+from healerd.model import DeviceRequest, RestartPolicy
+from healerd.vocabulary import Restart, RestartMode
 
 log = logging.getLogger("healerd.config")
 _WARNED: set[tuple[str, str]] = set()  # (file, field): told once, not every reload
@@ -64,17 +66,40 @@ def _note(out: Spellings, attr: str, value: Any, at: At, spelled: str) -> None:
         out.setdefault(attr, []).append((value, at, spelled))
 
 
-def _restart_policy(value: object, at: At) -> Any:
-    """`condition: any` (restart always) is what healerd does: accepted here."""
-    if isinstance(value, LineDict) and value.get("condition") == "any":
-        trimmed = LineDict(value.line, value.column)
-        for k, v in value.items():
-            if k != "condition":
-                trimmed[k] = v
-                trimmed.key_lines[k] = value.line_of(k) or 0
-                trimmed.key_columns[k] = value.column_of(k) or 0
-        value = trimmed
-    return restart_policy(value, at)
+def _without(value: LineDict, keys: tuple[str, ...]) -> LineDict:
+    trimmed = LineDict(value.line, value.column)
+    for k, v in value.items():
+        if k not in keys:
+            trimmed[k] = v
+            trimmed.key_lines[k] = value.line_of(k) or 0
+            trimmed.key_columns[k] = value.column_of(k) or 0
+    return trimmed
+
+
+_CONDITIONS = {"none": RestartMode.NO, "on-failure": RestartMode.ON_FAILURE}
+
+
+def _restart_policy(value: object, at: At) -> tuple[RestartPolicy, Restart | None]:
+    """`condition` and `max_attempts` are Compose's `restart` spelled for a Swarm, and
+    docker-compose reads them so on one engine: `any` is healing (what healerd does
+    anyway), `none` is `restart: "no"`, `on-failure` with `max_attempts: N` is
+    `on-failure:N` (0: no limit). The other keys are healerd's backoff."""
+    if not isinstance(value, LineDict) or not {"condition", "max_attempts"} & set(value):
+        return restart_policy(value, at), None
+    condition = value.get("condition", "any")
+    attempts = None
+    if "max_attempts" in value:
+        attempts = whole(value["max_attempts"], at.key(value, "max_attempts"), minimum=0, default=0)
+        if condition != "on-failure":
+            at.key(value, "max_attempts").error(
+                "goes with condition: on-failure (the engine gives no other policy a limit)"
+            )
+    restart = None
+    if isinstance(condition, str) and condition in _CONDITIONS:
+        restart = Restart(_CONDITIONS[condition], attempts or None)
+    elif condition != "any":
+        at.key(value, "condition").error(f"{condition!r} is not any, none or on-failure")
+    return restart_policy(_without(value, ("condition", "max_attempts")), at), restart
 
 
 def _capabilities(value: object, at: At) -> tuple[str, ...]:
@@ -175,7 +200,6 @@ def _resource(kind: str, key: object, body: LineDict, at: At, out: Spellings) ->
 _PLAIN: dict[str, tuple[str, Callable[[object, At], Any]]] = {
     "replicas": ("replicas", replicas),
     "update_config": ("update_config", update_config),
-    "restart_policy": ("restart_policy", _restart_policy),
 }
 
 
@@ -204,6 +228,10 @@ def deploy(value: object, at: At) -> Spellings:
             )
         elif key == "resources":
             _resources(value[key], key_at, out)
+        elif key == "restart_policy":
+            policy, restart = _restart_policy(value[key], key_at)
+            _note(out, "restart_policy", policy, key_at, "deploy.restart_policy")
+            _note(out, "restart", restart, key_at, "deploy.restart_policy.condition")
         elif isinstance(key, str) and key in _PLAIN:
             attr, check = _PLAIN[key]
             _note(out, attr, check(value[key], key_at), key_at, f"deploy.{key}")
@@ -236,7 +264,15 @@ def merge(values: dict[str, Any], body: LineDict, at: At) -> None:
         for value, where, name in found[1:]:
             if value != first:
                 where.error(
-                    f"{name} and {first_name} are one setting and disagree ({value!r} vs "
-                    f"{first!r}): write it once"
+                    f"{name} and {first_name} are one setting and disagree ({_shown(value)} "
+                    f"vs {_shown(first)}): write it once"
                 )
         values[attr] = first
+
+
+def _shown(value: Any) -> str:
+    """A value as the file writes it (`on-failure:3`, not the dataclass)."""
+    if not isinstance(value, Restart):
+        return repr(value)
+    mode = value.mode.value
+    return repr(mode if value.max_retries is None else f"{mode}:{value.max_retries}")

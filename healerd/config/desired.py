@@ -30,6 +30,7 @@ from types import MappingProxyType
 
 from healerd.config.errors import ConfigError
 from healerd.config.ports import describe_port, port_clash
+from healerd.config.projectdir import is_project_dir, load_project_dir
 from healerd.config.servicefile import FileResult, load_service_file
 from healerd.config.trust import trust_problem
 from healerd.model import ServiceSpec
@@ -60,8 +61,15 @@ def is_config_name(name: str) -> bool:
     return name.endswith(CONFIG_SUFFIXES) and os.path.splitext(name)[0] != ""
 
 
+def is_entry_name(name: str) -> bool:
+    """Whether a name in conf.d may be a project directory: not a dotfile nor an editor's
+    or package manager's leftover (the directory must also be a project: is_project_dir)."""
+    return not (name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES))
+
+
 def list_config_files(conf_dir: Path) -> list[Path]:
-    """Service files in `conf_dir`, sorted by name so that precedence is predictable.
+    """Service files and project directories (healerd.config.projectdir) in `conf_dir`,
+    sorted by name so that precedence is predictable.
 
     A missing directory declares nothing. Any other listing failure raises OSError:
     callers must keep their previous state rather than read it as "no services".
@@ -70,7 +78,11 @@ def list_config_files(conf_dir: Path) -> list[Path]:
         entries = list(conf_dir.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
-    files = [p for p in entries if is_config_name(p.name) and p.is_file()]
+    files = [
+        p
+        for p in entries
+        if (is_config_name(p.name) and p.is_file()) or (is_entry_name(p.name) and is_project_dir(p))
+    ]
     return sorted(files, key=lambda p: p.name)
 
 
@@ -117,6 +129,8 @@ def _load_or_keep(
 ) -> FileResult:
     file = str(path)
     if file not in keep:
+        if path.is_dir():
+            return load_project_dir(path, file, strict_modes=strict_modes, environment=environment)
         return load_service_file(path, file, strict_modes=strict_modes, environment=environment)
     return keep[file] or FileResult(file, None, ())
 
@@ -170,6 +184,16 @@ class DesiredStore:
             if file:
                 files.add(file)
             hashes.add(spec_hash)
+
+    def held_by(self, writing: Iterable[Path]) -> list[str]:
+        """Projects (healerd.config.projectdir) one of whose files is being written: each
+        is kept as it was, like a file being written."""
+        busy = {str(p) for p in writing}
+        return sorted(f for f, r in self._last.items() if busy.intersection(r.sources))
+
+    def sources(self) -> list[str]:
+        """Every file the projects of the last update read (for the config watcher)."""
+        return [s for r in self._last.values() for s in r.sources]
 
     def last_results(self, files: Iterable[str]) -> dict[str, FileResult | None]:
         """Each file's result in the previous update (None: not in it), for load_conf_dir's

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from healerd.config.build import build
 from healerd.config.composeopts import COMPOSE_FIELDS
 from healerd.config.envfile import MAX_ENV_FILES, env_files
 from healerd.config.extension import EXTENSION_FIELDS, x_healerd
@@ -330,14 +331,27 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "pull_policy",
-        "always | missing | never",
+        "always | missing | never | build",
         "When to pull the image: before every container create, only when it is not present "
-        "(if_not_present is a synonym), or never.",
+        "(if_not_present is a synonym), or never. With build: build (the default there) "
+        "builds when the image is missing or its context changed, missing only when it is "
+        "missing, never never, always pulls and builds when the pull fails.",
         "always",
         schema={"enum": [*PULL_POLICIES, "if_not_present"]},
         check=pull_policy,
         default=PullPolicy.MISSING,
         compose="pull_policy",
+    ),
+    Key(
+        "build",
+        "context directory, or mapping",
+        "Build the image from a local context (context, dockerfile, dockerfile_inline, args, "
+        "target, labels, cache_from, network, shm_size, extra_hosts), tagged as image, else "
+        "<project>-<service>; rebuilt when the context's content changes (pull_policy).",
+        "{context: ., args: {VERSION: '1.2'}}",
+        schema={"anyOf": [{"type": "string"}, {"type": "object"}]},
+        check=build,
+        compose="build",
     ),
     Key(
         "x-healerd",
@@ -385,7 +399,8 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         "restart_policy",
         "mapping",
         "Backoff for a replica that keeps crashing. healerd always restarts and never gives "
-        "up, so Compose's condition and max_attempts are refused.",
+        "up, so condition and max_attempts are refused here (under deploy.restart_policy "
+        "they spell restart).",
         "{delay: 5s, max_delay: 2m}",
         schema={},
         check=restart_policy,

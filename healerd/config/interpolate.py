@@ -115,8 +115,14 @@ def project_env(
             values.update(read_env_file(env_path, strict_modes=strict_modes))
         except EnvFileError as exc:
             errors.append(exc.error)
-    values.update({name: os.environ[name] for name in environment if name in os.environ})
+    values.update(project_env_values(environment))
     return values, errors
+
+
+def project_env_values(environment: Collection[str]) -> dict[str, str]:
+    """The variables of healerd's own environment that interpolation may read: only
+    those healerd.yaml's interpolate_environment names."""
+    return {name: os.environ[name] for name in environment if name in os.environ}
 
 
 class _Interpolator:

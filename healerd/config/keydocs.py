@@ -111,8 +111,8 @@ Windows-only ones (`cpu_count`, `cpu_percent`,
 `credential_spec`, `isolation`), Compose CLI features (`develop`, `provider`, `models`,
 `attach`, `use_api_socket`), `external_links` and `volumes_from` (a service's containers
 change with every heal), and, not yet, `annotations`, `blkio_config`, `cgroup`,
-`extends`, `label_file` and `pull_refresh_after`. `build`
-beside an `image` is ignored with a warning.
+`label_file` and `pull_refresh_after`. In `build`, what only BuildKit can do
+(`ssh`, `secrets`, ...) is refused with the reason.
 """
 
 SETTINGS_TEXT = """\

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +36,9 @@ class Context:
     strict_modes: bool = False
     # COMPOSE_PROFILES of the file's variables: the profiles whose services run.
     profiles: frozenset[str] = frozenset()
+    # A project directory's name (healerd.config.projectdir): the project's name when
+    # the files give no `name:` (a single file's default is its own name).
+    project_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,14 +73,22 @@ class At:
         return self.child(name, self.line, self.column)
 
     def key(self, mapping: LineDict, key: object) -> At:
+        """The key's field, reported against the file it came from (a merged document
+        holds keys from several)."""
         name = mapping.key_text.get(key, key)
-        return self.child(name, mapping.line_of(key), mapping.column_of(key))
+        return self._in(mapping.file_of(key)).child(
+            name, mapping.line_of(key), mapping.column_of(key)
+        )
 
     def item(self, seq: LineList, index: int, name: str | None = None) -> At:
         line, column = seq.line_at(index), seq.column_at(index)
+        at = self._in(seq.file_at(index))
         if name:
-            return self.child(name, line, column)
-        return self.child(index, line, column, index=True)
+            return at.child(name, line, column)
+        return at.child(index, line, column, index=True)
+
+    def _in(self, file: str | None) -> At:
+        return self if file is None or file == self.file else replace(self, file=file)
 
 
 def top_section(data: LineDict, key: str, at: At) -> tuple[LineDict, At] | None:

@@ -1,6 +1,7 @@
 """Compose's network settings beyond names and aliases (issue 16): `links`, a service's
 endpoint options (`ipv4_address`, `ipv6_address`, `link_local_ips`, `priority`), a
-network's `ipam` and `enable_ipv6`, and `network_mode: service:NAME | container:NAME`.
+network's `ipam` (with `options` and each pool's `aux_addresses`, as docker-compose
+1.29.2 sends them) and `enable_ipv6`, and `network_mode: service:NAME | container:NAME`.
 
 - `links: [db, "db:database"]`: the linking container resolves `database` (and `db`) to
   the linked service's replicas, through its own endpoints' links as the engine keeps
@@ -29,6 +30,7 @@ from healerd.config.values import boolean, whole
 from healerd.config.yamlload import LineDict, LineList
 from healerd.model import Dependency, IpamPool, NetworkDecl, NetworkEndpoint, ServiceSpec
 
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _SERVICE_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 _CONTAINER_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # What the engine refuses beside a container's network namespace ("conflicting options").
@@ -151,8 +153,12 @@ def _pool(item: object, at: At) -> IpamPool | None:
     values: dict[str, str] = {}
     for option in item:
         option_at = at.key(item, option)
+        if option == "aux_addresses":
+            continue  # once the subnet is known
         if option not in ("subnet", "ip_range", "gateway"):
-            option_at.error(f"{option!r} is not supported (subnet, ip_range, gateway)")
+            option_at.error(
+                f"{option!r} is not supported (subnet, ip_range, gateway, aux_addresses)"
+            )
             continue
         text = item[option]
         try:
@@ -175,7 +181,34 @@ def _pool(item: object, at: At) -> IpamPool | None:
         net = ipaddress.ip_network(inside)
         if net.version != subnet.version or not net.subnet_of(subnet):  # type: ignore[arg-type]
             at.key(item, option).error(f"{inside} is not inside subnet {subnet}")
-    return IpamPool(values["subnet"], values.get("ip_range", ""), values.get("gateway", ""))
+    aux = (
+        _aux(item["aux_addresses"], subnet, at.key(item, "aux_addresses"))
+        if item.get("aux_addresses") is not None
+        else ()
+    )
+    return IpamPool(values["subnet"], values.get("ip_range", ""), values.get("gateway", ""), aux)
+
+
+def _aux(value: object, subnet: IpNetwork, at: At) -> tuple[tuple[str, str], ...]:
+    """`aux_addresses`: addresses of the subnet that the engine keeps for hosts outside
+    it (a router, a printer on a macvlan), by name."""
+    if not isinstance(value, LineDict):
+        at.error(f"must map host names to addresses, not {describe(value)}")
+        return ()
+    out = []
+    for host, address in value.items():
+        host_at = at.key(value, host)
+        try:
+            ip = ipaddress.ip_address(str(address)) if isinstance(address, str) else None
+        except ValueError:
+            ip = None
+        if not isinstance(host, str) or not host:
+            host_at.error(f"{host!r} is not a host name")
+        elif ip is None or ip not in subnet:
+            host_at.error(f"{address!r} is not an address inside subnet {subnet}")
+        else:
+            out.append((host, str(ip)))
+    return tuple(sorted(out))
 
 
 def _ipam(value: object, at: At) -> tuple[str, tuple[IpamPool, ...]]:
@@ -183,8 +216,8 @@ def _ipam(value: object, at: At) -> tuple[str, tuple[IpamPool, ...]]:
         at.error(f"must be a mapping with driver and config, not {describe(value)}")
         return "", ()
     for option in value:
-        if option not in ("driver", "config"):
-            at.key(value, option).error(f"{option!r} is not supported (driver, config)")
+        if option not in ("driver", "config", "options"):
+            at.key(value, option).error(f"{option!r} is not supported (driver, config, options)")
     driver = value.get("driver") or ""
     if not isinstance(driver, str):
         at.key(value, "driver").error(f"must be a string, not {describe(driver)}")
@@ -205,9 +238,25 @@ def network_options(decl: NetworkDecl, body: LineDict, at: At) -> NetworkDecl:
         enable_ipv6 = boolean(body["enable_ipv6"], at.key(body, "enable_ipv6"))
     driver = ""
     pools: tuple[IpamPool, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
     if body.get("ipam") is not None:
         driver, pools = _ipam(body["ipam"], at.key(body, "ipam"))
-    return dataclasses.replace(decl, enable_ipv6=enable_ipv6, ipam_driver=driver, ipam_pools=pools)
+        ipam = body["ipam"]
+        if isinstance(ipam, LineDict) and ipam.get("options") is not None:
+            options = _ipam_options(ipam["options"], at.key(body, "ipam").key(ipam, "options"))
+    return dataclasses.replace(
+        decl, enable_ipv6=enable_ipv6, ipam_driver=driver, ipam_pools=pools, ipam_options=options
+    )
+
+
+def _ipam_options(value: object, at: At) -> tuple[tuple[str, str], ...]:
+    """The IPAM driver's options, text as Compose's schema has them."""
+    if not isinstance(value, LineDict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        at.error(f"must map option names to text, not {describe(value)}")
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in value.items()))
 
 
 def _shared_network(spec: ServiceSpec, body: LineDict, at: At) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from healerd.config import netopts, secrets, snapshotkeys
+from healerd.config import legacy, netopts, secrets, snapshotkeys
 from healerd.config.errors import describe
 from healerd.config.keys import At, top_section
 from healerd.config.pairs import labels
@@ -64,21 +64,26 @@ class Project:
 
 def default_name(file: str) -> str:
     """Compose's normalisation of a directory name, applied to the file's stem."""
-    stem = PurePath(file).name.rsplit(".", 1)[0].lower()
-    cleaned = re.sub(r"[^a-z0-9_-]", "", stem).lstrip("_-")
+    return normalised_name(PurePath(file).name.rsplit(".", 1)[0])
+
+
+def normalised_name(text: str) -> str:
+    """Compose's normalisation of a project name: lower case, only a-z, 0-9, `_`, `-`."""
+    cleaned = re.sub(r"[^a-z0-9_-]", "", text.lower()).lstrip("_-")
     return cleaned or "default"
 
 
 def _name(data: LineDict, at: At) -> str:
     value = data.get("name")
+    fallback = at.context.project_name or default_name(at.file)
     if value is None:
-        return default_name(at.file)
+        return fallback
     if not isinstance(value, str) or not PROJECT_NAME_RE.fullmatch(value):
         at.key(data, "name").error(
             f"{value!r} is not a project name: lower-case letters, digits, '_' and '-', "
             "starting with a letter or digit"
         )
-        return default_name(at.file)
+        return fallback
     return value
 
 
@@ -96,12 +101,12 @@ def _declared(key: str, body: object, project: str, at: At, *, network: bool) ->
         at.error(f"must be a mapping (or empty), not {describe(body)}")
         return Declared(engine_name, False)
     _options(body, _NETWORK_KEYS if network else _VOLUME_KEYS, at)
-    external = boolean(body["external"], at.key(body, "external")) if "external" in body else False
+    external, legacy_name = legacy.external(body, at) if "external" in body else (False, None)
     given = body.get("name")
     if given is not None and not (isinstance(given, str) and given):
         at.key(body, "name").error(f"must be a name, not {describe(given)}")
         given = None
-    name = given or (key if external else engine_name)
+    name = given or legacy_name or (key if external else engine_name)
     pairs = {
         field: labels(body[field], at.key(body, field)) if body.get(field) is not None else ()
         for field in ("labels", "driver_opts")
@@ -152,6 +157,13 @@ def read_project(data: LineDict, at: At) -> Project:
         secrets.read_sources(data, "secrets", at),
         secrets.read_sources(data, "configs", at),
     )
+
+
+def built_image_name(project: str, service: str) -> str:
+    """The tag of a service that builds and names no image, as `docker compose` (v2)
+    tags it; docker-compose 1.x used `<project>_<service>`. Lower case: the engine
+    refuses capitals in a repository name."""
+    return f"{project}-{service}".lower()
 
 
 def _aliases(body: LineDict, key: str, at: At) -> tuple[str, ...]:
@@ -205,6 +217,7 @@ def resolve(spec: ServiceSpec, body: LineDict, project: Project, at: At) -> Serv
             create_vols.append(declared.volume)
     resolved = dataclasses.replace(
         spec,
+        image=spec.image or built_image_name(project.name, spec.name),
         # Joined by decreasing priority (the first is the one created on), then by name.
         networks=tuple(sorted(set(nets), key=lambda n: (-priority.get(n, 0), n))),
         network_aliases=tuple(sorted(aliases)),

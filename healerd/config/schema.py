@@ -85,12 +85,19 @@ def _json_default(key: Key) -> Any:
     return key.default
 
 
+_ONE_OF = ("image", "build")
+
+
 def service_schema() -> dict[str, Any]:
     """The JSON Schema (draft-07) of a service file."""
     service = {
         "type": "object",
         "description": "One service: containers of one image, kept running by healerd.",
-        "required": [key.name for key in SERVICE_FIELDS if key.required],
+        # An image to run, or a build that makes one (tagged <project>-<service>).
+        "anyOf": [{"required": [key.name]} for key in SERVICE_FIELDS if key.name in _ONE_OF],
+        # pull_policy build needs something to build.
+        "if": {"properties": {"pull_policy": {"const": "build"}}, "required": ["pull_policy"]},
+        "then": {"required": ["build"]},
         "properties": {key.name: _key_schema(key) for key in SERVICE_FIELDS},
         "patternProperties": _EXTENSION,
         "additionalProperties": False,
@@ -164,11 +171,15 @@ _IPAM = {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {k: {"type": "string"} for k in ("subnet", "ip_range", "gateway")},
+                "properties": {
+                    **{k: {"type": "string"} for k in ("subnet", "ip_range", "gateway")},
+                    "aux_addresses": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
                 "required": ["subnet"],
                 "additionalProperties": False,
             },
         },
+        "options": {"type": "object", "additionalProperties": {"type": "string"}},
     },
     "additionalProperties": False,
 }
@@ -178,6 +189,13 @@ def _declarations(description: str, keys: tuple[str, ...]) -> dict[str, Any]:
     types = {"external": "boolean", "internal": "boolean", "attachable": "boolean"}
     props: dict[str, Any] = {k: {"type": types.get(k, "string")} for k in keys}
     props["labels"] = props["driver_opts"] = {"type": ["object", "array"]}
+    # `external: {name: X}`: the older spelling of `external: true` with `name: X`.
+    props["external"] = {
+        "type": ["boolean", "object"],
+        "properties": {"name": {"type": "string"}},
+        "patternProperties": {"^x-": {}},
+        "additionalProperties": False,
+    }
     if "internal" in keys:  # a network's
         props |= {"ipam": _IPAM, "enable_ipv6": {"type": "boolean"}}
     return {

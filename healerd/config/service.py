@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 from collections.abc import Mapping
 
 from healerd.config import netopts
@@ -19,35 +18,23 @@ from healerd.config.keys import MAX_ENTRIES, At, check_keys
 from healerd.config.unsupported import UNSUPPORTED
 from healerd.config.updatekeys import update_policy
 from healerd.config.yamlload import LineDict, LineList
-from healerd.model import Hook, ServiceSpec
+from healerd.model import Hook, PullPolicy, ServiceSpec
 from healerd.model.updatepolicy import UpdatePolicy
-
-log = logging.getLogger("healerd.config")
-_BUILD_WARNED: set[tuple[str, str]] = set()  # (file, service): told once, not every reload
+from healerd.vocabulary import AutoUpdate
 
 
-def _build(body: LineDict, at: At) -> None:
-    """`build` beside an image is ignored (healerd runs images; they are built
-    elsewhere), with one warning; a service with only `build` cannot run."""
-    if "build" not in body:
-        return
-    if body.get("image") is None:
-        at.key(body, "build").error(
-            "healerd runs images and builds none: build and tag the image first "
-            "(docker build -t NAME .), then name it in image"
-        )
-        return
-    key = (at.file, at.field)
-    if key not in _BUILD_WARNED:
-        _BUILD_WARNED.add(key)
-        log.warning("%s:%s: %s.build: ignored; healerd runs the image", at.file, at.line, at.field)
+def _build_policy(spec: ServiceSpec, body: LineDict, at: At) -> ServiceSpec:
+    """A service that builds goes by pull_policy build unless it says otherwise
+    (rebuilt when its context changes); build as a pull_policy needs a build section."""
+    if spec.build is not None and body.get("pull_policy") is None:
+        return dataclasses.replace(spec, pull_policy=PullPolicy.BUILD)
+    if spec.build is None and spec.pull_policy is PullPolicy.BUILD and "build" not in body:
+        at.key(body, "pull_policy").error("build needs a build section to build from")
+    return spec
 
 
 def _unknown_keys(body: LineDict, at: At) -> None:
-    _build(body, at)
     for key in body:
-        if key == "build":
-            continue
         if key in UNSUPPORTED:
             at.key(body, key).error(UNSUPPORTED[key])
         elif not (isinstance(key, str) and key.startswith("x-")) and key not in SERVICE_KEYS:
@@ -107,8 +94,15 @@ def check_service(name: str, body: object, at: At) -> ServiceSpec | None:
         with contextlib.suppress(EnvFileError, OSError):
             spec = dataclasses.replace(spec, env_digest=env_digest(spec))
     _across_keys(spec, body, at)
+    spec = _build_policy(spec, body, at)
     at_labels = at.key(body, "labels") if "labels" in body else at
     mode = auto_update(spec.auto_update, spec.labels, at_labels)
+    if spec.build is not None and mode in (AutoUpdate.REGISTRY, AutoUpdate.NOTIFY):
+        where = at.key(body, "x-healerd") if "x-healerd" in body else at_labels
+        where.error(
+            f"auto_update {mode} follows a tag in a registry; a service that builds its "
+            "image follows its build context instead (drop one of them)"
+        )
     ext = body.get("x-healerd")
     before: tuple[Hook, ...]
     told, before, policy = True, (), UpdatePolicy()

@@ -14,12 +14,17 @@ from pathlib import Path
 
 from healerd.config.dependencies import check_dependencies
 from healerd.config.errors import ConfigError, describe, sort_errors
+from healerd.config.extends import resolve_extends
+from healerd.config.include import resolve_include
 from healerd.config.interpolate import Made, interpolate, project_directory, project_env
 from healerd.config.keys import At, Context, unknown_keys
+from healerd.config.legacy import format_one
 from healerd.config.masking import mask_error, related
+from healerd.config.mergedata import strip_tags
 from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
 from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
+from healerd.config.projectread import ProjectReader
 from healerd.config.service import check_service
 from healerd.config.yamlload import (
     LineDict,
@@ -49,6 +54,9 @@ class FileResult:
     errors: tuple[ConfigError, ...] = ()
     lines: Mapping[str, int] = field(default_factory=dict, compare=False)
     columns: Mapping[str, int] = field(default_factory=dict, compare=False)
+    # Every file read for it (a project's Compose files, .env, extended and included
+    # files): an edit of any of them reloads it (healerd.daemon.confwatch).
+    sources: tuple[str, ...] = field(default=(), compare=False)
 
 
 _Positions = dict[str, tuple[int, int | None]]
@@ -138,13 +146,9 @@ def _document(data: object, at: At) -> tuple[dict[str, ServiceSpec], _Positions]
             f"must be a mapping with a 'services' key, not {describe(data)}"
         )
         return {}, {}
-    if "include" in data:
-        at.key(data, "include").error(
-            "not supported yet: one file is one project here; link a Compose file kept "
-            "elsewhere into conf.d (ln -s), or name its directory with "
-            "x-healerd: {project_directory: DIR}"
-        )
-    unknown_keys(data, at, (*TOP_LEVEL_KEYS, "include"))
+    if format_one(data, at, TOP_LEVEL_KEYS):
+        return {}, {}
+    unknown_keys(data, at, TOP_LEVEL_KEYS)
     project = read_project(data, at)
     services = data.get("services")
     services_at = at.key(data, "services")
@@ -162,23 +166,52 @@ def _result(
     file: str,
     context: Context,
     env: Mapping[str, str],
+    path: Path | None = None,
 ) -> FileResult:
     found = list(errors)
+    context = with_profiles(context, env)
+    made = interpolate(data, env, At(found, file, "", None, None, context))
+    if not isinstance(data, LineDict):
+        return checked_result(data, found, made, file, context)
+    # A single file's include and extends (of its own services, or another file's).
+    reader = ProjectReader(context, found)
+    at, here = At(found, file, "", None, None, context), path or Path(file)
+    resolve_include(data, here, at, reader.included(env, 0))
+    resolve_extends(data, here, at, lambda other: reader.extended(other, here, env, 0))
+    strip_tags(data)
+    made += tuple(reader.made)
+    return checked_result(data, found, made, file, context, tuple(dict.fromkeys(reader.sources)))
+
+
+def with_profiles(context: Context, env: Mapping[str, str]) -> Context:
+    """COMPOSE_PROFILES of the variables: the profiles whose services run."""
     active = env.get("COMPOSE_PROFILES", "")
-    context = dataclasses.replace(
+    return dataclasses.replace(
         context, profiles=frozenset(p.strip() for p in active.split(",") if p.strip())
     )
-    made = interpolate(data, env, At(found, file, "", None, None, context))
+
+
+def checked_result(
+    data: object,
+    found: list[ConfigError],
+    made: tuple[Made, ...],
+    file: str,
+    context: Context,
+    sources: tuple[str, ...] = (),
+) -> FileResult:
+    """The verdict on an interpolated document (one file's, or a project's merged files):
+    `found` holds the errors so far, `made` the substitutions (masked in errors)."""
     specs, positions = _document(data, At(found, file, "", None, None, context))
     lines = {name: line for name, (line, _) in positions.items()}
     columns = {name: col for name, (_, col) in positions.items() if col is not None}
     if found:
         masked = [_masked(e, made) for e in found]
-        return FileResult(file, None, _capped(sort_errors(masked), file), lines, columns)
+        errors = _capped(sort_errors(masked), file)
+        return FileResult(file, None, errors, lines, columns, sources)
     subs = tuple(dict.fromkeys(m.substitution for m in made if not m.number))
     if subs:
         specs = {name: dataclasses.replace(s, substitutions=subs) for name, s in specs.items()}
-    return FileResult(file, specs, (), lines, columns)
+    return FileResult(file, specs, (), lines, columns, sources)
 
 
 def _masked(error: ConfigError, made: tuple[Made, ...]) -> ConfigError:
@@ -252,4 +285,5 @@ def load_service_file(
     env, env_errors = project_env(
         path, project_dir, strict_modes=strict_modes, environment=environment
     )
-    return _result(data, errors + env_errors, file, Context(project_dir, strict_modes), env)
+    context = Context(project_dir, strict_modes)
+    return _result(data, errors + env_errors, file, context, env, path)

@@ -86,7 +86,7 @@ def _read(path: Path, file: str) -> tuple[Any, list[ConfigError]]:
     )
     if raw is None:
         return None, errors
-    return load_yaml_bytes(raw, file)
+    return load_yaml_bytes(raw, file, merge_tags=False)
 
 
 def _private(path: Path, file: str, line: int | None) -> list[ConfigError]:

@@ -4,6 +4,8 @@ mean nothing on one Linux engine say so; the others are not supported yet."""
 
 from __future__ import annotations
 
+from healerd.config.legacy import FORMAT_ONE_KEYS
+
 _NOT_YET = "not supported yet by healerd"
 _WINDOWS = "only means something for Windows containers; this engine runs Linux ones"
 
@@ -17,7 +19,6 @@ UNSUPPORTED: dict[str, str] = {
     "credential_spec": _WINDOWS,
     "develop": "Compose's watch mode belongs to `docker compose watch` while developing; "
     "healerd runs built images: remove it",
-    "extends": f"{_NOT_YET}: copy the fields of the service it extends into this one",
     "external_links": "links to containers outside the project are legacy: join a shared "
     "external network instead",
     "isolation": _WINDOWS,
@@ -30,3 +31,6 @@ UNSUPPORTED: dict[str, str] = {
     "volumes_from": "the containers of a service change with every heal: share a named "
     "volume between the services instead",
 }
+
+# Format 1's keys beside services: (healerd.config.legacy): refused, naming today's key.
+UNSUPPORTED.update(FORMAT_ONE_KEYS)

@@ -148,8 +148,11 @@ def check_update_defaults(value: Any, at: At) -> UpdateDefaults | None:
 
 
 def with_defaults(spec: ServiceSpec, defaults: UpdateDefaults) -> ServiceSpec:
-    """`spec` with what its x-healerd does not say of updates taken from healerd.yaml."""
+    """`spec` with what its x-healerd does not say of updates taken from healerd.yaml. A
+    service that builds its image has no tag in a registry to follow."""
     mode_ = spec.auto_update if spec.auto_update is not AutoUpdate.NEVER else defaults.auto_update
+    if spec.build is not None:
+        mode_ = spec.auto_update
     policy = spec.update_policy.over(defaults.policy)
     if mode_ is spec.auto_update and policy == spec.update_policy:
         return spec

@@ -200,9 +200,6 @@ def stop_grace_period(value: object, at: At) -> float:
 
 
 def pull_policy(value: object, at: At) -> PullPolicy:
-    if value == "build":
-        at.error("build is not supported: healerd does not build images (build it, then use it)")
-        return PullPolicy.MISSING
     if value == "if_not_present":  # Compose's other name for missing
         return PullPolicy.MISSING
     return PullPolicy(choice(value, at, PULL_POLICIES, "missing"))

@@ -8,6 +8,7 @@ only JSON-like types (plus merge keys) can be built.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,19 @@ MAX_MERGED_TOTAL = 100_000
 MAX_FILE_SIZE = 2**20
 
 
+class Tag(enum.Enum):
+    """Compose's merge tags (compose-spec 13-merge.md), kept beside the value they mark
+    (`LineDict.tags`) so that interpolation and checks see plain values; the merge
+    (healerd.config.merge) acts on them and removes them."""
+
+    RESET = "!reset"  # the key is removed from what it overrides (and from its own file)
+    OVERRIDE = "!override"  # the value replaces what it overrides whole, unmerged
+
+
+Reset = Tag.RESET
+Override = Tag.OVERRIDE
+
+
 class LineDict(dict[Any, Any]):
     """A mapping that knows its position, each key's position, and the source text of scalar
     keys and values (so `NO:` can be reported as written rather than as False).
@@ -53,9 +67,16 @@ class LineDict(dict[Any, Any]):
         self.duplicates: list[tuple[Any, int, int, int]] = []  # (key, line, column, first line)
         self.quoted: set[Any] = set()  # keys whose scalar value was quoted (or a block)
         self.interpolated: set[Any] = set()  # keys whose value had ${VAR}s (raw: the result)
+        # The file it was read from; in a merged document, the keys from another file.
+        self.file: str | None = None
+        self.key_files: dict[Any, str] = {}
+        self.tags: dict[Any, Tag] = {}  # keys whose value carries !reset or !override
 
     def line_of(self, key: Any) -> int | None:
         return self.key_lines.get(key, self.line)
+
+    def file_of(self, key: Any) -> str | None:
+        return self.key_files.get(key, self.file)
 
     def column_of(self, key: Any) -> int | None:
         return self.key_columns.get(key, self.column)
@@ -70,6 +91,12 @@ class LineList(list[Any]):
         self.column = column
         self.item_lines: list[int] = []
         self.item_columns: list[int] = []
+        self.file: str | None = None
+        self.item_files: list[str | None] = []  # per item, None: the list's own file
+
+    def file_at(self, index: int) -> str | None:
+        found = self.item_files[index] if 0 <= index < len(self.item_files) else None
+        return found or self.file
 
     def line_at(self, index: int) -> int | None:
         return self.item_lines[index] if 0 <= index < len(self.item_lines) else self.line
@@ -89,9 +116,30 @@ def _column(node: Node) -> int:
 class _Loader(yaml.SafeLoader):
     """SafeLoader with line-tracking containers and conversion errors tied to a line."""
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, file: str | None = None) -> None:
         super().__init__(stream)
         self.merged = 0  # entries copied in by merge keys so far, in the whole document
+        self.file = file
+        self.tagged: dict[int, Tag] = {}  # nodes (by id) that carried !reset or !override
+
+    def merge_tag(self, node: Node) -> Tag | None:
+        """The merge tag `node` carries (its own tag replaced, once, by the one its value
+        resolves to, so that it is built as if untagged; an alias sees it again)."""
+        if id(node) in self.tagged:
+            return self.tagged[id(node)]
+        if node.tag not in (Tag.RESET.value, Tag.OVERRIDE.value):
+            return None
+        tag = Tag(node.tag)
+        self.tagged[id(node)] = tag
+        if isinstance(node, MappingNode):
+            node.tag = _MAP_TAG
+        elif isinstance(node, SequenceNode):
+            node.tag = _SEQ_TAG
+        elif isinstance(node, ScalarNode) and node.style:  # quoted, a block: text, as untagged
+            node.tag = _STR_TAG
+        else:
+            node.tag = self.resolve(ScalarNode, node.value, (True, False))  # type: ignore[no-untyped-call]
+        return tag
 
     def flatten_mapping(self, node: MappingNode) -> None:
         """PyYAML's merge keys (`<<`), counted while they are gathered rather than after.
@@ -162,8 +210,16 @@ class _Loader(yaml.SafeLoader):
             ) from None
 
 
+class _PlainLoader(_Loader):
+    """The loader without Compose's merge tags: `!reset` is refused as any tag is."""
+
+    def merge_tag(self, node: Node) -> Tag | None:
+        return None
+
+
 def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
     data = LineDict(_line(node), _column(node))
+    data.file = loader.file
     yield data
     own = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
     loader.flatten_mapping(node)
@@ -186,6 +242,11 @@ def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
                 data.duplicates.append(dup)
                 continue  # keep the first: the file is rejected anyway
             own_keys.add(key)
+        tag = loader.merge_tag(value_node)
+        if tag is not None:
+            data.tags[key] = tag
+        else:
+            data.tags.pop(key, None)  # a merged-in key's tag does not outlive its override
         data[key] = loader.construct_object(value_node)
         data.key_lines[key] = _line(key_node)
         data.key_columns[key] = _column(key_node)
@@ -201,10 +262,13 @@ def _construct_map(loader: _Loader, node: MappingNode) -> Iterator[LineDict]:
 
 def _construct_seq(loader: _Loader, node: SequenceNode) -> Iterator[LineList]:
     data = LineList(_line(node), _column(node))
+    data.file = loader.file
     yield data
-    data.extend(loader.construct_object(child) for child in node.value)
-    data.item_lines = [_line(child) for child in node.value]
-    data.item_columns = [_column(child) for child in node.value]
+    # An item tagged !reset is dropped, as Compose drops it; !override means nothing there.
+    children = [child for child in node.value if loader.merge_tag(child) is not Tag.RESET]
+    data.extend(loader.construct_object(child) for child in children)
+    data.item_lines = [_line(child) for child in children]
+    data.item_columns = [_column(child) for child in children]
 
 
 def _refuse(loader: _Loader, node: Node) -> None:
@@ -283,14 +347,16 @@ def _duplicate_errors(data: Any, file: str) -> list[ConfigError]:
     return errors
 
 
-def load_yaml(text: str, file: str) -> tuple[Any, list[ConfigError]]:
+def load_yaml(text: str, file: str, *, merge_tags: bool = True) -> tuple[Any, list[ConfigError]]:
     """Parses one YAML document; data is None for an empty or unparseable document.
 
     Duplicate keys are reported but the data is still returned, so that callers can go on
-    and report every other problem in the same pass.
+    and report every other problem in the same pass. Every mapping and list knows `file`;
+    Compose's `!reset`/`!override` are read (`LineDict.tags`) unless `merge_tags` is
+    false (healerd.yaml is no Compose file), and refused like any other tag then.
     """
     try:
-        loader = _Loader(text)
+        loader = _Loader(text, file) if merge_tags else _PlainLoader(text, file)
         try:
             data = loader.get_single_data()
         finally:
@@ -369,7 +435,9 @@ def read_config_file(
     return raw, []
 
 
-def load_yaml_bytes(raw: bytes, file: str) -> tuple[Any, list[ConfigError]]:
+def load_yaml_bytes(
+    raw: bytes, file: str, *, merge_tags: bool = True
+) -> tuple[Any, list[ConfigError]]:
     """Like load_yaml, but decoding problems become errors too."""
     try:
         text = raw.decode("utf-8-sig")
@@ -377,4 +445,4 @@ def load_yaml_bytes(raw: bytes, file: str) -> tuple[Any, list[ConfigError]]:
         line = raw.count(b"\n", 0, exc.start) + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1  # in bytes
         return None, [ConfigError(file, line, "file", "not valid UTF-8 text", column)]
-    return load_yaml(text, file)
+    return load_yaml(text, file, merge_tags=merge_tags)

@@ -18,6 +18,7 @@ from healerd.core.dispatch import Dispatcher
 from healerd.core.engine_health import EngineHealth
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
+from healerd.core.images import ImagePolicy
 from healerd.core.inputs import Inputs
 from healerd.core.looks import Looks
 from healerd.core.loopmemory import LoopMemory
@@ -49,6 +50,7 @@ class LoopParts:
     reads: Reads
     memory: LoopMemory
     book: StatusBook
+    images: ImagePolicy
 
 
 class Controller:
@@ -69,6 +71,7 @@ class Controller:
         self.flush_log, self.shutdown = dispatcher.flush_log, dispatcher.shutdown
         self.prune_volumes = dispatcher.prune_volumes
         self.pulled_images = parts.executor.pulled  # healerd pulled since it started
+        self.build_now, self.build_mark = parts.images.build_now, parts.images.build_mark
         # Reads (healerd.core.reads).
         self.statuses, self.container_statuses = reads.statuses, reads.container_statuses
         self.paused_services, self.known = reads.paused_services, reads.known

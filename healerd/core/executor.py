@@ -30,6 +30,7 @@ from healerd.model import (
     NAME_HASH_LEN,
     Action,
     ActionKind,
+    BuildSpec,
     ContainerState,
     ObservedContainer,
     RegistryAuth,
@@ -276,6 +277,10 @@ class Executor:
         self._engine.pull(image, auth)
         with self._pulled_lock:
             self._pulled.add(image)
+
+    def build(self, build: BuildSpec, tag: str, *, no_cache: bool = False) -> None:
+        """Build an image (raises ImageBuildFailed): beside pull, for the same reason."""
+        self._engine.build_image(build, tag, no_cache=no_cache)
 
     def pulled(self) -> frozenset[str]:
         """The references pulled since start: image GC may collect their repositories."""

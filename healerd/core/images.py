@@ -1,4 +1,5 @@
-"""Whether a service's image is there to create from, and pulling it when it is not.
+"""Whether a service's image is there to create from, and pulling (or building, for a
+service with `build:`: healerd.core.builds) it when it is not.
 
 The pull itself is an action of the executor (acting on the engine happens in one
 place); this object keeps the policy's memory: images seen present a moment ago (a
@@ -13,16 +14,18 @@ import logging
 import threading
 from collections.abc import Callable
 
+from healerd.core.builds import Need, build_need
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.executor import Executor
 from healerd.core.outcome import ImageProblem, ImageTrouble, Tally
 from healerd.core.timings import Timings
-from healerd.engine import ImagePullFailed, ImageStore
-from healerd.model import PullPolicy, RegistryAuth, ServiceSpec
+from healerd.engine import ImageBuildFailed, ImagePullFailed, ImageStore
+from healerd.model import BuildSpec, PullPolicy, RegistryAuth, ServiceSpec
 from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.controller")
+RECENT_BUILD = 600.0  # seconds a build's time is kept for healerctl build
 
 
 def no_pull_check(image: str) -> str | None:
@@ -58,6 +61,10 @@ class ImagePolicy:
         self._pull_refusal = pull_refusal
         self._lock = threading.Lock()
         self._seen: dict[str, float] = {}
+        # One build of a tag at a time (a pass and `healerctl build`, two services of one
+        # image), and when each (tag, context hash) was last built.
+        self._tag_locks: dict[str, threading.Lock] = {}
+        self._built_at: dict[tuple[str, str], float] = {}
         self._pulled: dict[str, str] = {}  # service -> the spec hash `always` pulled for
         # Services whose image cannot be had now: they claim no room.
         self.waiting: set[str] = set()
@@ -98,6 +105,9 @@ class ImagePolicy:
 
     def _ensure(self, key: str, spec: ServiceSpec, tally: Tally | None) -> ImageProblem | None:
         image, policy = spec.image, spec.pull_policy
+        if spec.build is not None:
+            with self._tag_lock(image):
+                return self._ensure_built(key, spec, spec.build, tally)
         if self._fresh(key, spec):
             return None
         present = self._engine.image_present(image)
@@ -141,6 +151,104 @@ class ImagePolicy:
             # `always` pulls once per spec: only the service's current spec is remembered.
             self._pulled[key] = spec.spec_hash
         return None
+
+    def _ensure_built(
+        self, key: str, spec: ServiceSpec, build: BuildSpec, tally: Tally | None
+    ) -> ImageProblem | None:
+        """A service that builds: its image as its pull_policy wants it (healerd.core.builds)."""
+        seen_as = f"{spec.image} {build.context_hash}"
+        if self._fresh_image(seen_as) and (
+            spec.pull_policy is not PullPolicy.ALWAYS or self._pulled_for(key, spec)
+        ):
+            return None
+        labels = self._engine.image_labels(spec.image)
+        need = build_need(
+            spec.pull_policy, labels, build.context_hash, pulled=self._pulled_for(key, spec)
+        )
+        if need is Need.PULL:
+            if self._pull(key, spec, False, tally) is None:
+                self._saw(seen_as)
+                return None
+            with self._lock:  # tried once for this spec: now the build decides
+                self._pulled[key] = spec.spec_hash
+            labels = self._engine.image_labels(spec.image)
+            need = build_need(spec.pull_policy, labels, build.context_hash, pulled=True)
+        if need is Need.MISSING:
+            reason = f"image {spec.image} is not present and pull_policy is never"
+            return ImageProblem(ImageTrouble.NEVER_PULLED, reason)
+        problem = self._build(key, spec, build, tally) if need is Need.BUILD else None
+        if problem is None:
+            self._saw(seen_as)
+        return problem
+
+    def build_mark(self) -> float:
+        """A moment for `build_now`'s `since`: taken before the reload that precedes it."""
+        return self._clock.monotonic()
+
+    def build_now(
+        self, key: str, spec: ServiceSpec, *, no_cache: bool = False, since: float | None = None
+    ) -> str:
+        """`healerctl build`: build the service's image now if its context changed (or
+        always, with `no_cache`); what was done, in words. Raises ImageBuildFailed. A
+        build a pass made of this context after `since` (a `build_mark`) counts as this
+        one's: the reload before it lets passes start it first."""
+        build = spec.build
+        if build is None:
+            return f"{key} has no build section"
+        with self._tag_lock(spec.image):
+            labels = self._engine.image_labels(spec.image)
+            need = build_need(PullPolicy.BUILD, labels, build.context_hash, pulled=True)
+            if need is Need.NOTHING and not no_cache:
+                at = self._built_at.get((spec.image, build.context_hash))
+                if at is not None and since is not None and at >= since:
+                    return f"built {spec.image}"
+                return f"{spec.image} is up to date with its context"
+            problem = self._build(key, spec, build, None, no_cache=no_cache)
+        if problem is not None:
+            raise ImageBuildFailed(problem.reason)
+        self._saw(f"{spec.image} {build.context_hash}")
+        return f"built {spec.image}"
+
+    def _tag_lock(self, image: str) -> threading.Lock:
+        with self._lock:
+            return self._tag_locks.setdefault(image, threading.Lock())
+
+    def _build(
+        self,
+        key: str,
+        spec: ServiceSpec,
+        build: BuildSpec,
+        tally: Tally | None,
+        *,
+        no_cache: bool = False,
+    ) -> ImageProblem | None:
+        image = spec.image
+        log.info(
+            "%s: building %s from %s",
+            key,
+            image,
+            build.context,
+            extra={"healerd_service": key, "action": "build", "reason": image},
+        )
+        self._on_pull(key, f"building {image}", tally)
+        try:
+            self._executor.build(build, image, no_cache=no_cache)
+        except ImageBuildFailed as exc:
+            # The builder's own words, bounded by the adapter; the old image, and the
+            # containers made from it, stay.
+            why = str(exc).removeprefix(f"build {image}: ")
+            self._events.record(EventKind.BUILD_FAILED, key, f"cannot build {image}: {why}")
+            return ImageProblem(ImageTrouble.BUILD_FAILED, f"cannot build {image}: {why}")
+        self._events.record(EventKind.BUILT, key, f"built {image}")
+        now = self._clock.monotonic()
+        with self._lock:
+            recent = {k: t for k, t in self._built_at.items() if now - t < RECENT_BUILD}
+            self._built_at = recent | {(image, build.context_hash): now}
+        return None
+
+    def _fresh_image(self, seen_as: str) -> bool:
+        seen = self._seen.get(seen_as)
+        return seen is not None and self._clock.monotonic() - seen < self._t.image_seen_ttl
 
     def _saw(self, image: str) -> None:
         now = self._clock.monotonic()

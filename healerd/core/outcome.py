@@ -65,6 +65,8 @@ class ImageTrouble(StrEnum):
     NEVER_PULLED = "never-pulled"  # not present, and pull_policy never
     PULL_FAILED = "pull-failed"  # the registry refused it, or is away
     NO_DISK = "no-disk"  # the pull was refused: too little room on the engine's disk
+    # A build: failed (the builder's last lines): ImagePullBackOff, retried with its backoff.
+    BUILD_FAILED = "build-failed"
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,7 @@ def build_loop(
             reads,
             c.memory,
             c.book,
+            c.images,
         )
     )
 

@@ -26,7 +26,8 @@ Only names that count as service files matter (see healerd.config.desired's
 is_config_name: `*.yaml`/`*.yml`, no dotfiles, no editor or package-manager leftovers
 such as `*~`, `*.swp`, `*.dpkg-new`, `*.rpmsave`, `*.bak`), plus healerd.yaml under the
 same rules: its node keys apply at once, the daemon logs which others wait for a restart;
-and each service file's variables, `<name>.env` (healerd.config.interpolate).
+and each service file's variables, `<name>.env` (healerd.config.interpolate); and the
+files of project directories, wherever they are (healerd.daemon.projectwatch).
 
 Without inotify (ENOSYS, the instance limit) or when the watch limit is reached (ENOSPC),
 the watcher polls every `POLL_INTERVAL` seconds instead: a change is applied once the
@@ -62,6 +63,7 @@ from healerd.daemon.inotify import (
     IN_DELETE,
     IN_DELETE_SELF,
     IN_IGNORED,
+    IN_ISDIR,
     IN_MODIFY,
     IN_MOVE_SELF,
     IN_MOVED_FROM,
@@ -71,18 +73,12 @@ from healerd.daemon.inotify import (
     Event,
     Inotify,
 )
+from healerd.daemon.projectwatch import ProjectFiles, WatchLimit
 
 __all__ = [
-    "CONF_D",
-    "MODE_ENV",
-    "SETTINGS_FILE",
-    "WRITE_BOUND",
-    "ConfigWatcher",
-    "Inotify",
-    "Writers",
-    "inotify_wanted",
-    "is_variables_name",
-]
+    "CONF_D", "MODE_ENV", "SETTINGS_FILE", "WRITE_BOUND", "ConfigWatcher", "Inotify", "Writers",
+    "inotify_wanted", "is_variables_name",
+]  # fmt: skip
 
 log = logging.getLogger("healerd.confwatch")
 
@@ -156,6 +152,7 @@ class ConfigWatcher:
         self._use_inotify = inotify_wanted() if use_inotify is None else use_inotify
         self._clock = clock
         self.writers = Writers(write_bound, clock)
+        self.projects = ProjectFiles(self.conf_d)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._wake_r = self._wake_w = -1
@@ -176,6 +173,12 @@ class ConfigWatcher:
         current = self._snapshot()
         unseen = {p for p in self._files(current) if current[p] != polled.get(p)}
         return held | (unseen - self.writers.late())
+
+    def watch_also(self, files: Iterable[str]) -> None:
+        """The files conf.d's projects read at the last reload: watched too (projectwatch)."""
+        if self.projects.set(files) and self._wake_w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"p")
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -214,7 +217,7 @@ class ConfigWatcher:
             finally:
                 if inotify is not None:
                     inotify.close()
-        except _Fallback as exc:
+        except (_Fallback, WatchLimit) as exc:
             log.warning("%s: polling %s every %gs instead", exc, self.conf_d, self._poll_interval)
         except Exception:
             if self._stopping.is_set():
@@ -271,6 +274,8 @@ class ConfigWatcher:
         poller.register(self._wake_r, select.POLLIN)
         while not self._stopping.is_set():
             now = self._clock()
+            if self.projects.sync(inotify, watches, _DIR_EVENTS, (self.config_dir, self.conf_d)):
+                self._note(now)  # files may have changed before the watch was there
             if self._missing(watches) and now >= next_retry:
                 if self._add_watches(inotify, watches):
                     self._note(now)  # files may have appeared before the watch did
@@ -287,7 +292,9 @@ class ConfigWatcher:
                 next_retry - now if self._missing(watches) else None,
                 None if expiry is None else expiry + self.writers.bound - now,
             ]
-            if not poller.poll(_timeout_ms(waits)) or self._stopping.is_set():
+            ready = {fd for fd, _ in poller.poll(_timeout_ms(waits))}
+            _drain(self._wake_r, ready)  # watch_also's wake-up: synced at the loop's top
+            if not ready or self._stopping.is_set():
                 continue
             for event in inotify.read():
                 self._handle(inotify, watches, event)
@@ -336,8 +343,8 @@ class ConfigWatcher:
                         inotify.rm_watch(event.wd)
             self._note(now)
             return
-        if name and self._is_config_file(path, name):
-            if self.writers.on_event(path / name, mask):
+        if name and self._is_watched(path, name, mask):
+            if self._completes(path, name, mask):
                 self._note(now)
         elif path == self.config_dir and name == CONF_D:
             if mask & (IN_CREATE | IN_MOVED_TO):
@@ -345,6 +352,17 @@ class ConfigWatcher:
             self._note(now)
         elif not name:
             self._note(now)  # a watched directory's own mode or owner changed
+
+    def _is_watched(self, directory: Path, name: str, mask: int) -> bool:
+        return self._is_config_file(directory, name) or self.projects.relevant(
+            directory, name, bool(mask & IN_ISDIR)
+        )
+
+    def _completes(self, directory: Path, name: str, mask: int) -> bool:
+        """Whether the event completes a change (a project coming or going in conf.d does)."""
+        if directory == self.conf_d and not self._is_config_file(directory, name):
+            return True
+        return self.writers.on_event(directory / name, mask)
 
     def _is_config_file(self, directory: Path, name: str) -> bool:
         if directory == self.conf_d:
@@ -365,7 +383,8 @@ class ConfigWatcher:
             ]
         except OSError:
             names = []
-        for file in [self.config_dir / SETTINGS_FILE, *(self.conf_d / n for n in names)]:
+        files = [self.config_dir / SETTINGS_FILE, *(self.conf_d / n for n in names)]
+        for file in [*files, *self.projects.snapshot_paths()]:
             with contextlib.suppress(OSError):
                 st = file.stat()
                 snap[file] = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid)
@@ -379,7 +398,7 @@ class ConfigWatcher:
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         while not self._stopping.is_set():
-            poller.poll(int(self._poll_interval * 1000))
+            _drain(self._wake_r, {fd for fd, _ in poller.poll(int(self._poll_interval * 1000))})
             if self._stopping.is_set():
                 return
             current = self._snapshot()
@@ -408,6 +427,12 @@ class ConfigWatcher:
 
     def _files(self, paths: Iterable[Path]) -> list[Path]:
         return [p for p in paths if p not in (self.config_dir, self.conf_d)]
+
+
+def _drain(fd: int, ready: set[int]) -> None:
+    if fd in ready:
+        with contextlib.suppress(OSError):
+            os.read(fd, 512)
 
 
 def _timeout_ms(waits: Iterable[float | None]) -> int | None:

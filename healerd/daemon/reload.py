@@ -79,6 +79,7 @@ def read_conf_d(
     directory cannot be read (the current desired state stays)."""
     conf_dir = settings.config_dir / "conf.d"
     held = sorted(str(p) for p in writing if p.parent == conf_dir)
+    held += store.held_by(writing)
     for file in held:
         log.info("%s is being written; its last version stands until it is complete", file)
     try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from healerd.engine.pacing import Meter
-from healerd.model import EngineEvent, Hook, ObservedContainer, RegistryAuth, ServiceSpec
+from healerd.model import BuildSpec, EngineEvent, Hook, ObservedContainer, RegistryAuth, ServiceSpec
 
 # Anonymous volumes a replacement takes over: (volume name, mount point).
 Inherited = Sequence[tuple[str, str]]
@@ -55,6 +55,10 @@ class ImageMissing(EngineError):
 
 class ImagePullFailed(EngineError):
     """The registry could not deliver the image."""
+
+
+class ImageBuildFailed(EngineError):
+    """A build failed: the message holds the builder's error and its last lines."""
 
 
 @dataclass(frozen=True)
@@ -272,6 +276,17 @@ class ImageStore(Protocol):
     def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
         """Pull the image with the credentials of its registry (None: anonymously);
         raises ImagePullFailed with the registry's reason (or EngineUnavailable)."""
+        ...
+
+    def image_labels(self, image: str) -> dict[str, str] | None:
+        """The local image's labels (its config's); None when it is not present."""
+        ...
+
+    def build_image(self, build: BuildSpec, tag: str, *, no_cache: bool = False) -> None:
+        """Build `build`'s context as `docker build` sends it (.dockerignore applied) with
+        the engine's classic build API, never pulling, intermediate containers removed;
+        tag it `tag`, labelled with `build.labels` and LABEL_CONTEXT_HASH. Raises
+        ImageBuildFailed with the builder's error and last lines (or EngineUnavailable)."""
         ...
 
     def local_digests(self, image: str) -> tuple[str, ...]:

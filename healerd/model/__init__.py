@@ -6,6 +6,7 @@ names from `healerd.model`; the modules hold them by job:
 | module | holds |
 |---|---|
 | `labels.py` | the io.healerd.* labels, the signed ones, the spec hash's lengths |
+| `build.py` | a service's `build:` and the label of the context hash it was built from |
 | `parts.py` | the parts of a spec and a project (ports, mounts, networks, pacing, ...) |
 | `spec.py` | `ServiceSpec` and its spec hash (`STEERING` fields stay out of it) |
 | `nodeconf.py` | what healerd.yaml says of the node: floors, engine budget, TLS, registry auth |
@@ -14,6 +15,7 @@ names from `healerd.model`; the modules hold them by job:
 """
 
 from healerd.model.actions import Action, ActionKind
+from healerd.model.build import LABEL_CONTEXT_HASH, BuildSpec
 from healerd.model.labels import (
     LABEL_CRASH_STREAK,
     LABEL_IMAGE,
@@ -63,6 +65,7 @@ from healerd.model.spec import STEERING, ServiceSpec, steering
 
 __all__ = [
     "HOOK_TIMEOUT",
+    "LABEL_CONTEXT_HASH",
     "LABEL_CRASH_STREAK",
     "LABEL_IMAGE",
     "LABEL_REPLACES",
@@ -80,6 +83,7 @@ __all__ = [
     "VOLUME_DEFAULTS",
     "Action",
     "ActionKind",
+    "BuildSpec",
     "ContainerState",
     "Dependency",
     "DeviceRequest",

@@ -17,6 +17,9 @@ class PullPolicy(StrEnum):
     ALWAYS = "always"  # once per spec; a registry away falls back to the local image
     MISSING = "missing"
     NEVER = "never"
+    # A service with `build:`: built when its image is missing or was built from another
+    # context (healerd.core.images); never pulled. The default of a service that builds.
+    BUILD = "build"
 
 
 class UpdateOrder(StrEnum):
@@ -95,16 +98,18 @@ class NetworkDecl:
     enable_ipv6: bool = False
     ipam_driver: str = ""
     ipam_pools: tuple[IpamPool, ...] = ()
+    ipam_options: tuple[tuple[str, str], ...] = ()  # the IPAM driver's own options
 
 
 @dataclass(frozen=True)
 class IpamPool:
     """One address pool of a network's `ipam.config` (Compose's subnet, ip_range,
-    gateway)."""
+    gateway, and aux_addresses: host name -> an address the engine must not give)."""
 
     subnet: str
     ip_range: str = ""
     gateway: str = ""
+    aux_addresses: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

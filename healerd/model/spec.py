@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
+from healerd.model.build import BuildSpec
 from healerd.model.labels import SPEC_HASH_LEN
 from healerd.model.parts import (
     Dependency,
@@ -138,6 +139,10 @@ class ServiceSpec:
     # In the hash, as Compose hashes them: they run once, when a container starts, so a
     # container started before an edit never ran the new ones; a replacement does.
     post_start: tuple[Hook, ...] = ()
+    # Compose's build: the image (`image`, else <project>-<service>) is built from it
+    # (healerd.core.images); its context hash is in the spec hash, so a changed context
+    # rolls the service out on the new image.
+    build: BuildSpec | None = None
     # What follows steers healerd, not the container: it is not part of the hash.
     pull_policy: PullPolicy = field(default=PullPolicy.MISSING, metadata=STEERING)
     # REGISTRY: follow the tag's digest in its registry, roll out and roll back

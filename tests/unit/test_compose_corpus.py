@@ -12,7 +12,9 @@ from pathlib import Path
 from healerd.config import ConfigError, parse_service_text
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "compose"
-ACCEPTED_AT_LEAST = 25
+# 24 since build: is taken (issue 34): a file whose build context is not in the corpus
+# (one had an image beside it, and its build was ignored before) is refused now.
+ACCEPTED_AT_LEAST = 24
 _SERVICE_FIELD = re.compile(r"services\.[^.\[]+\.([a-z_]+)")
 
 # Parts of a project that other files complete (`docker compose -f base.yml -f this.yml`,
@@ -41,8 +43,8 @@ def why_refused(error: ConfigError, lines: list[str]) -> str | None:
     # The entry's own line, and the next few for a long-syntax entry (a mapping).
     line = "\n".join(lines[error.line - 1 : error.line + 3]) if error.line else ""
     field = m.group(1) if (m := _SERVICE_FIELD.match(error.field)) else ""
-    if "builds none" in error.reason:
-        return "build-only service: healerd runs images, build and tag it first"
+    if "build" in error.field and "is not a directory" in error.reason:
+        return "builds from a context of its project that is not in the corpus"
     if "No such file or directory" in error.reason or "cannot read" in error.reason:
         return "names a file of its project that is not in the corpus (Compose refuses too)"
     if "${" in line or "is not set" in error.reason:
@@ -70,7 +72,7 @@ def test_every_file_validates_or_is_refused_deliberately() -> None:
     try:
         for path in sorted(CORPUS.glob("*.yaml")):
             text = path.read_text(encoding="utf-8")
-            result = parse_service_text(text, path.name, env={})
+            result = parse_service_text(text, path.name, base_dir=CORPUS, env={})
             if not result.errors:
                 accepted += 1
                 continue

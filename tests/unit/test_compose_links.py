@@ -189,8 +189,8 @@ NET = (
          "networks.n.ipam.config[0].gateway: 11.0.0.1 is not inside subnet 10.0.0.0/8"),
         ("networks:\n  n: {ipam: {config: [{subnet: ten}]}}\nservices: {}\n",
          "networks.n.ipam.config[0].subnet: 'ten' is not a network"),
-        ("networks:\n  n: {ipam: {options: {}}}\nservices: {}\n",
-         "networks.n.ipam.options: 'options' is not supported"),
+        ("networks:\n  n: {ipam: {opts: {}}}\nservices: {}\n",
+         "networks.n.ipam.opts: 'opts' is not supported (driver, config, options)"),
         ("networks:\n  n: {enable_ipv6: yes please}\nservices: {}\n",
          "networks.n.enable_ipv6: must be true or false"),
         ("services:\n  w:\n    image: busybox\n    links: [nope]\n",
@@ -252,3 +252,54 @@ def test_the_exports_carry_them_or_report_them_lost(tmp_path: Any) -> None:
     k8s = export_kubernetes.render(specs, Options())
     lost = {(x.service, x.field) for x in k8s.losses}
     assert {("web", "links"), ("db", "networks"), ("peer", "gpus"), ("peer", "secrets")} <= lost
+
+
+IPAM_MORE = """\
+services:
+  cam:
+    image: busybox
+    networks: [lan]
+networks:
+  lan:
+    ipam:
+      driver: default
+      options: {com.example.pool: edge}
+      config:
+        - subnet: 192.168.50.0/24
+          gateway: 192.168.50.1
+          aux_addresses: {router: 192.168.50.2, printer: 192.168.50.3}
+"""
+
+
+def test_ipam_options_and_aux_addresses_reach_the_engine_as_docker_compose_sends_them() -> None:
+    """docker-compose 1.29.2 builds the request with the SDK's IPAMConfig and IPAMPool
+    (compose/network.py, create_ipam_config_from_dict): the same, bar its empty keys."""
+    import docker.types
+
+    (lan,) = [n for n in load(IPAM_MORE)["cam"].networks_to_create if n.key == "lan"]
+    oracle = docker.types.IPAMConfig(
+        driver="default",
+        pool_configs=[
+            docker.types.IPAMPool(
+                subnet="192.168.50.0/24",
+                gateway="192.168.50.1",
+                aux_addresses={"router": "192.168.50.2", "printer": "192.168.50.3"},
+            )
+        ],
+        options={"com.example.pool": "edge"},
+    )
+    oracle["Config"] = [{k: v for k, v in p.items() if v is not None} for p in oracle["Config"]]
+    assert request.ipam(lan) == dict(oracle)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("router: 192.168.50.2", "router: 10.0.0.2"),
+        ("{com.example.pool: edge}", "[edge]"),
+    ],
+)
+def test_wrong_ipam_options_and_aux_addresses_are_refused(change: str, message: str) -> None:
+    found = errors(IPAM_MORE.replace(change, message))
+    expected = "aux_addresses.router: '10.0.0.2' is not an address inside subnet 192.168.50.0/24"
+    assert any((expected if "router" in message else "ipam.options: must map") in e for e in found)

@@ -4,6 +4,7 @@ networks and volumes, aliases, and the names a file does not declare."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -95,22 +96,35 @@ def test_wrong_declarations_are_refused_with_file_line_and_field(text: str, mess
     assert any(message in e for e in found), found
 
 
-def test_build_beside_an_image_is_ignored_and_build_alone_is_refused() -> None:
-    s = specs("services:\n  app:\n    image: busybox\n    build: {context: .}\n")
-    assert s["app"].image == "busybox"
-    found = errors("services:\n  app:\n    build: .\n")
-    assert found == [
-        "p.yaml:3:5: services.app.build: healerd runs images and builds none: build and tag "
-        "the image first (docker build -t NAME .), then name it in image"
-    ]
-
-
-def test_include_is_refused_with_what_to_do_instead() -> None:
+def test_build_alone_is_tagged_project_dash_service_and_ssh_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM busybox\n")
     from healerd.config import parse_service_text
 
-    result = parse_service_text("include: [other.yml]\nservices: {}\n", "i.yaml", env={})
-    assert [str(e) for e in result.errors] == [
-        "i.yaml:1:1: include: not supported yet: one file is one project here; link a "
-        "Compose file kept elsewhere into conf.d (ln -s), or name its directory with "
-        "x-healerd: {project_directory: DIR}"
-    ]
+    found = parse_service_text("services:\n  app:\n    build: .\n", str(tmp_path / "p.yaml"))
+    assert found.services is not None
+    assert found.services["app"].image == "p-app"
+    bad = parse_service_text(
+        "services:\n  app:\n    build: {context: ., ssh: [default]}\n", str(tmp_path / "p.yaml")
+    )
+    assert [e.field for e in bad.errors] == ["services.app.build.ssh"]
+    assert "BuildKit" in bad.errors[0].reason
+
+
+def test_a_single_file_includes_another_project(tmp_path: Path) -> None:
+    """Issue 34: include works in a conf.d file too, its paths from the file's directory."""
+    from healerd.config import load_service_file
+
+    (tmp_path / "broker").mkdir()
+    (tmp_path / "broker" / "compose.yaml").write_text(
+        "services:\n  mqtt:\n    image: busybox\n    env_file: [mqtt.env]\n"
+    )
+    (tmp_path / "broker" / "mqtt.env").write_text("A=1\n")
+    main = tmp_path / "site.yaml"
+    main.write_text("include: [broker/compose.yaml]\nservices:\n  web:\n    image: busybox\n")
+    result = load_service_file(main)
+    assert result.errors == (), [str(e) for e in result.errors]
+    assert result.services is not None and set(result.services) == {"web", "mqtt"}
+    assert result.services["mqtt"].env_files == (str(tmp_path / "broker" / "mqtt.env"),)
+    assert str(tmp_path / "broker" / "compose.yaml") in result.sources
+    missing = parse_service_text("include: [other.yml]\nservices: {}\n", "i.yaml", env={})
+    assert missing.services is None and "does not exist" in missing.errors[0].reason

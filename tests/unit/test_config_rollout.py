@@ -143,14 +143,14 @@ def test_pull_policy_default_and_not_in_hash() -> None:
     assert web().spec_hash == web("pull_policy: always").spec_hash
 
 
-def test_pull_policy_build_is_refused() -> None:
+def test_pull_policy_build_without_a_build_section_is_refused() -> None:
     error = one_error("pull_policy: build")
-    assert "build is not supported" in error.reason
+    assert "needs a build section" in error.reason
 
 
 def test_pull_policy_unknown() -> None:
     error = one_error("pull_policy: daily")
-    assert error.reason == "must be one of always, missing, never, not 'daily'"
+    assert error.reason == "must be one of always, missing, never, build, not 'daily'"
 
 
 def test_unhealthy_grace() -> None:

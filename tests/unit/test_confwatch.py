@@ -172,3 +172,29 @@ def test_stop_is_prompt(tmp_path: Path) -> None:
     start = time.monotonic()
     watcher.stop()
     assert time.monotonic() - start < 0.5
+
+
+def test_a_project_directory_and_its_linked_files_trigger(
+    setup: tuple[ConfigWatcher, Calls, Path],
+) -> None:
+    """Issue 34: a project linked into conf.d, its files elsewhere; after a reload tells
+    the watcher what the project read, an edit there, a new override and a new `.env`
+    each trigger; unrelated files beside them do not; the link going away does."""
+    watcher, calls, conf_d = setup
+    project = conf_d.parent.parent / "stacks" / "cloud"
+    project.mkdir(parents=True)
+    (project / "compose.yaml").write_text(GOOD)
+    before = settle(calls, watcher)
+    os.symlink(project, conf_d / "cloud")
+    wait_until("the link", lambda: calls.count > before, timeout=2.0)
+    watcher.watch_also([str(project / "compose.yaml")])
+    before = settle(calls, watcher)
+    (project / "notes.txt").write_text("not a project file")
+    assert settle(calls, watcher) == before
+    for what, name in (("edit", "compose.yaml"), ("override", "compose.override.yaml")):
+        before = settle(calls, watcher)
+        (project / name).write_text(GOOD + f"# {what}\n")
+        wait_until(what, lambda b=before: calls.count > b, timeout=2.0)  # type: ignore[misc]
+    before = settle(calls, watcher)
+    (conf_d / "cloud").unlink()
+    wait_until("the link removed", lambda: calls.count > before, timeout=2.0)

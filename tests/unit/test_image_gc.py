@@ -512,3 +512,12 @@ def test_trim_reports_an_engine_error_instead_of_raising() -> None:
     gc, events, _ = collector(engine, clock, Disk(1000, 0), {"app": f"{APP}:stable"})
     assert gc.trim(APP, ()) == []
     assert events.since() == []
+
+
+def test_a_built_image_a_declared_service_names_is_kept() -> None:
+    """issue 34: `<project>-<service>` (a build's tag, no registry digest) stays while
+    declared, even unused (replicas 0)."""
+    built = image(1, tags=("shop-app:latest",), repo=None)
+    inv = inventory(built, declared={"shop-app"})
+    assert built.id not in ids(for_space(inv, 10**12, now=1.0, min_age=0.0))
+    assert built.id not in ids(for_trim(inv, "shop-app", keep=(), now=1.0, min_age=0.0))

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from healerd.model import (
+    BuildSpec,
     DeviceRequest,
     HealthcheckSpec,
     Hook,
@@ -102,6 +103,8 @@ HOST_CHANGED: dict[str, Any] = {
     "links": (("db", "database"),),
     "network_endpoints": (NetworkEndpoint("n", "10.0.0.2"),),
     "device_requests": (DeviceRequest(count=-1, capabilities=("gpu",)),),
+    # A built image (issue 34): its context's content is in the hash.
+    "build": BuildSpec("/srv/app", context_hash="abc"),
 }
 # Fields that shape the container: a change rolls the service.
 SHAPES_CONTAINER = {

@@ -21,6 +21,7 @@ from typing import Protocol, TextIO
 
 from healerd.cli.export import compose, kubernetes, swarm, verbs
 from healerd.cli.export.common import Options, Rendered
+from healerd.cli.export.kubeservice import depended_on
 from healerd.cli.export.variables import all_substitutions
 from healerd.config import (
     ConfigError,
@@ -182,7 +183,10 @@ def export(ctl: CtlLike) -> int:
     secrets = _secrets(ctl, specs)
     if secrets is None:
         return EXIT_NO
-    rendered = TARGETS[a.target](specs, Options(secrets=secrets, sources=tuple(files)))
+    reached = depended_on(services.values())
+    rendered = TARGETS[a.target](
+        specs, Options(secrets=secrets, sources=tuple(files), depended_on=reached)
+    )
     code = _report(ctl, rendered, all_substitutions(specs))
     return _write(ctl, rendered.text) if code == EXIT_OK else code
 

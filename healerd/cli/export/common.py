@@ -46,6 +46,9 @@ class Options:
     # Kubernetes only: env file values per service, given only with --include-secrets.
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    # Kubernetes only: the services that any declared service reaches by name, exported
+    # or not (healerd.cli.export.kubeservice.depended_on), so each keeps its Service.
+    depended_on: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -24,7 +24,7 @@ from healerd.cli.export.common import (
 )
 from healerd.cli.export.hostopts import compose_fields, depends_on, networks_with_aliases
 from healerd.cli.export.variables import all_substitutions, argv_warnings, env_note, written_back
-from healerd.model import ServiceSpec
+from healerd.model import PullPolicy, ServiceSpec
 
 KEPT = (
     "priority",
@@ -63,7 +63,8 @@ def _service(spec: ServiceSpec, losses: list[Loss]) -> dict[str, Any]:
     svc |= compose_fields(spec)
     if spec.depends_on:
         svc["depends_on"] = depends_on(spec)
-    svc["pull_policy"] = str(spec.pull_policy)
+    if spec.pull_policy is not PullPolicy.BUILD:  # build: needs the build section, not exported
+        svc["pull_policy"] = str(spec.pull_policy)
     # The engine restarts crashed containers; `docker stop` is not healed any more. A
     # run-once service keeps its own ("no", on-failure[:N]).
     run_once = spec.restart is not None and spec.restart.run_once

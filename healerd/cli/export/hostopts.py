@@ -100,8 +100,10 @@ def kubernetes_fields(
             container["tty"] = True
         elif name == "stdin_open":
             container["stdin"] = True
+        elif name == "expose":
+            continue  # the container's ports and its Service (healerd.cli.export.kubeservice)
         else:
-            reason = "no equivalent in a Deployment's container; set it in the pod yourself"
+            reason = "no equivalent in a pod's container; set it in the pod yourself"
             losses.append(Loss(spec.name, name, f"{value}: {reason}"))
     if caps:
         security["capabilities"] = caps

@@ -1,8 +1,10 @@
-"""`healerctl export --to kubernetes`: per service a Deployment, a Service when it
-publishes ports (so that its name still resolves), and (only with --include-secrets) a
-Secret with its env file values and the values that came from `${VAR}`s, which the
-Deployment reads through `secretKeyRef` (healerd.cli.export.variables). One multi-document
-YAML.
+"""`healerctl export --to kubernetes`: per service a Deployment, or a Job for a
+run-once service (`restart: "no"` or `on-failure[:N]`: its containers may finish, which
+a Deployment would restart for ever); a Service for each service another one reaches by
+name or that listens (healerd.cli.export.kubeservice); and (only with
+--include-secrets) a Secret with its env file values and the values that came from
+`${VAR}`s, which the pod reads through `secretKeyRef` (healerd.cli.export.variables).
+One multi-document YAML.
 
 Volumes: an anonymous volume becomes an emptyDir (scratch space that lives as long as
 the pod, as an anonymous volume lives as long as its container line); an absolute host
@@ -14,7 +16,8 @@ which in Kubernetes is a claim on storage rather than a directory of one node.
 from __future__ import annotations
 
 import base64
-import re
+import copy
+from dataclasses import replace
 from typing import Any
 
 from healerd.cli.export.attachments import kubernetes_losses
@@ -30,9 +33,17 @@ from healerd.cli.export.common import (
     whole_seconds,
 )
 from healerd.cli.export.hostopts import kubernetes_fields, order_lost
+from healerd.cli.export.kubeservice import (
+    depended_on,
+    exposed_ports,
+    k8s_name,
+    labels,
+    service,
+    wants_service,
+)
 from healerd.cli.export.variables import KubernetesVars, argv_warnings
 from healerd.model import HealthcheckSpec, PullPolicy, ServiceSpec, UpdateOrder, VolumeSpec
-from healerd.vocabulary import VolumeKind
+from healerd.vocabulary import RestartMode, VolumeKind
 
 LOST = {
     "priority": "needs a PriorityClass; set spec.template.spec.priorityClassName yourself",
@@ -42,25 +53,25 @@ LOST = {
     "restart_policy.max_delay": "Kubernetes' CrashLoopBackOff is fixed: 10s doubling to 5m",
     "restart_policy.window": "Kubernetes resets the backoff after 10m of running",
 }
-PULL = {PullPolicy.ALWAYS: "Always", PullPolicy.MISSING: "IfNotPresent", PullPolicy.NEVER: "Never"}
+# A Job runs its pods once and is never rolled: these say nothing there.
+_ROLLOUT = (
+    "update_config.parallelism",
+    "update_config.order",
+    "update_config.min_ready_seconds",
+    "update_config.progress_deadline",
+)
+# A built image (pull_policy build) is pulled from where it was pushed, when missing.
+PULL = {
+    PullPolicy.ALWAYS: "Always",
+    PullPolicy.MISSING: "IfNotPresent",
+    PullPolicy.NEVER: "Never",
+    PullPolicy.BUILD: "IfNotPresent",
+}
 PVC_COMMENT = """\
 # A named volume: data that must outlive the containers, so a PersistentVolumeClaim.
 # ReadWriteOnce binds it to one node at a time: with replicas > 1 spread over nodes, use
 # a storage class that offers ReadWriteMany. 1Gi is a placeholder: size it for your data.
 """
-_DNS_LABEL_BAD = re.compile(r"[^a-z0-9-]+")
-
-
-def k8s_name(name: str) -> str:
-    """A DNS-1035 label (what a Service name must be): lower case, '-' for the rest."""
-    text = _DNS_LABEL_BAD.sub("-", name.lower()).strip("-")
-    if not text[:1].isalpha():
-        text = f"s-{text}"
-    return text[:63].rstrip("-")
-
-
-def labels(spec: ServiceSpec) -> dict[str, str]:
-    return {"app.kubernetes.io/name": k8s_name(spec.name), "healerd.io/service": spec.name}
 
 
 def _meta(spec: ServiceSpec, name: str) -> dict[str, Any]:
@@ -164,6 +175,7 @@ def _volumes(
 
 
 def _ports(spec: ServiceSpec) -> list[dict[str, Any]]:
+    """Published ports (hostPort if fixed), then the exposed ones not published."""
     out: list[dict[str, Any]] = []
     for p in spec.ports:
         port: dict[str, Any] = {"containerPort": p.container_port, "protocol": p.protocol.upper()}
@@ -172,7 +184,22 @@ def _ports(spec: ServiceSpec) -> list[dict[str, Any]]:
             if p.host_ip:
                 port["hostIP"] = p.host_ip
         out.append(port)
+    published = {(p.container_port, p.protocol) for p in spec.ports}
+    for number, protocol in exposed_ports(spec):
+        if (number, protocol) not in published:
+            out.append({"containerPort": number, "protocol": protocol.upper()})
     return out
+
+
+def _probes(spec: ServiceSpec, kv: KubernetesVars) -> dict[str, Any]:
+    """A run-once container's health restarts nothing (Docker acts on exits only), so it
+    gets readiness alone, which still says when its Service sends it traffic."""
+    p = probe(spec.healthcheck, kv)
+    if p is None:
+        return {}
+    if run_once(spec):
+        return {"readinessProbe": p}
+    return {"livenessProbe": p, "readinessProbe": copy.deepcopy(p)}  # no YAML anchors
 
 
 def _container(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars) -> dict[str, Any]:
@@ -188,8 +215,9 @@ def _container(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars) -> dic
     if spec.env_files:
         # `env` wins over `envFrom`, as `environment` wins over env_file in healerd.
         c["envFrom"] = [{"secretRef": {"name": f"{k8s_name(spec.name)}-env"}}]
-    if spec.ports:
-        c["ports"] = _ports(spec)
+    ports = _ports(spec)
+    if ports:
+        c["ports"] = ports
     limits: dict[str, str] = {}
     if spec.mem_limit is not None:
         limits["memory"] = str(spec.mem_limit)
@@ -197,10 +225,7 @@ def _container(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars) -> dic
         limits["cpu"] = f"{round(spec.cpus * 1000)}m"
     if limits:
         c["resources"] = {"limits": limits}
-    p = probe(spec.healthcheck, kv)
-    if p is not None:
-        c["livenessProbe"] = p
-        c["readinessProbe"] = dict(p)
+    c |= _probes(spec, kv)
     if not kv.env:
         del c["env"]
     extra, security = kubernetes_fields(spec, losses)
@@ -211,10 +236,12 @@ def _container(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars) -> dic
     return c
 
 
-def deployment(
-    spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars | None = None
-) -> dict[str, Any]:
-    name = k8s_name(spec.name)
+def run_once(spec: ServiceSpec) -> bool:
+    """Its containers may finish (healerd.core.jobs): a Job, not a Deployment."""
+    return spec.restart is not None and spec.restart.run_once
+
+
+def _template(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars | None) -> dict[str, Any]:
     volumes, mounts = _volumes(spec, losses)
     container = _container(spec, losses, kv or KubernetesVars(spec, secret_name(spec)))
     if mounts:
@@ -229,6 +256,13 @@ def deployment(
     if spec.labels:
         # Label values are restricted in Kubernetes; annotations take any text.
         template_meta["annotations"] = dict(spec.labels)
+    return {"metadata": template_meta, "spec": pod}
+
+
+def deployment(
+    spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars | None = None
+) -> dict[str, Any]:
+    name = k8s_name(spec.name)
     u = spec.update_config
     return {
         "apiVersion": "apps/v1",
@@ -242,23 +276,38 @@ def deployment(
             "progressDeadlineSeconds": max(
                 whole_seconds(u.progress_deadline), whole_seconds(u.min_ready_seconds) + 1
             ),
-            "template": {"metadata": template_meta, "spec": pod},
+            "template": _template(spec, losses, kv),
         },
     }
 
 
-def service(spec: ServiceSpec) -> dict[str, Any]:
-    name = k8s_name(spec.name)
-    ports = [
-        {"name": f"{p.protocol}-{p.container_port}", "port": p.container_port,
-         "targetPort": p.container_port, "protocol": p.protocol.upper()}
-        for p in spec.ports
-    ]  # fmt: skip
+# on-failure without N retries without end in healerd: the most a backoffLimit holds.
+NO_LIMIT = 2**31 - 1
+
+
+def job(spec: ServiceSpec, losses: list[Loss], kv: KubernetesVars | None = None) -> dict[str, Any]:
+    """A run-once service: each replica a completion, run at once as healerd runs them.
+    `no` fails at the first non-zero exit (Never, backoffLimit 0); `on-failure:N`
+    restarts the container in its pod, N times per replica (OnFailure, a backoffLimit of
+    N x replicas, the Job's budget for all its pods together)."""
+    assert spec.restart is not None
+    template = _template(spec, losses, kv)
+    if spec.restart.mode == RestartMode.NO:
+        template["spec"]["restartPolicy"], limit = "Never", 0
+    else:
+        template["spec"]["restartPolicy"] = "OnFailure"
+        n = spec.restart.max_retries
+        limit = NO_LIMIT if n is None else min(n * max(spec.replicas, 1), NO_LIMIT)
     return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _meta(spec, name),
-        "spec": {"selector": {"app.kubernetes.io/name": name}, "ports": ports},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(spec, k8s_name(spec.name)),
+        "spec": {
+            "completions": spec.replicas,
+            "parallelism": spec.replicas,
+            "backoffLimit": limit,
+            "template": template,
+        },
     }
 
 
@@ -296,15 +345,15 @@ def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
         out.losses.append(Loss(spec.name, field, f"{value}: {LOST[field]}"))
     order_lost(spec, out.losses, "Kubernetes")
     kubernetes_losses(spec, out.losses)  # secrets, configs, links, addresses, GPUs
-    if spec.restart is not None and spec.restart.run_once:
-        reason = f"{spec.restart}: a run-once service; exported as a Deployment, write a Job"
-        out.losses.append(Loss(spec.name, "restart", reason))
+    if run_once(spec):
+        _job_notes(spec, out)
     for net, names in spec.network_aliases:
         reason = f"{', '.join(names)} on {net}: a Service gives only its own name"
         out.losses.append(Loss(spec.name, "networks.aliases", reason))
     kv = KubernetesVars(spec, secret_name(spec))
-    docs = [dump(deployment(spec, out.losses, kv))]
-    if spec.ports:
+    workload = job if run_once(spec) else deployment
+    docs = [dump(workload(spec, out.losses, kv))]
+    if wants_service(spec, opts.depended_on):
         docs.append(dump(service(spec)))
     out.warnings += argv_warnings(spec, "read from the Secret " + secret_name(spec))
     if (spec.env_files or kv.secret) and spec.name in opts.secrets:
@@ -313,6 +362,19 @@ def _service_docs(spec: ServiceSpec, opts: Options, out: Rendered) -> list[str]:
     elif spec.env_files or kv.secret:
         out.notes.append(_secret_note(spec, kv))
     return docs
+
+
+def _job_notes(spec: ServiceSpec, out: Rendered) -> None:
+    """What a Job cannot carry: it is not rolled, and its retries are counted together."""
+    for field, value in changed(spec, _ROLLOUT):
+        out.losses.append(Loss(spec.name, field, f"{value}: a Job is not rolled out"))
+    n = spec.restart.max_retries if spec.restart is not None else None
+    if n is not None and spec.replicas > 1:
+        out.notes.append(
+            f"{spec.name}: restart {spec.restart}: a Job counts the retries of all its pods "
+            f"together: backoffLimit {n * spec.replicas} (N x replicas); backoffLimitPerIndex "
+            "with completionMode: Indexed counts them per replica (Kubernetes 1.29 or newer)"
+        )
 
 
 def _secret_note(spec: ServiceSpec, kv: KubernetesVars) -> str:
@@ -331,6 +393,7 @@ def _secret_note(spec: ServiceSpec, kv: KubernetesVars) -> str:
 def render(specs: list[ServiceSpec], opts: Options) -> Rendered:
     out = Rendered("")
     docs: list[str] = []
+    opts = replace(opts, depended_on=opts.depended_on | depended_on(specs))
     for spec in specs:
         docs += _service_docs(spec, opts, out)
     named = sorted({v.source for s in specs for v in s.volumes if v.source[:1] not in ("", "/")})

@@ -19,6 +19,7 @@ from healerd import __version__
 from healerd.core.events import Event
 from healerd.core.readlanes import PRIVILEGED, Reader, ReadThrottled
 from healerd.daemon.api.access import AdminPolicy, Decision, Peer, peer_label
+from healerd.daemon.api.buildverb import build_verb
 from healerd.daemon.api.changes import ApiError, notify_test, prune_volumes
 from healerd.daemon.api.describe import EngineAway, NoSuchService, describe_payload
 from healerd.daemon.api.limits import InFlight
@@ -165,6 +166,12 @@ class Api:
             return self._events(req)
         if path in ("/v1/reload", "/v1/reconcile", "/v1/prune/volumes", "/v1/notify/test"):
             return self._change(req, path)
+        if path == "/v1/build":
+            self._only(req, "POST", {"service", "no_cache"})
+            self._authorize(req, "build")
+            return build_verb(
+                self.daemon, req.one, peer_label(req.peer), lambda: self._reloaded(req)
+            )
         m = re.fullmatch(r"/v1/services/([^/]+)/(logs|describe)", path)
         if m:
             return self._inspect(req, check_service_name(unquote(m.group(1))), m.group(2))
@@ -340,7 +347,8 @@ class Api:
 
     # -- changing -------------------------------------------------------------------------
 
-    def _reload(self, req: Request) -> tuple[int, Any]:
+    def _reloaded(self, req: Request) -> bool:
+        """A reload requested and waited for (RELOAD_APPLY_WAIT): whether it applied."""
         c = self.daemon.controller
         before = c.desired
         self.daemon.request_reload()
@@ -349,8 +357,11 @@ class Api:
         deadline = time.monotonic() + RELOAD_APPLY_WAIT
         while c.desired is before and time.monotonic() < deadline and not req.client_gone():
             time.sleep(0.02)
-        after = c.desired
-        applied = after is not before
+        return c.desired is not before
+
+    def _reload(self, req: Request) -> tuple[int, Any]:
+        applied = self._reloaded(req)
+        after = self.daemon.controller.desired
         node = self.daemon.node_report() if applied else None
         settings_errors = list(node.settings_errors) if node else []
         credentials_error = node.credentials_error if node else ""

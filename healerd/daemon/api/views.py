@@ -26,7 +26,7 @@ from healerd.core.signing import Unverified
 from healerd.core.status import ContainerStatus, NodeReport, ServiceStatus, is_converged
 from healerd.daemon.snapshots import SnapshotStore
 from healerd.engine import LogStream
-from healerd.model import Action, ObservedContainer, Substitution
+from healerd.model import Action, ObservedContainer, ServiceSpec, Substitution
 
 if TYPE_CHECKING:
     from healerd.daemon.metrics import Metrics
@@ -67,6 +67,10 @@ class ControllerLike(Protocol):
     def pause(self, service: str) -> None: ...
     def resume(self, service: str) -> None: ...
     def reconcile_now(self, service: str | None) -> None: ...
+    def build_mark(self) -> float: ...
+    def build_now(
+        self, key: str, spec: ServiceSpec, *, no_cache: bool = False, since: float | None = None
+    ) -> str: ...
     def preview(self, service: str | None, reader: Reader = PRIVILEGED) -> list[Action]: ...
     def logs(
         self,

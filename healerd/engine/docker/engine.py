@@ -1,5 +1,5 @@
 """The Docker engine adapter: every role of healerd.engine.api, one module per role
-(containers, create, events, images, project), on one client (client.py) whose every
+(build, containers, create, events, images, project), on one client (client.py) whose every
 request takes from the engine's meter.
 
 It speaks to the low-level API client because the high-level `containers.list()`
@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from healerd.engine.api import Labelled, Owner
+from healerd.engine.docker.build import DockerBuild
 from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.containers import DockerContainers
 from healerd.engine.docker.create import DockerCreate
@@ -25,7 +26,13 @@ from healerd.model import DockerTLS
 
 
 class DockerEngine(
-    DockerContainers, DockerCreate, DockerEvents, DockerHooks, DockerImages, DockerProject
+    DockerBuild,
+    DockerContainers,
+    DockerCreate,
+    DockerEvents,
+    DockerHooks,
+    DockerImages,
+    DockerProject,
 ):
     def __init__(
         self,

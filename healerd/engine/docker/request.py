@@ -136,17 +136,23 @@ def shared_network(spec: ServiceSpec) -> str | None:
 
 def ipam(decl: NetworkDecl) -> dict[str, Any] | None:
     """A network's IPAM as the engine takes it (Compose sends driver "default")."""
-    if not decl.ipam_pools and not decl.ipam_driver:
+    if not decl.ipam_pools and not decl.ipam_driver and not decl.ipam_options:
         return None
     pools = [
         {
             k: v
-            for k, v in (("Subnet", p.subnet), ("IPRange", p.ip_range), ("Gateway", p.gateway))
+            for k, v in (
+                ("Subnet", p.subnet),
+                ("IPRange", p.ip_range),
+                ("Gateway", p.gateway),
+                ("AuxiliaryAddresses", dict(p.aux_addresses)),
+            )
             if v
         }
         for p in decl.ipam_pools
     ]
-    return {"Driver": decl.ipam_driver or "default", "Config": pools, "Options": None}
+    options = dict(decl.ipam_options) or None
+    return {"Driver": decl.ipam_driver or "default", "Config": pools, "Options": options}
 
 
 def _bind_text(v: VolumeSpec) -> str:

@@ -29,7 +29,7 @@ from healerd.daemon.api import server as api_module
 from healerd.daemon.api.server import Peer
 from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notifications import Hooks, Notifier
-from healerd.engine import EngineUnavailable, LogStream
+from healerd.engine import EngineUnavailable, ImageBuildFailed, LogStream
 from healerd.host.psutil_probe import PsutilProbe
 from healerd.model import (
     Action,
@@ -86,6 +86,7 @@ class FakeController:
     # history, newest first.
     output: Callable[[], tuple[ObservedContainer, LogStream]] | None = None
     dead: list[Dead] = field(default_factory=list)
+    build_fails: dict[str, str] = field(default_factory=dict)  # service -> builder's words
 
     def statuses(self) -> list[ServiceStatus]:
         # Completed by the real read model, as the Controller does.
@@ -137,6 +138,18 @@ class FakeController:
 
     def paused_services(self) -> set[str]:
         return set(self.paused)
+
+    def build_mark(self) -> float:
+        return 0.0
+
+    def build_now(
+        self, key: str, spec: ServiceSpec, *, no_cache: bool = False, since: float | None = None
+    ) -> str:
+        """healerctl build: a failure for a service named in `build_fails`."""
+        self.calls.append(("build", (key, no_cache)))
+        if key in self.build_fails:
+            raise ImageBuildFailed(f"cannot build {spec.image}: {self.build_fails[key]}")
+        return f"built {spec.image}"
 
     def pause(self, service: str) -> None:
         self.calls.append(("pause", service))

@@ -32,6 +32,7 @@ from healerd.engine import (
     EngineError,
     EngineUnavailable,
     HookRun,
+    ImageBuildFailed,
     ImageMissing,
     ImagePullFailed,
     Inherited,
@@ -43,9 +44,11 @@ from healerd.engine import (
 )
 from healerd.engine.pacing import Meter
 from healerd.model import (
+    LABEL_CONTEXT_HASH,
     LABEL_SERVICE,
     LABEL_SPEC_HASH,
     OWNER_LABEL_PREFIX,
+    BuildSpec,
     ContainerState,
     EngineAction,
     EngineEvent,
@@ -82,6 +85,7 @@ OPT_IN_CALLS = frozenset(
     | {"set_restart_policy"}  # the daemon's hand-off at a stop, taken back at a start
     | {"file_time"}  # an update's lock file (update_lock)
     | {"volume_path"}  # snapshots: where a volume's files are
+    | {"image_labels", "build_image"}  # services with build: (issue 34)
 )
 # Image garbage collection (healerd.core.imagegc): the image list, which images
 # containers use, removing one.
@@ -128,6 +132,11 @@ class FakeEngine:
         self.fail_creates = 0
         self.images: set[str] | None = None  # None: every image is present
         self.pullable: set[str] = set()
+        # Builds (issue 34): each image's labels (a build sets its context hash), the
+        # builds made (tag, context hash, no_cache), and why a build of a tag fails.
+        self.image_label_sets: dict[str, dict[str, str]] = {}
+        self.builds: list[tuple[str, str, bool]] = []
+        self.build_failures: dict[str, str] = {}
         self.pull_auths: list[tuple[str, RegistryAuth | None]] = []  # what each pull was given
         self.crash_images: set[str] = set()  # containers of these exit at once
         self.image_volumes = False  # images declare a VOLUME: containers get one each
@@ -402,6 +411,26 @@ class FakeEngine:
             raise ImagePullFailed(f"pull {image}: no registry")
         if self.images is not None:
             self.images.add(image)
+
+    def image_labels(self, image: str) -> dict[str, str] | None:
+        self._allowed("image_labels", image)
+        self.calls.append("image_labels")
+        self._check()
+        if self.images is not None and image not in self.images:
+            return None
+        return dict(self.image_label_sets.get(image, {}))
+
+    def build_image(self, build: BuildSpec, tag: str, *, no_cache: bool = False) -> None:
+        self._allowed("build_image", tag)
+        self.calls.append("build_image")
+        self._check()
+        self.builds.append((tag, build.context_hash, no_cache))
+        if tag in self.build_failures:
+            raise ImageBuildFailed(f"build {tag}: {self.build_failures[tag]}")
+        if self.images is not None:
+            self.images.add(tag)
+        labels = {**dict(build.labels), LABEL_CONTEXT_HASH: build.context_hash}
+        self.image_label_sets[tag] = labels
 
     def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
         self._allowed("registry_digest", image)

@@ -1,0 +1,112 @@
+"""A project directory in conf.d (issue 34): a stack kept as `docker compose` keeps it.
+
+A directory in conf.d, or a symbolic link to one (`ln -s /opt/stacks/nextcloud
+/etc/healerd/conf.d/nextcloud`), holding a Compose file by one of Compose's names or a
+`.env`, is one project; other directories there (a backup, a checkout's `.git`) are not
+read. What is read, in Compose's order:
+
+- the directory's `.env` (the project's variables; healerd's own environment adds only
+  the names healerd.yaml's interpolate_environment lists, over it), including
+  `COMPOSE_FILE` (joined with `COMPOSE_PATH_SEPARATOR`, default `:`), `COMPOSE_PROFILES`
+  and `COMPOSE_PROJECT_NAME`;
+- the Compose files: those COMPOSE_FILE names (from the project directory), else the
+  first of compose.yaml, compose.yml, docker-compose.yaml, docker-compose.yml and its
+  override (compose.override.yaml ... as Compose pairs them), each interpolated with
+  the variables, its `include` and `extends` resolved, then merged in order by the
+  Compose specification's merge rules (healerd.config.merge).
+
+The project directory is the directory the link leads to: relative paths start there,
+and its name (normalised as Compose does) names the project unless COMPOSE_PROJECT_NAME
+or `name:` does, so a stack moved from `docker compose up` keeps its networks and
+volumes. Under strict modes the directory and every directory above it must be
+trusted, and every file is read through the trust checks. A project is checked and
+applied whole: an error in any of its files keeps its last good state, and names the
+file, line and field at fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from pathlib import Path
+
+from healerd.config.errors import ConfigError
+from healerd.config.interpolate import project_env_values
+from healerd.config.keys import Context
+from healerd.config.project import normalised_name
+from healerd.config.projectread import DOTENV, ProjectReader
+from healerd.config.servicefile import FileResult, checked_result, with_profiles
+from healerd.config.trust import FileRefused, trusted_directory
+from healerd.config.yamlload import LineDict
+
+COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
+_OVERRIDES = {
+    "compose.yaml": ("compose.override.yaml", "compose.override.yml"),
+    "compose.yml": ("compose.override.yml", "compose.override.yaml"),
+    "docker-compose.yaml": ("docker-compose.override.yaml", "docker-compose.override.yml"),
+    "docker-compose.yml": ("docker-compose.override.yml", "docker-compose.override.yaml"),
+}
+
+
+def is_project_dir(path: Path) -> bool:
+    """Whether a directory in conf.d is a project (see the module docstring)."""
+    try:
+        return path.is_dir() and any((path / name).is_file() for name in (*COMPOSE_FILES, DOTENV))
+    except OSError:
+        return False
+
+
+def compose_files(directory: Path, env: Mapping[str, str]) -> list[Path]:
+    """The project's Compose files in merge order (empty: none found)."""
+    listed = env.get("COMPOSE_FILE", "").strip()
+    if listed:
+        separator = env.get("COMPOSE_PATH_SEPARATOR") or ":"
+        return [directory / p.strip() for p in listed.split(separator) if p.strip()]
+    for name in COMPOSE_FILES:
+        if (directory / name).is_file():
+            override = next((o for o in _OVERRIDES[name] if (directory / o).is_file()), None)
+            return [directory / name] + ([directory / override] if override else [])
+    return []
+
+
+def _untrusted(directory: Path) -> str | None:
+    try:
+        trusted_directory(directory, "project directory")
+    except FileRefused as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"project directory {directory}: cannot be checked: {exc.strerror or exc}"
+    return None
+
+
+def load_project_dir(
+    path: Path,
+    display: str | None = None,
+    *,
+    strict_modes: bool = False,
+    environment: Collection[str] = (),
+) -> FileResult:
+    """Reads and checks one project directory as one unit; never raises."""
+    file = str(path) if display is None else display
+    directory = path.resolve()
+    if strict_modes and (problem := _untrusted(directory)):
+        return FileResult(file, None, (ConfigError(file, None, "directory", problem),))
+    errors: list[ConfigError] = []
+    reader = ProjectReader(Context(directory, strict_modes), errors)
+    env = reader.env(directory, [directory / DOTENV], project_env_values(environment))
+    name = normalised_name(env.get("COMPOSE_PROJECT_NAME") or directory.name)
+    reader.context = with_profiles(Context(directory, strict_modes, project_name=name), env)
+    paths = compose_files(directory, env)
+    if not paths:
+        names = ", ".join(COMPOSE_FILES)
+        reason = f"no Compose file in {directory} (looked for {names}, or COMPOSE_FILE in .env)"
+        return FileResult(file, None, (ConfigError(file, None, "directory", reason),))
+    data = reader.merged(paths, env, 0)
+    if env.get("COMPOSE_PROJECT_NAME") and isinstance(data, LineDict):
+        data.pop("name", None)  # Compose: the variable wins over the files' name:
+    sources = tuple(dict.fromkeys(reader.sources))
+    result = checked_result(data, errors, tuple(reader.made), file, reader.context, sources)
+    if result.services is None:
+        return result
+    specs = {n: dataclasses.replace(s, source_file=file) for n, s in result.services.items()}
+    return dataclasses.replace(result, services=specs)
