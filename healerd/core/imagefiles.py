@@ -34,8 +34,16 @@ class FileState:
     inode: int
     device: int
 
+    @property
+    def stamp(self) -> str:
+        """The four values as a record keeps them: the same stamp under the same name is
+        the same bytes (as buildctx keeps a file's digest), so a restart hashes nothing."""
+        return f"{self.size}:{self.mtime_ns}:{self.inode}:{self.device}"
 
-def settled(first: FileState | None, seen_at: float, now: FileState, at: float, settle: float) -> bool:
+
+def settled(
+    first: FileState | None, seen_at: float, now: FileState, at: float, settle: float
+) -> bool:
     """Whether a file unchanged since `first` (seen at `seen_at`) has stayed so for `settle`."""
     return first == now and at - seen_at >= settle
 
@@ -57,9 +65,11 @@ class Archive:
     images: tuple[str, ...] = ()  # the image IDs it brought (config digests)
     tags: tuple[str, ...] = ()  # the references it tagged
     error: str = ""  # why it was refused ("" when loaded)
+    stamp: str = ""  # the file's FileState.stamp when it was read
 
     def view(self) -> dict[str, object]:
         return {
+            "stamp": self.stamp,
             "digest": self.digest,
             "file": self.file,
             "at": self.at,
@@ -82,7 +92,7 @@ def archive_of(raw: object) -> Archive | None:
         found = raw.get(key)
         return tuple(s for s in found if isinstance(s, str)) if isinstance(found, list) else ()
 
-    size, error = raw.get("size"), raw.get("error")
+    size, error, stamp = raw.get("size"), raw.get("error"), raw.get("stamp")
     return Archive(
         digest=digest,
         file=name,
@@ -91,6 +101,7 @@ def archive_of(raw: object) -> Archive | None:
         images=strings("images"),
         tags=strings("tags"),
         error=error if isinstance(error, str) else "",
+        stamp=stamp if isinstance(stamp, str) else "",
     )
 
 
@@ -120,11 +131,21 @@ class ArchiveBook:
     def note(self, archive: Archive) -> None:
         self.records[archive.digest] = archive
 
-    def renamed(self, digest: str, name: str) -> None:
-        """The same bytes under another name: the record follows the file."""
+    def known(self, name: str, state: FileState) -> str | None:
+        """The digest of the file `name` read before in this very state, None if not."""
+        for record in self.records.values():
+            if record.file == name and record.stamp and record.stamp == state.stamp:
+                return record.digest
+        return None
+
+    def renamed(self, digest: str, name: str, state: FileState) -> bool:
+        """The same bytes under another name (or touched): the record follows the file.
+        True when the record changed (to be saved)."""
         record = self.records.get(digest)
-        if record is not None and record.file != name:
-            self.records[digest] = replace(record, file=name)
+        if record is None or (record.file, record.stamp) == (name, state.stamp):
+            return False
+        self.records[digest] = replace(record, file=name, stamp=state.stamp)
+        return True
 
     def loaded(self) -> list[Archive]:
         return [a for a in self.records.values() if not a.error]
