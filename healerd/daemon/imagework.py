@@ -3,14 +3,15 @@ the auto-update checker (healerd.daemon.updater) and the images directory
 (healerd.daemon.imagesdir), each in a thread of its own, and wired together: the
 updater's pinned and previous digests are kept, and so are the images loaded from the
 directory that a declared service names; a proven update trims its repository's older
-images; an archive loaded retries the services waiting for an image. What each remembers across restarts is a file in
-`state_dir` (healerd.daemon.statefile)."""
+images; an archive loaded retries the services waiting for an image. What each
+remembers across restarts is a file in `state_dir` (healerd.daemon.statefile)."""
 
 from __future__ import annotations
 
 import re
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from healerd.config import Settings
 from healerd.core.clock import Clock
@@ -157,7 +158,7 @@ class ImageWork:
             )
         return spec, pin.declared if pin is not None else spec.image
 
-    def images_view(self, reader: Reader = PRIVILEGED) -> dict[str, object]:
+    def images_view(self, reader: Reader = PRIVILEGED) -> dict[str, Any]:
         """`healerctl images` (healerd.daemon.imageview): one image list, on `reader`'s
         budget."""
         updates = self._controller.updates

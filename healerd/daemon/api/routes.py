@@ -159,6 +159,7 @@ class Api:
             "/v1/containers": self._containers,
             "/v1/diff": self._diff,
             "/v1/snapshots": self._snapshots,
+            "/v1/images": self._images,
         }.get(path)
         if by_service is not None:
             self._only(req, "GET", {"service"})
@@ -289,6 +290,17 @@ class Api:
         copies, never a path or their data (state_dir is root's alone)."""
         service = self._service_filter(req)
         return 200, snapshots_payload(self.daemon.settings.state_dir, service)
+
+    def _images(self, req: Request) -> tuple[int, Any]:
+        """Open to every reader, as status is; the engine's list on the caller's budget."""
+        service = self._service_filter(req)
+        try:
+            found = self.daemon.images.images_view(self._reader(req))
+        except EngineError as exc:
+            raise ApiError(503, f"cannot list images: engine unreachable: {exc}") from None
+        if service is not None:
+            found["images"] = [i for i in found["images"] if service in i["services"]]
+        return 200, found
 
     def _reader(self, req: Request) -> Reader:
         """Whose read budget the request's engine calls take (core/readlanes.py)."""

@@ -207,6 +207,7 @@ class FakeImages:
         self.looks: list[str] = []
         self.said: dict[str, dict[str, object]] = {}
         self.verbs: list[tuple[str, str]] = []
+        self.viewed: list[Reader] = []
 
     def update_now(
         self, service: str, *, downgrade: bool, retry_failed: bool, look: bool = False
@@ -230,6 +231,10 @@ class FakeImages:
 
     def update_view(self, service: str, now: float) -> dict[str, object] | None:
         return self.said.get(service)
+
+    def images_view(self, reader: Reader = PRIVILEGED) -> dict[str, Any]:
+        self.viewed.append(reader)
+        return {"images": [], "missing": [], "images_dir": "/images", "refused": []}
 
 
 class FakeSources:
