@@ -66,6 +66,8 @@ class Archive:
     tags: tuple[str, ...] = ()  # the references it tagged
     error: str = ""  # why it was refused ("" when loaded)
     stamp: str = ""  # the file's FileState.stamp when it was read
+    # manifest or index digest -> image ID, where the archive carries the manifest's bytes
+    manifests: Mapping[str, str] = field(default_factory=dict)
 
     def view(self) -> dict[str, object]:
         return {
@@ -77,6 +79,7 @@ class Archive:
             "images": list(self.images),
             "tags": list(self.tags),
             "error": self.error,
+            "manifests": dict(self.manifests),
         }
 
 
@@ -93,6 +96,8 @@ def archive_of(raw: object) -> Archive | None:
         return tuple(s for s in found if isinstance(s, str)) if isinstance(found, list) else ()
 
     size, error, stamp = raw.get("size"), raw.get("error"), raw.get("stamp")
+    found = raw.get("manifests")
+    manifests = found if isinstance(found, Mapping) else {}
     return Archive(
         digest=digest,
         file=name,
@@ -102,6 +107,7 @@ def archive_of(raw: object) -> Archive | None:
         tags=strings("tags"),
         error=error if isinstance(error, str) else "",
         stamp=stamp if isinstance(stamp, str) else "",
+        manifests={str(k): str(v) for k, v in manifests.items() if isinstance(v, str)},
     )
 
 

@@ -44,6 +44,10 @@ class ArchiveFacts:
     size: int
     images: tuple[str, ...]  # image IDs (sha256 of each config)
     tags: tuple[str, ...]  # the references manifest.json gives them
+    # Manifest (or index) digests whose bytes the archive carries -> the image ID they
+    # lead to: an OCI layout's blobs (docker save of Docker 25+, skopeo, crane). Shown;
+    # a pin is still the engine's to resolve (docs/user-guide.md, Images from a directory).
+    manifests: tuple[tuple[str, str], ...] = ()
 
 
 class _Hashing(io.RawIOBase):
@@ -102,6 +106,7 @@ def inspect_archive(path: Path) -> ArchiveFacts:
         manifest: list[Any] | None = None
         members: set[str] = set()
         configs: dict[str, str] = {}  # member name -> sha256 of its bytes
+        docs: dict[str, Any] = {}  # sha256 -> a manifest or index blob named by it
         with _reasons(path):
             stream = _decompressed(path, buffered)
             with tarfile.open(fileobj=stream, mode="r|") as tar:
@@ -115,12 +120,45 @@ def inspect_archive(path: Path) -> ArchiveFacts:
                         configs[name] = hashlib.sha256(data).hexdigest()
                         if name == "manifest.json":
                             manifest = json.loads(data)
+                        elif _named_by_digest(name, configs[name]) and data[:1] == b"{":
+                            _keep_manifest(docs, configs[name], data)
             for rest in (stream, buffered):  # a compressed stream's end checks its CRC
                 while rest.read(CHUNK):
                     pass
             raw.drain()
         images, tags = _images(path, manifest, members, configs)
-        return ArchiveFacts(f"sha256:{raw.sha.hexdigest()}", raw.size, images, tags)
+        led = _manifests(docs, set(images))
+        return ArchiveFacts(f"sha256:{raw.sha.hexdigest()}", raw.size, images, tags, led)
+
+
+def _named_by_digest(name: str, hexdigest: str) -> bool:
+    return name.startswith("blobs/sha256/") and name.rsplit("/", 1)[-1] == hexdigest
+
+
+def _keep_manifest(docs: dict[str, Any], hexdigest: str, data: bytes) -> None:
+    """A blob that is an image manifest (config) or an index (manifests), by digest."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return
+    if isinstance(doc, dict) and ("config" in doc or "manifests" in doc):
+        docs[f"sha256:{hexdigest}"] = doc
+
+
+def _manifests(docs: dict[str, Any], images: set[str]) -> tuple[tuple[str, str], ...]:
+    """Each manifest or index digest -> the loaded image its config (or a child's) is."""
+    found: dict[str, str] = {}
+    for digest, doc in docs.items():
+        config = doc.get("config")
+        if isinstance(config, dict) and config.get("digest") in images:
+            found[digest] = str(config["digest"])
+    for digest, doc in docs.items():
+        children = doc.get("manifests")
+        for child in children if isinstance(children, list) else ():
+            led = found.get(str(child.get("digest"))) if isinstance(child, dict) else None
+            if led is not None:
+                found.setdefault(digest, led)
+    return tuple(sorted(found.items()))
 
 
 def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:

@@ -19,6 +19,12 @@ the engine's image list either: that an image is present does not say that this
 archive's bytes were read (another tag, a newer layer). Lost, the file costs one more
 load of each archive (the engine skips layers it has), never a wrong one.
 
+Who may place archives: whoever can load an image under a tag a service names runs code
+as that service, so the directory and each file pass the config files' trust checks
+(healerd.config.trust: owned by root or healerd's user, not writable by group or others,
+nor any directory above; `strict_modes: false` skips them). An untrusted file is not
+read, said once (event, log, `healerctl images`), and read once it is fixed.
+
 A corrupt archive (healerd.daemon.imagearchive) or one the engine refuses is recorded
 with its reason (event, log, `healerctl images`), left in place, and not read again until
 its bytes change (another digest). An engine away is no verdict: the file is tried again.
@@ -34,6 +40,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from healerd.config.trust import FileRefused, mode_problem, trusted_directory
 from healerd.core.clock import Clock
 from healerd.core.events import EventLog
 from healerd.core.imagefiles import (
@@ -90,8 +97,12 @@ class ImagesDir:
         events: EventLog,
         store: StateStore,
         on_loaded: Callable[[], None],
+        *,
+        strict: bool = True,
     ) -> None:
-        """`on_loaded()`: an archive brought images (services waiting for one try now)."""
+        """`on_loaded()`: an archive brought images (services waiting for one try now).
+        `strict`: strict_modes (the trust checks)."""
+        self._strict = strict
         self.directory = directory
         self._engine = engine
         self._clock = clock
@@ -104,6 +115,7 @@ class ImagesDir:
         self._first: dict[str, tuple[FileState, float]] = {}  # name -> unchanged since
         self._judged: dict[str, FileState] = {}  # name -> the state whose bytes were judged
         self._present: frozenset[str] = frozenset()  # the digests of the files there
+        self._untrusted: dict[str, tuple[FileState, str]] = {}  # name -> why not read
 
     # -- the thread -------------------------------------------------------------------
 
@@ -158,9 +170,10 @@ class ImagesDir:
         except OSError:
             names = []
         now = self._clock.monotonic()
-        for table in (self._first, self._judged):
-            for gone in set(table) - set(names):
-                del table[gone]
+        with self._lock:
+            for table in (self._first, self._judged, self._untrusted):
+                for gone in set(table) - set(names):
+                    del table[gone]
         present: set[str] = set()
         for name in names:
             if not self._writing_now(name):
@@ -179,7 +192,7 @@ class ImagesDir:
             if state is not None:
                 self._first[name] = (state, now)
             return None
-        if not settled(first[0], first[1], state, now, SETTLE):
+        if not settled(first[0], first[1], state, now, SETTLE) or not self._trusted(path, state):
             return None
         with self._lock:
             digest = self._book.known(name, state)
@@ -201,6 +214,20 @@ class ImagesDir:
             else:
                 self._load(name, path, facts, state)
         return digest
+
+    def _trusted(self, path: Path, state: FileState) -> bool:
+        """The file and its directories pass the trust checks; else said once per state."""
+        why = _distrust(path) if self._strict else None
+        with self._lock:
+            said = self._untrusted.get(path.name)
+            if why is None:
+                self._untrusted.pop(path.name, None)
+                return True
+            self._untrusted[path.name] = (state, why)
+        if said is None or said[0] != state:
+            log.warning("images_dir: %s", why)
+            self._events.record(EventKind.IMAGE_LOAD_REFUSED, "", why)
+        return False
 
     def _read(self, path: Path, state: FileState) -> tuple[str | None, ArchiveFacts | None, str]:
         """(digest, facts or None, why not): None for a digest when the file changed
@@ -237,7 +264,10 @@ class ImagesDir:
         said_tags = (s for s in said if not s.startswith("sha256:"))
         tags = tuple(dict.fromkeys((*facts.tags, *said_tags)))
         at = self._clock.time()
-        self._note(Archive(facts.digest, name, at, state.size, facts.images, tags, "", state.stamp))
+        led = dict(facts.manifests)
+        self._note(
+            Archive(facts.digest, name, at, state.size, facts.images, tags, "", state.stamp, led)
+        )
         shown = ", ".join(tags) or ", ".join(i[:19] for i in facts.images)
         message = f"loaded {shown} from {name}"
         log.info("images_dir: %s", message)
@@ -275,7 +305,23 @@ class ImagesDir:
     def refused_here(self) -> list[Archive]:
         """The refused archives still in the directory (by their digests)."""
         with self._lock:
-            return self._book.refused(self._present)
+            untrusted = [
+                Archive("", name, 0.0, state.size, error=why)
+                for name, (state, why) in sorted(self._untrusted.items())
+            ]
+            return self._book.refused(self._present) + untrusted
+
+
+def _distrust(path: Path) -> str | None:
+    """Why the archive must not be read (its directories, its own owner and mode)."""
+    try:
+        trusted_directory(path.parent, "images_dir")
+        st = os.stat(path)
+    except FileRefused as exc:
+        return str(exc)
+    except OSError:
+        return None  # gone: the next look says so
+    return mode_problem(path, st.st_mode, st.st_uid, "image archive")
 
 
 def _watch(inotify: Inotify, directory: Path) -> int:

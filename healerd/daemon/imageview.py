@@ -35,7 +35,13 @@ def _row(image: LocalImage, known: Known, by_id: Mapping[str, Archive]) -> dict[
         return None
     loaded = None
     if archive is not None:
-        loaded = {"file": archive.file, "at": archive.at, "digest": archive.digest}
+        carried = sorted(m for m, i in archive.manifests.items() if i == image.id)
+        loaded = {
+            "file": archive.file,
+            "at": archive.at,
+            "digest": archive.digest,
+            "manifests": carried,  # manifest digests the archive proves for this image
+        }
     return {
         "id": image.id,
         "tags": list(image.tags),

@@ -74,6 +74,7 @@ class ImageWork:
             controller.events,
             StateFile(state / STATE_FILE, "images_dir memory", strict=strict),
             on_loaded=controller.retry_pulls,
+            strict=strict,
         )
         self.gc.protect(self._loaded_declared)
         self._images_dir = str(settings().images_dir)

@@ -20,7 +20,7 @@ from healerd.core.events import Event
 from healerd.core.readlanes import PRIVILEGED, Reader, ReadThrottled
 from healerd.daemon.api.access import AdminPolicy, Decision, Peer, peer_label
 from healerd.daemon.api.buildverb import build_verb
-from healerd.daemon.api.changes import ApiError, notify_test, prune_volumes
+from healerd.daemon.api.changes import ApiError, images_response, notify_test, prune_volumes
 from healerd.daemon.api.describe import EngineAway, NoSuchService, describe_payload
 from healerd.daemon.api.limits import InFlight
 from healerd.daemon.api.logs import InspectLimits, Streamed, logs_response, parse_tail
@@ -293,14 +293,7 @@ class Api:
 
     def _images(self, req: Request) -> tuple[int, Any]:
         """Open to every reader, as status is; the engine's list on the caller's budget."""
-        service = self._service_filter(req)
-        try:
-            found = self.daemon.images.images_view(self._reader(req))
-        except EngineError as exc:
-            raise ApiError(503, f"cannot list images: engine unreachable: {exc}") from None
-        if service is not None:
-            found["images"] = [i for i in found["images"] if service in i["services"]]
-        return 200, found
+        return images_response(self.daemon.images, self._service_filter(req), self._reader(req))
 
     def _reader(self, req: Request) -> Reader:
         """Whose read budget the request's engine calls take (core/readlanes.py)."""
