@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Self, cast
 
 import zstandard
 
@@ -73,6 +73,22 @@ class _Hashing(io.RawIOBase):
             pass
 
 
+_EOF_HEADER: type[Exception] = getattr(tarfile, "EOFHeaderError")  # noqa: B009 (not typed)
+
+
+class _Ending(tarfile.TarInfo):
+    """tarfile ends a stream quietly at a missing or cut header; a whole archive ends with
+    the zero block that marks its end, and this notes whether it came."""
+
+    @classmethod
+    def fromtarfile(cls, tar: tarfile.TarFile) -> Self:
+        try:
+            return super().fromtarfile(tar)
+        except _EOF_HEADER:
+            setattr(tar, "healerd_ended", True)  # noqa: B010 (tarfile's own object)
+            raise
+
+
 def _decompressed(path: Path, raw: io.BufferedIOBase) -> io.BufferedIOBase:
     name = path.name
     if name.endswith(".tar.gz"):
@@ -109,7 +125,7 @@ def inspect_archive(path: Path) -> ArchiveFacts:
         docs: dict[str, Any] = {}  # sha256 -> a manifest or index blob named by it
         with _reasons(path):
             stream = _decompressed(path, buffered)
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
+            with tarfile.open(fileobj=stream, mode="r|", tarinfo=_Ending) as tar:
                 for member in tar:
                     members.add(member.name.removeprefix("./"))
                     if not member.isfile() or member.size > MAX_MANIFEST:
@@ -122,6 +138,8 @@ def inspect_archive(path: Path) -> ArchiveFacts:
                             manifest = json.loads(data)
                         elif _named_by_digest(name, configs[name]) and data[:1] == b"{":
                             _keep_manifest(docs, configs[name], data)
+                if not getattr(tar, "healerd_ended", False):
+                    raise CorruptArchive(f"{path.name}: cut short (no end-of-archive block)")
             for rest in (stream, buffered):  # a compressed stream's end checks its CRC
                 while rest.read(CHUNK):
                     pass

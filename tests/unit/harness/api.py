@@ -208,6 +208,12 @@ class FakeImages:
         self.said: dict[str, dict[str, object]] = {}
         self.verbs: list[tuple[str, str]] = []
         self.viewed: list[Reader] = []
+        self.image_list: dict[str, Any] = {
+            "images": [],
+            "missing": [],
+            "images_dir": "/images",
+            "refused": [],
+        }
 
     def update_now(
         self, service: str, *, downgrade: bool, retry_failed: bool, look: bool = False
@@ -234,7 +240,8 @@ class FakeImages:
 
     def images_view(self, reader: Reader = PRIVILEGED) -> dict[str, Any]:
         self.viewed.append(reader)
-        return {"images": [], "missing": [], "images_dir": "/images", "refused": []}
+        copy: dict[str, Any] = json.loads(json.dumps(self.image_list))  # fresh, as the daemon's
+        return copy
 
 
 class FakeSources:
