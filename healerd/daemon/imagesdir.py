@@ -32,6 +32,7 @@ its bytes change (another digest). An engine away is no verdict: the file is tri
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -120,7 +121,11 @@ class ImagesDir:
     # -- the thread -------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Watch and load until `stop` is set (a thread's body)."""
+        """Watch and load until `stop` is set (a thread's body). The directory is made
+        (0700) when missing and its parent is there (the default's is state_dir)."""
+        with contextlib.suppress(OSError):
+            self.directory.mkdir(mode=0o700)
+        log.info("images_dir: archives placed in %s are loaded once", self.directory)
         try:
             inotify: Inotify | None = Inotify()
         except OSError as exc:

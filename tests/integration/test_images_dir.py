@@ -120,6 +120,8 @@ def test_an_archive_copied_slowly_is_loaded_once_whole_and_runs_with_no_registry
     slow_copy(data, directory / "app.tar", api, ref)
     wait_for("the archive loaded", lambda: present(api, ref), timeout=30)
     wait_for("app running from the loaded image", lambda: cluster.converged("app", 1), timeout=60)
+    # Never read half-written: a read would have refused the cut file (and said so).
+    assert not kinds(healerd, "image-load-refused") and "images_dir: refused" not in healerd.log()
     (loaded,) = kinds(healerd, "image-loaded")
     assert ref in str(loaded["message"]) and "app.tar" in str(loaded["message"])
     assert healerd.log().count("images_dir: loading app.tar") == 1
