@@ -214,15 +214,26 @@ def _chunks(stream: io.BufferedIOBase) -> Iterator[bytes]:
         yield data
 
 
-def load_archive(engine: ImageStore, path: Path) -> list[str]:
+class ArchiveChanged(Exception):
+    """The bytes loaded are not those of the digest expected (the file was replaced)."""
+
+
+def load_archive(engine: ImageStore, path: Path, digest: str | None = None) -> list[str]:
     """Load one archive file (plain, .gz or .zst) into the engine, streamed; the image
     references and IDs the engine says it brought. Raises CorruptArchive when the file
     cannot be decompressed, healerd.engine's ImageLoadFailed when the engine refuses
-    it, EngineUnavailable, OSError. (The images directory calls it after
+    it, EngineUnavailable, OSError; with `digest` (inspect_archive's), ArchiveChanged
+    when the bytes sent were other ones. (The images directory calls it after
     `inspect_archive`; `healerctl bundle load` may call it alone.)"""
     with path.open("rb") as fh, _reasons(path):
-        stream = _decompressed(path, io.BufferedReader(fh, CHUNK))
-        return engine.load_image(_chunks(stream))
+        raw = _Hashing(fh)
+        buffered = io.BufferedReader(raw, CHUNK)
+        said = engine.load_image(_chunks(_decompressed(path, buffered)))
+        while buffered.read(CHUNK):
+            pass
+    if digest is not None and f"sha256:{raw.sha.hexdigest()}" != digest:
+        raise ArchiveChanged(f"{path.name} changed while it was loaded")
+    return said
 
 
-__all__ = ["ArchiveFacts", "CorruptArchive", "inspect_archive", "load_archive"]
+__all__ = ["ArchiveChanged", "ArchiveFacts", "CorruptArchive", "inspect_archive", "load_archive"]

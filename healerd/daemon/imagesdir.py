@@ -53,7 +53,13 @@ from healerd.core.imagefiles import (
     settled,
 )
 from healerd.core.persist import StateStore
-from healerd.daemon.imagearchive import ArchiveFacts, CorruptArchive, inspect_archive, load_archive
+from healerd.daemon.imagearchive import (
+    ArchiveChanged,
+    ArchiveFacts,
+    CorruptArchive,
+    inspect_archive,
+    load_archive,
+)
 from healerd.daemon.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -258,11 +264,11 @@ class ImagesDir:
     def _load(self, name: str, path: Path, facts: ArchiveFacts, state: FileState) -> None:
         log.info("images_dir: loading %s (%s)", name, facts.digest[:19])
         try:
-            said = load_archive(self._engine, path)
+            said = load_archive(self._engine, path, facts.digest)
         except (CorruptArchive, ImageLoadFailed) as exc:
             self._refuse(name, facts.digest, state, str(exc))
             return
-        except (EngineUnavailable, OSError) as exc:
+        except (EngineUnavailable, OSError, ArchiveChanged) as exc:
             log.info("images_dir: %s not loaded now (tried again): %s", name, exc)
             self._judged.pop(name, None)
             return

@@ -31,7 +31,12 @@ from healerd.core.imagefiles import (
 )
 from healerd.core.persist import MemoryStore
 from healerd.daemon.api.server import ApiOptions, ApiServer
-from healerd.daemon.imagearchive import CorruptArchive, inspect_archive, load_archive
+from healerd.daemon.imagearchive import (
+    ArchiveChanged,
+    CorruptArchive,
+    inspect_archive,
+    load_archive,
+)
 from healerd.daemon.imagesdir import SETTLE, ImagesDir
 from healerd.daemon.imageview import Known, images_payload
 from healerd.daemon.inotify import IN_CLOSE_WRITE, IN_CREATE, IN_MODIFY
@@ -185,6 +190,9 @@ def test_an_archive_is_read_whole_plain_or_compressed(tmp_path: Path, name: str)
     engine.loadable[data] = (TAG,)
     assert load_archive(engine, path) == [TAG]  # the decompressed tar reached the engine
     assert engine.images == {TAG}
+    assert load_archive(engine, path, facts.digest) == [TAG]
+    with pytest.raises(ArchiveChanged, match="changed while it was loaded"):
+        load_archive(engine, path, "sha256:" + "0" * 64)  # replaced after it was read
 
 
 @pytest.mark.parametrize(
