@@ -228,9 +228,11 @@ def load_archive(engine: ImageStore, path: Path, digest: str | None = None) -> l
     with path.open("rb") as fh, _reasons(path):
         raw = _Hashing(fh)
         buffered = io.BufferedReader(raw, CHUNK)
-        said = engine.load_image(_chunks(_decompressed(path, buffered)))
-        while buffered.read(CHUNK):
-            pass
+        stream = _decompressed(path, buffered)
+        said = engine.load_image(_chunks(stream))
+        for rest in (stream, buffered):
+            while rest.read(CHUNK):
+                pass
     if digest is not None and f"sha256:{raw.sha.hexdigest()}" != digest:
         raise ArchiveChanged(f"{path.name} changed while it was loaded")
     return said
