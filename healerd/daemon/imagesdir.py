@@ -37,6 +37,7 @@ import hashlib
 import logging
 import os
 import select
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +65,7 @@ from healerd.daemon.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
     IN_DELETE,
+    IN_IGNORED,
     IN_MODIFY,
     IN_MOVED_FROM,
     IN_MOVED_TO,
@@ -84,13 +86,24 @@ _MASK = _WRITING | _DONE
 
 
 def _stat(path: Path) -> FileState | None:
+    """A regular file's state; None for anything else (a symbolic link is not followed:
+    its target's directories would escape the trust checks)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
-    if not os.path.isfile(path):
+    if not stat.S_ISREG(st.st_mode):
         return None
     return FileState(st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+def _being_created(path: Path) -> bool:
+    """A new regular file of one link: its writer has it open (confwriters' rule)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return True  # gone already: holding it costs nothing
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 class ImagesDir:
@@ -144,8 +157,8 @@ class ImagesDir:
                     wd = _watch(inotify, self.directory)
                 if inotify is None or wd < 0:
                     stop.wait(RESCAN)
-                else:
-                    self._events_for(inotify, RESCAN)
+                elif self._events_for(inotify, RESCAN):
+                    wd = -1  # the directory went away: watched again once it is back
                 try:
                     self.scan()
                 except Exception:
@@ -154,11 +167,16 @@ class ImagesDir:
             if inotify is not None:
                 inotify.close()
 
-    def _events_for(self, inotify: Inotify, timeout: float) -> None:
+    def _events_for(self, inotify: Inotify, timeout: float) -> bool:
+        """The events of up to `timeout` seconds; True when the watch ended."""
         ready, _, _ = select.select([inotify.fileno()], [], [], timeout)
-        if ready:
-            for event in inotify.read():
-                self.on_event(event.name, event.mask)
+        lost = False
+        for event in inotify.read() if ready else ():
+            lost = lost or bool(event.mask & IN_IGNORED)
+            if event.mask & IN_CREATE and not _being_created(self.directory / event.name):
+                continue  # a hard link arrives whole, and no close follows
+            self.on_event(event.name, event.mask)
+        return lost
 
     def on_event(self, name: str, mask: int) -> None:
         """An inotify event: a file created or written to is being written until its

@@ -386,6 +386,19 @@ def test_an_engine_away_is_no_verdict(tmp_path: Path, engine: FakeEngine) -> Non
     assert loader.kinds() == ["image-loaded"]
 
 
+def test_a_symbolic_link_is_not_followed(tmp_path: Path, engine: FakeEngine) -> None:
+    data = saved()
+    engine.loadable[data] = (TAG,)
+    elsewhere = _write(tmp_path / "elsewhere.bin", data)
+    inside = tmp_path / "images"
+    inside.mkdir()
+    (inside / "app.tar").symlink_to(elsewhere)
+    loader = Loader(inside, MemoryStore(), engine)
+    loader.look()
+    loader.look()
+    assert "load_image" not in engine.calls and loader.kinds() == []
+
+
 def test_an_untrusted_archive_is_not_read(tmp_path: Path, engine: FakeEngine) -> None:
     data = saved()
     engine.loadable[data] = (TAG,)
