@@ -132,6 +132,10 @@ def test_an_archive_copied_slowly_is_loaded_once_whole_and_runs_with_no_registry
     assert "app" in row and "loaded from app.tar" in row
     (shown,) = [i for i in healerd.api("/v1/images")["images"] if ref in i["tags"]]
     assert shown["services"] == ["app"] and shown["loaded"]["file"] == "app.tar"
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        oci = "index.json" in tar.getnames()  # docker save of Docker 25 and later
+    # An OCI layout carries its manifest's bytes: the digest it proves is recorded.
+    assert bool(shown["loaded"]["manifests"]) is oci
 
     # Declared, unused (no replica), every disk over the threshold: image GC keeps it.
     config.write("app.yaml", service.format(n=0))
