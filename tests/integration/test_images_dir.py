@@ -26,7 +26,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.support.busybox_image import COMMAND, rootfs_tar
+from tests.support.busybox_image import COMMAND, import_tagged, rootfs_tar
 from tests.support.cluster import Cluster
 from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd
@@ -51,9 +51,8 @@ def archive(api: docker.APIClient) -> Iterator[tuple[str, bytes]]:
     """(reference, a `docker save` tar of it): made, saved, then removed from the engine,
     so that only the archive has it (no registry has `healerd-images-*` either)."""
     salt = secrets.token_hex(3)
-    repo, tag = f"healerd-images-{salt}/app", "1"
-    ref = f"{repo}:{tag}"
-    api.import_image_from_data(distinct_rootfs(salt), repository=repo, tag=tag)
+    ref = f"healerd-images-{salt}/app:1"
+    import_tagged(api, distinct_rootfs(salt), ref, [])
     image_id = api.inspect_image(ref)["Id"]
     data = b"".join(api.get_image(ref))  # the engine's save API, streamed
     api.remove_image(image_id, force=True)
@@ -128,9 +127,10 @@ def test_an_archive_copied_slowly_is_loaded_once_whole_and_runs_with_no_registry
 
     code, out, _ = healerd.ctl("images")
     assert code == 0
-    row = next(line for line in out.splitlines() if line.startswith(ref))
+    row = next(line for line in out.splitlines() if ref in line)  # Podman: docker.io/...
     assert "app" in row and "loaded from app.tar" in row
-    (shown,) = [i for i in healerd.api("/v1/images")["images"] if ref in i["tags"]]
+    listed = healerd.api("/v1/images")["images"]
+    (shown,) = [i for i in listed if any(t.endswith(ref) for t in i["tags"])]
     assert shown["services"] == ["app"] and shown["loaded"]["file"] == "app.tar"
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         oci = "index.json" in tar.getnames()  # docker save of Docker 25 and later
