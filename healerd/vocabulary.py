@@ -43,6 +43,8 @@ class EventKind(StrEnum):
     UPDATE_REQUESTED = "update-requested"  # healerctl update (now, or --check)
     IMAGE_UNPINNED = "image-unpinned"
     IMAGE_REMOVED = "image-removed"
+    IMAGE_LOADED = "image-loaded"  # an archive of images_dir loaded
+    IMAGE_LOAD_REFUSED = "image-load-refused"  # ... or refused, with the reason
     VOLUME_PRUNED = "volume-pruned"
     ROLLOUT_STARTED = "rollout-started"
     ROLLOUT_COMPLETE = "rollout-complete"

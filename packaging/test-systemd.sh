@@ -39,7 +39,7 @@ cache=/var/cache/healerd-test
 # apprise included: Debian's own on both releases. python3-cffi-backend: apprise's
 # python3-cryptography (through python3-oauthlib) wants it by virtual names
 # (python3-cffi-backend-api-min/max), which debootstrap cannot resolve.
-pkgs=systemd,systemd-sysv,dbus,procps,python3,python3-docker,python3-yaml,python3-psutil,python3-systemd,python3-prometheus-client,apprise,python3-cffi-backend
+pkgs=systemd,systemd-sysv,dbus,procps,python3,python3-docker,python3-yaml,python3-psutil,python3-systemd,python3-prometheus-client,apprise,python3-zstandard,python3-cffi-backend
 tag=$(printf '%s' "$release $pkgs" | sha256sum | cut -c1-12)
 image=healerd-test/systemd:$release-$tag
 run=/var/lib/healerd-systest/run-$$

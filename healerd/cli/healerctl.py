@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healerd import paths
-from healerd.cli import build_verb, notify_verb, postmortem, snapshot_verb, sync_verb, update_verb
+from healerd.cli import (
+    build_verb,
+    images_verb,
+    notify_verb,
+    postmortem,
+    snapshot_verb,
+    sync_verb,
+    update_verb,
+)
 from healerd.cli.answers import (
     check_problems,
     container_status,
@@ -291,6 +299,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "pin": update_verb.pin,
     "unpin": update_verb.unpin,
     "snapshots": snapshot_verb.snapshots,
+    "images": images_verb.images,
     "sync": sync_verb.sync,
     "build": build_verb.build,
     "notify": notify_verb.notify,

@@ -8,7 +8,15 @@ import os
 from typing import Protocol
 
 from healerd import __version__, paths
-from healerd.cli import build_verb, notify_verb, postmortem, snapshot_verb, sync_verb, update_verb
+from healerd.cli import (
+    build_verb,
+    images_verb,
+    notify_verb,
+    postmortem,
+    snapshot_verb,
+    sync_verb,
+    update_verb,
+)
 from healerd.cli.export import verbs as export_verbs
 
 EXIT_CODES_HELP = """exit codes:
@@ -82,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     update_verb.add_verbs(verb)
     build_verb.add_verbs(verb)
     snapshot_verb.add_verbs(verb)
+    images_verb.add_verbs(verb)
     sync_verb.add_verbs(verb)
     notify_verb.add_verbs(verb)
     postmortem.add_verbs(verb)

@@ -112,6 +112,17 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         absolute_path,
     ),
     _setting(
+        "images_dir",
+        "absolute path",
+        "Image archives placed here (`*.tar`, `*.tar.gz`, `*.tar.zst`, as `docker save` "
+        "writes them) are loaded into the engine once each, after their writer closed them, "
+        "tracked by the file's sha256 (healerctl images lists them; a corrupt one is refused "
+        "and left in place). A restart applies a change here. See docs/user-guide.md, "
+        "Images from a directory.",
+        "/var/lib/healerd/images",
+        absolute_path,
+    ),
+    _setting(
         "resync_interval",
         "duration 1s to 168h",
         "How often every service is checked in full, besides reacting to engine events and "

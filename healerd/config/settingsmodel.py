@@ -35,6 +35,8 @@ class Settings:
     socket_path: Path = paths.SOCKET
     # The host key that signs healerd's containers lives here (root-only, mode 0700).
     state_dir: Path = Path("/var/lib/healerd")
+    # Image archives (docker save) placed here are loaded once (healerd.daemon.imagesdir).
+    images_dir: Path = Path("/var/lib/healerd/images")
     resync_interval: float = 30.0
     workers: int = 4
     # Failed containers kept per replica after their replacement, stopped, for their logs

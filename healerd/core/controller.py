@@ -77,6 +77,7 @@ class Controller:
         self.paused_services, self.known = reads.paused_services, reads.known
         self.logs, self.termination, self.deaths = reads.logs, reads.termination, reads.deaths
         self.preview, self.summary = reads.preview, reads.summary
+        self.local_images = reads.local_images
 
     @property
     def desired(self) -> DesiredState:

@@ -127,6 +127,11 @@ class ImageCollector:
         with self._lock:
             self._protectors.append(source)
 
+    def mine(self) -> frozenset[str]:
+        """The IDs of the images healerd pulled, as the last look found them."""
+        with self._lock:
+            return frozenset(self._mine)
+
     def note_pull(self, reference: str) -> None:
         """healerd pulled `reference`: its repository's unused images may be collected."""
         with self._lock:

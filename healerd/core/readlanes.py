@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from healerd.core.clock import Clock
 from healerd.core.ratelimit import TokenBucket
-from healerd.engine import ContainerRuntime, pacing
+from healerd.engine import ContainerRuntime, LocalImage, pacing
 from healerd.engine.pacing import UNPACED, Pacer
 from healerd.model import ObservedContainer
 
@@ -117,6 +117,14 @@ class ReadLanes:
         """The engine, its requests in the block on `reader`'s budget."""
         with pacing.lane(self._pacer(reader)):
             yield self.base
+
+    def images(self, reader: Reader) -> list[LocalImage]:
+        """The engine's image list, on `reader`'s budget (`healerctl images`)."""
+        list_images = getattr(self.base, "list_images", None)  # the daemon's engine has it
+        if list_images is None:
+            return []
+        with pacing.lane(self._pacer(reader)):
+            return list(list_images())
 
     def listed(self) -> list[ObservedContainer]:
         """A list paid for already: by the reader who needed it (`pay`, LastLook.get)."""

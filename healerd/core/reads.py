@@ -19,7 +19,7 @@ from healerd.core.reconcile import Observation, Reconciler
 from healerd.core.runs import Termination
 from healerd.core.status import ContainerStatus, ServiceStatus
 from healerd.core.wanted import Declared, Paused
-from healerd.engine import LogStream
+from healerd.engine import LocalImage, LogStream
 from healerd.model import Action, ObservedContainer
 
 
@@ -101,6 +101,10 @@ class Reads:
                     return c, last_lines(engine.logs(c.id, None, since, until), tail)
                 c = pick(listed, service, previous=True)
             return c, (engine.logs(c.id, tail, since, until) if c is not None else LogStream([]))
+
+    def local_images(self, reader: Reader = PRIVILEGED) -> list[LocalImage]:
+        """The engine's images, on the reader's budget (`healerctl images`)."""
+        return self._readers.images(reader)
 
     def termination(self, container_id: str) -> Termination | None:
         """How the run before a container's latest start in place ended (None: it was

@@ -1,21 +1,28 @@
-"""The daemon's image work beside the loop: garbage collection (healerd.core.imagegc)
-and the auto-update checker (healerd.daemon.updater), each in a thread of its own, and
-wired together: the updater's pinned and previous digests are kept, and a proven update
-trims its repository's older images. What each remembers across restarts is a file in
-`state_dir` (healerd.daemon.statefile)."""
+"""The daemon's image work beside the loop: garbage collection (healerd.core.imagegc),
+the auto-update checker (healerd.daemon.updater) and the images directory
+(healerd.daemon.imagesdir), each in a thread of its own, and wired together: the
+updater's pinned and previous digests are kept, and so are the images loaded from the
+directory that a declared service names; a proven update trims its repository's older
+images; an archive loaded retries the services waiting for an image. What each
+remembers across restarts is a file in `state_dir` (healerd.daemon.statefile)."""
 
 from __future__ import annotations
 
 import re
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from healerd.config import Settings
 from healerd.core.clock import Clock
 from healerd.core.controller import Controller
+from healerd.core.imagefiles import declared_loaded
 from healerd.core.imagegc import ImageCollector
+from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.updates import UpdateRefused, follows
 from healerd.daemon.flags import docker_host
+from healerd.daemon.imagesdir import STATE_FILE, ImagesDir
+from healerd.daemon.imageview import Known, images_payload
 from healerd.daemon.metrics import ImageGcMetrics
 from healerd.daemon.snapshots import SnapshotStore
 from healerd.daemon.statefile import StateFile
@@ -60,6 +67,17 @@ class ImageWork:
             store=StateFile(state / IMAGES_FILE, "image GC memory", strict=strict),
         )
         self.gc.protect(controller.updates.protected)
+        self.dir = ImagesDir(
+            settings().images_dir,
+            engine,
+            clock,
+            controller.events,
+            StateFile(state / STATE_FILE, "images_dir memory", strict=strict),
+            on_loaded=controller.retry_pulls,
+            strict=strict,
+        )
+        self.gc.protect(self._loaded_declared)
+        self._images_dir = str(settings().images_dir)
         controller.updates.after_update = self._trim_later
         self.updates = UpdateChecker(controller, clock, lambda: settings().auto_update_interval)
 
@@ -70,6 +88,9 @@ class ImageWork:
             ),
             threading.Thread(
                 target=self.updates.run, args=(stop,), name="healerd-updates", daemon=True
+            ),
+            threading.Thread(
+                target=self.dir.run, args=(stop,), name="healerd-images-dir", daemon=True
             ),
         ]
 
@@ -137,6 +158,26 @@ class ImageWork:
                 "or notify)"
             )
         return spec, pin.declared if pin is not None else spec.image
+
+    def images_view(self, reader: Reader = PRIVILEGED) -> dict[str, Any]:
+        """`healerctl images` (healerd.daemon.imageview): one image list, on `reader`'s
+        budget."""
+        updates = self._controller.updates
+        declared = self._declared_images() or {}
+        pins = {s: updates.pin(s) for s in declared}
+        known = Known(
+            declared=declared,
+            pinned={s: f"{p.declared}@{p.digest}" for s, p in pins.items() if p is not None},
+            book=self.dir.book(),
+            pulled_refs=frozenset(self._controller.pulled_images() | updates.pulled()),
+            pulled_ids=self.gc.mine(),
+        )
+        listed = self._controller.local_images(reader)
+        return images_payload(listed, known, self.dir.refused_here(), self._images_dir)
+
+    def _loaded_declared(self) -> frozenset[str]:
+        """The IDs of images loaded from images_dir that a declared service names."""
+        return declared_loaded(self.dir.book(), (self._declared_images() or {}).values())
 
     def _trim_later(self, repository: str, keep: tuple[str, ...]) -> None:
         """In a thread: removing images must not hold the reconcile worker that proved

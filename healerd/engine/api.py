@@ -57,6 +57,10 @@ class ImagePullFailed(EngineError):
     """The registry could not deliver the image."""
 
 
+class ImageLoadFailed(EngineError):
+    """The engine refused an image archive (`docker load`): the message says why."""
+
+
 class ImageBuildFailed(EngineError):
     """A build failed: the message holds the builder's error and its last lines."""
 
@@ -276,6 +280,12 @@ class ImageStore(Protocol):
     def pull(self, image: str, auth: RegistryAuth | None = None) -> None:
         """Pull the image with the credentials of its registry (None: anonymously);
         raises ImagePullFailed with the registry's reason (or EngineUnavailable)."""
+        ...
+
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+        """`docker load` of the archive `chunks` make (an uncompressed tar, sent as it is
+        read: never whole in memory); the references and image IDs the engine says it
+        loaded. Raises ImageLoadFailed with the engine's reason (or EngineUnavailable)."""
         ...
 
     def image_labels(self, image: str) -> dict[str, str] | None:

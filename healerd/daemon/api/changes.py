@@ -1,5 +1,5 @@
-"""Two daemon-wide changes of the API, apart from HTTP: pruning volumes and sending a
-test notification."""
+"""Daemon-wide calls of the API, apart from HTTP: pruning volumes, sending a test
+notification, and the image list (`healerctl images`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import logging
 from typing import Any
 
 from healerd.core.controller import PruneRefused
-from healerd.daemon.api.views import DaemonLike
+from healerd.core.readlanes import Reader
+from healerd.daemon.api.views import DaemonLike, ImageWorkLike
+from healerd.engine import EngineError
 
 log = logging.getLogger("healerd.api")
 
@@ -17,6 +19,18 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def images_response(images: ImageWorkLike, service: str | None, reader: Reader) -> tuple[int, Any]:
+    """GET /v1/images (healerd.daemon.imageview), of one service's images or all."""
+    try:
+        found = images.images_view(reader)
+    except EngineError as exc:
+        raise ApiError(503, f"cannot list images: engine unreachable: {exc}") from None
+    if service is not None:
+        found["images"] = [i for i in found["images"] if service in i["services"]]
+        found["missing"] = [m for m in found["missing"] if service in m["services"]]
+    return 200, found
 
 
 def prune_volumes(daemon: DaemonLike, dry_run: bool, who: str) -> tuple[int, Any]:

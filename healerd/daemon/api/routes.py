@@ -20,7 +20,7 @@ from healerd.core.events import Event
 from healerd.core.readlanes import PRIVILEGED, Reader, ReadThrottled
 from healerd.daemon.api.access import AdminPolicy, Decision, Peer, peer_label
 from healerd.daemon.api.buildverb import build_verb
-from healerd.daemon.api.changes import ApiError, notify_test, prune_volumes
+from healerd.daemon.api.changes import ApiError, images_response, notify_test, prune_volumes
 from healerd.daemon.api.describe import EngineAway, NoSuchService, describe_payload
 from healerd.daemon.api.limits import InFlight
 from healerd.daemon.api.logs import InspectLimits, Streamed, logs_response, parse_tail
@@ -159,6 +159,7 @@ class Api:
             "/v1/containers": self._containers,
             "/v1/diff": self._diff,
             "/v1/snapshots": self._snapshots,
+            "/v1/images": self._images,
         }.get(path)
         if by_service is not None:
             self._only(req, "GET", {"service"})
@@ -289,6 +290,10 @@ class Api:
         copies, never a path or their data (state_dir is root's alone)."""
         service = self._service_filter(req)
         return 200, snapshots_payload(self.daemon.settings.state_dir, service)
+
+    def _images(self, req: Request) -> tuple[int, Any]:
+        """Open to every reader, as status is; the engine's list on the caller's budget."""
+        return images_response(self.daemon.images, self._service_filter(req), self._reader(req))
 
     def _reader(self, req: Request) -> Reader:
         """Whose read budget the request's engine calls take (core/readlanes.py)."""

@@ -15,6 +15,7 @@ import urllib3.exceptions
 from healerd.engine.api import (
     EngineError,
     EngineUnavailable,
+    ImageLoadFailed,
     ImageMissing,
     ImagePullFailed,
     LocalImage,
@@ -65,6 +66,22 @@ def progress(raw: Readable) -> Iterator[dict[str, Any]]:
                     yield message
         if not data:
             return
+
+
+_LOADED = ("Loaded image ID: ", "Loaded image: ")
+
+
+def loaded_names(said: Iterable[dict[str, Any]]) -> list[str]:
+    """What a load's messages say it loaded: `Loaded image: REF` (a tagged image) and
+    `Loaded image ID: sha256:...` (an untagged one), in order, once each."""
+    found: list[str] = []
+    for message in said:
+        for line in str(message.get("stream") or "").splitlines():
+            for prefix in _LOADED:
+                name = line.strip().removeprefix(prefix) if line.strip().startswith(prefix) else ""
+                if name and name not in found:
+                    found.append(name)
+    return found
 
 
 class DockerImages:
@@ -128,6 +145,27 @@ class DockerImages:
         if failed:
             raise ImagePullFailed(f"pull {image}: {failed[-1]}")
 
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+        """POST /images/load with the archive as a chunked body: sent as `chunks` come,
+        never read whole (archives may be gigabytes). engine_timeout bounds each wait for
+        the engine's next word, as in `pull`. Its error, in the stream or as a status, is
+        ImageLoadFailed; the references and IDs it says it loaded are returned."""
+        try:
+            with self._client.call("load image archive"):
+                response = self._client.post(
+                    "/images/load", params={"quiet": "0"}, data=iter(chunks), stream=True
+                )
+                with response:
+                    said = list(progress(response.raw))
+        except EngineUnavailable:
+            raise
+        except EngineError as exc:
+            raise ImageLoadFailed(str(exc)) from exc
+        failed = [str(p["error"]) for p in said if p.get("error")]
+        if failed:
+            raise ImageLoadFailed(failed[-1])
+        return loaded_names(said)
+
     def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
         """GET /distribution/NAME/json: the engine asks the registry for the manifest's
         descriptor (a HEAD or GET of one manifest), with `auth` only: {} is anonymous, as
@@ -179,4 +217,4 @@ class DockerImages:
         return True
 
 
-__all__ = ["DockerImages", "local_image", "local_images", "progress"]
+__all__ = ["DockerImages", "loaded_names", "local_image", "local_images", "progress"]

@@ -207,6 +207,13 @@ class FakeImages:
         self.looks: list[str] = []
         self.said: dict[str, dict[str, object]] = {}
         self.verbs: list[tuple[str, str]] = []
+        self.viewed: list[Reader] = []
+        self.image_list: dict[str, Any] = {
+            "images": [],
+            "missing": [],
+            "images_dir": "/images",
+            "refused": [],
+        }
 
     def update_now(
         self, service: str, *, downgrade: bool, retry_failed: bool, look: bool = False
@@ -230,6 +237,11 @@ class FakeImages:
 
     def update_view(self, service: str, now: float) -> dict[str, object] | None:
         return self.said.get(service)
+
+    def images_view(self, reader: Reader = PRIVILEGED) -> dict[str, Any]:
+        self.viewed.append(reader)
+        copy: dict[str, Any] = json.loads(json.dumps(self.image_list))  # fresh, as the daemon's
+        return copy
 
 
 class FakeSources:

@@ -33,6 +33,7 @@ from healerd.engine import (
     EngineUnavailable,
     HookRun,
     ImageBuildFailed,
+    ImageLoadFailed,
     ImageMissing,
     ImagePullFailed,
     Inherited,
@@ -86,6 +87,7 @@ OPT_IN_CALLS = frozenset(
     | {"file_time"}  # an update's lock file (update_lock)
     | {"volume_path"}  # snapshots: where a volume's files are
     | {"image_labels", "build_image"}  # services with build: (issue 34)
+    | {"load_image"}  # the images directory (issue 35)
 )
 # Image garbage collection (healerd.core.imagegc): the image list, which images
 # containers use, removing one.
@@ -131,6 +133,7 @@ class FakeEngine:
         self.down = False
         self.fail_creates = 0
         self.images: set[str] | None = None  # None: every image is present
+        self.loadable: dict[bytes, tuple[str, ...]] = {}  # archive bytes -> what a load brings
         self.pullable: set[str] = set()
         # Builds (issue 34): each image's labels (a build sets its context hash), the
         # builds made (tag, context hash, no_cache), and why a build of a tag fails.
@@ -411,6 +414,20 @@ class FakeEngine:
             raise ImagePullFailed(f"pull {image}: no registry")
         if self.images is not None:
             self.images.add(image)
+
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+        """The archive's bytes are read whole (fakes are small); `loadable` maps them to
+        the references a load brings, anything else is refused as the engine would."""
+        self._allowed("load_image", "")
+        self.calls.append("load_image")
+        self._check()
+        data = b"".join(chunks)
+        refs = self.loadable.get(data)
+        if refs is None:
+            raise ImageLoadFailed("unexpected EOF")
+        if self.images is not None:
+            self.images.update(refs)
+        return list(refs)
 
     def image_labels(self, image: str) -> dict[str, str] | None:
         self._allowed("image_labels", image)
