@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from healerd import paths
-from healerd.cli import build_verb, notify_verb, postmortem, snapshot_verb, sync_verb, update_verb
+from healerd.cli import (
+    build_verb,
+    bundle_verb,
+    notify_verb,
+    postmortem,
+    snapshot_verb,
+    sync_verb,
+    update_verb,
+)
 from healerd.cli.answers import (
     check_problems,
     container_status,
@@ -297,6 +305,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "logs": postmortem.logs,
     "describe": postmortem.describe,
     "export": _export,
+    "bundle": bundle_verb.bundle,
 }
 
 

@@ -8,7 +8,15 @@ import os
 from typing import Protocol
 
 from healerd import __version__, paths
-from healerd.cli import build_verb, notify_verb, postmortem, snapshot_verb, sync_verb, update_verb
+from healerd.cli import (
+    build_verb,
+    bundle_verb,
+    notify_verb,
+    postmortem,
+    snapshot_verb,
+    sync_verb,
+    update_verb,
+)
 from healerd.cli.export import verbs as export_verbs
 
 EXIT_CODES_HELP = """exit codes:
@@ -86,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     notify_verb.add_verbs(verb)
     postmortem.add_verbs(verb)
     export_verbs.add_verbs(verb)
+    bundle_verb.add_verbs(verb)
     return p
 
 

@@ -36,6 +36,7 @@ from healerd.config.trust import trust_problem
 from healerd.model import ServiceSpec
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
+BUNDLE_SUFFIX = ".bundle"
 _Claim = tuple[str, FileResult, str, ServiceSpec]  # file, its version, service, spec
 IGNORED_SUFFIXES = (
     "~",
@@ -67,9 +68,16 @@ def is_entry_name(name: str) -> bool:
     return not (name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES))
 
 
-def list_config_files(conf_dir: Path) -> list[Path]:
-    """Service files and project directories (healerd.config.projectdir) in `conf_dir`,
-    sorted by name so that precedence is predictable.
+def is_bundle_name(name: str) -> bool:
+    """Whether a name in conf.d is an installed bundle (`<name>.bundle`, a link that
+    `healerctl bundle load` swaps whole): read like conf.d, one level deep."""
+    return is_entry_name(name) and name.endswith(BUNDLE_SUFFIX) and name != BUNDLE_SUFFIX
+
+
+def list_config_files(conf_dir: Path, *, bundles: bool = True) -> list[Path]:
+    """Service files, project directories (healerd.config.projectdir) and, with
+    `bundles`, installed bundles in `conf_dir`, sorted by name so that precedence is
+    predictable.
 
     A missing directory declares nothing. Any other listing failure raises OSError:
     callers must keep their previous state rather than read it as "no services".
@@ -81,7 +89,9 @@ def list_config_files(conf_dir: Path) -> list[Path]:
     files = [
         p
         for p in entries
-        if (is_config_name(p.name) and p.is_file()) or (is_entry_name(p.name) and is_project_dir(p))
+        if (is_config_name(p.name) and p.is_file())
+        or (bundles and is_bundle_name(p.name) and p.is_dir())
+        or (is_entry_name(p.name) and not is_bundle_name(p.name) and is_project_dir(p))
     ]
     return sorted(files, key=lambda p: p.name)
 
@@ -92,6 +102,7 @@ def load_conf_dir(
     strict_modes: bool = True,
     keep: Mapping[str, FileResult | None] = MappingProxyType({}),
     environment: Collection[str] = (),
+    bundles: bool = True,
 ) -> list[FileResult]:
     """Checks every service file; `file` is the full path, which operators can act on directly.
 
@@ -110,7 +121,7 @@ def load_conf_dir(
     `environment`: the variables of healerd's environment that `${VAR}` may read
     (healerd.yaml's interpolate_environment); the files' `.env` are read in any case.
     """
-    files = list_config_files(conf_dir)
+    files = list_config_files(conf_dir, bundles=bundles)
     if strict_modes:
         for directory in (conf_dir.parent, conf_dir):
             problem = trust_problem(directory, "directory")
@@ -118,7 +129,15 @@ def load_conf_dir(
                 error = ConfigError(str(directory), None, "directory", problem)
                 refused = [FileResult(str(path), None, (error,)) for path in files]
                 return [*refused, FileResult(str(directory), None, (error,))]
-    return [_load_or_keep(path, keep, strict_modes, environment) for path in files]
+    results: list[FileResult] = []
+    for path in files:
+        if is_bundle_name(path.name):  # its files as conf.d's; a bundle holds no bundle
+            results += load_conf_dir(
+                path, strict_modes=strict_modes, keep=keep, environment=environment, bundles=False
+            )
+        else:
+            results.append(_load_or_keep(path, keep, strict_modes, environment))
+    return results
 
 
 def _load_or_keep(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Protocol
+from typing import IO, Protocol
 
 from healerd.engine.pacing import Meter
 from healerd.model import BuildSpec, EngineEvent, Hook, ObservedContainer, RegistryAuth, ServiceSpec
@@ -306,6 +306,23 @@ class ImageStore(Protocol):
     def remove_image(self, image_id: str) -> bool:
         """Remove an image by ID, never forced (its untagged parent layers go too). False
         when the engine refuses because a container uses it or it is gone: no error."""
+        ...
+
+
+class ImageArchive(Protocol):
+    """Images as `docker save` writes them and `docker load` reads them: bundles for
+    hosts with no registry (healerctl bundle). Not part of `Engine`: the loop never
+    needs it."""
+
+    def save_images(self, refs: Sequence[str]) -> Iterator[bytes]:
+        """One archive of every image in `refs` (layers shared once), in pieces as the
+        engine sends them; ImageMissing names an image that is not there."""
+        ...
+
+    def load_images(self, archive: IO[bytes]) -> list[str]:
+        """Load `archive` (docker save's format) streamed from the file; the references
+        the engine says it loaded. EngineError with the engine's reason (a corrupt
+        archive)."""
         ...
 
 
