@@ -5,7 +5,8 @@ The order is what keeps a site safe: (1) every member's sha256 against the manif
 before anything is used; (2) the config tree unpacked beside conf.d (under a dotted
 name the daemon does not read) and read by the daemon's own loader (an error refuses
 it, naming the file and line); (3) the images loaded into the engine, then every image
-a service names looked up there; (4) one rename. On any failure before (4), conf.d is
+a service names looked up there, and built images labelled for the site
+(healerd.daemon.bundlebuilt); (4) one rename. On any failure before (4), conf.d is
 as it was and the reason says which.
 
 Layout, so that a bundle's services switch as one and a new version replaces the old
@@ -25,13 +26,14 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from healerd.config import ConfigError, DesiredStore, load_conf_dir
 from healerd.config.desired import BUNDLE_SUFFIX
+from healerd.daemon.bundlebuilt import relabel_built
 from healerd.daemon.bundlefile import (
     CONFIG,
     IMAGES,
@@ -44,6 +46,7 @@ from healerd.daemon.bundlefile import (
     verify,
 )
 from healerd.engine import EngineError, ImageArchive, ImageStore
+from healerd.model import ServiceSpec
 
 STORE = ".bundles"
 
@@ -105,7 +108,9 @@ def _unpack(tar: tarfile.TarFile, manifest: Manifest, tree: Path) -> None:
                 raise BundleError(f"{member.name}: changed while it was installed")
 
 
-def _checked(tree: Path, strict_modes: bool, environment: Collection[str]) -> None:
+def _checked(
+    tree: Path, strict_modes: bool, environment: Collection[str]
+) -> Mapping[str, ServiceSpec]:
     """The daemon's loader and merge on the unpacked tree; its first error refuses it."""
     state = DesiredStore().update(
         load_conf_dir(tree, strict_modes=strict_modes, environment=environment, bundles=False)
@@ -114,6 +119,7 @@ def _checked(tree: Path, strict_modes: bool, environment: Collection[str]) -> No
         first: ConfigError = state.errors[0]
         more = f" (and {len(state.errors) - 1} more)" if state.errors[1:] else ""
         raise BundleError(f"config error: {first}{more}")
+    return state.services
 
 
 def _switch(link: Path, tree: Path) -> Path | None:
@@ -157,9 +163,10 @@ def install_bundle(
         try:
             os.chmod(tree, 0o755)
             _unpack(tar, manifest, tree)
-            _checked(tree, strict_modes, environment)
+            services = _checked(tree, strict_modes, environment)
             loaded = _load_images(tar, manifest, engine)
             link = link_path(conf_d, manifest.name)
+            relabel_built(services.values(), tree, link, engine)
             old = _switch(link, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)

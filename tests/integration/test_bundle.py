@@ -69,7 +69,7 @@ def source_tree(root: Path, *, extra: bool) -> Path:
     (stack / "built" / "Dockerfile").write_text(f"FROM {IMAGE}\nLABEL site=edge\n")
     (stack / "compose.yaml").write_text(
         f"services:\n  app:\n    image: {APP}\n    command: {command}\n"
-        f"  built:\n    build: ./built\n    image: {BUILT}\n    pull_policy: missing\n"
+        f"  built:\n    build: ./built\n    image: {BUILT}\n"
         f"    command: {command}\n"
     )
     return conf_d
@@ -181,6 +181,8 @@ def test_a_bundle_brings_its_stack_up_on_a_host_with_no_registry(
         wait_for("extra running", lambda: cluster.converged("extra", 1), 30)
         wait_for("web gone", lambda: not cluster.running("web"), 30)
         assert cluster.converged("app", 1) and cluster.converged("built", 1)
+        # Labelled for the site at load: healerd never built it (no base image here).
+        assert f"built {BUILT}" not in h.log() and "build" not in str(h.api("/v1/events"))
     finally:
         h.stop()
         cluster.remove_labelled()

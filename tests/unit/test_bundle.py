@@ -25,6 +25,7 @@ from healerd.config import DesiredStore, load_conf_dir
 from healerd.daemon.bundlefile import BundleError, parse_manifest
 from healerd.daemon.bundleinstall import STORE, install_bundle
 from healerd.engine import EngineError, LocalImage
+from healerd.model import BuildSpec
 
 
 class FakeArchiveEngine:
@@ -34,6 +35,7 @@ class FakeArchiveEngine:
         self.present = set(present)
         self.drop_on_load: set[str] = set()  # loaded, but gone at once (a test's fault)
         self.loads = 0
+        self.built: list[tuple[str, BuildSpec]] = []
 
     def image_present(self, image: str) -> bool:
         return image in self.present
@@ -66,8 +68,8 @@ class FakeArchiveEngine:
     def image_labels(self, image: str) -> dict[str, str] | None:
         return {} if image in self.present else None
 
-    def build_image(self, build: object, tag: str, *, no_cache: bool = False) -> None:
-        raise AssertionError("a bundle never builds")
+    def build_image(self, build: BuildSpec, tag: str, *, no_cache: bool = False) -> None:
+        self.built.append((tag, build))  # only the relabel of a built image
 
     def local_digests(self, image: str) -> tuple[str, ...]:
         return ()
@@ -354,3 +356,26 @@ def test_conf_d_reads_a_bundle_entry_one_level_deep(tmp_path: Path) -> None:
     (tree / "inner.bundle" / "c.yaml").write_text("services:\n  c:\n    image: x\n")
     (conf_d / "b.bundle").symlink_to(".bundles/b.1")
     assert installed(conf_d) == {"a": str(conf_d / "b.bundle" / "compose.yaml")}
+
+
+def test_a_built_image_is_labelled_with_the_context_hash_the_site_computes(tmp_path: Path) -> None:
+    """The hash holds the context's path, which differs on the site: the install labels
+    the image with the hash the daemon reads through conf.d/NAME.bundle, so that the site
+    does not build it again (without its base image or a registry)."""
+    conf_d_src = tmp_path / "src" / "conf.d"
+    (conf_d_src / "stack" / "app").mkdir(parents=True)
+    (conf_d_src / "stack" / "app" / "Dockerfile").write_text("FROM base\n")
+    (conf_d_src / "stack" / "app" / "run.sh").write_text("echo\n")
+    (conf_d_src / "stack" / "compose.yaml").write_text(
+        "services:\n  app:\n    build: ./app\n    image: site/built:1\n"
+    )
+    bundle = make(tmp_path, conf_d_src, FakeArchiveEngine(["site/built:1"]))
+    assert "config/stack/app/run.sh" in names(bundle)
+    conf_d, engine = target(tmp_path), FakeArchiveEngine()
+    install_bundle(bundle, conf_d, engine, strict_modes=False)
+    state = DesiredStore().update(load_conf_dir(conf_d, strict_modes=False))
+    build = state.services["app"].build
+    assert build is not None and build.context == str(conf_d / "site.bundle" / "stack" / "app")
+    [(tag, relabel)] = engine.built
+    assert tag == "site/built:1" and relabel.context_hash == build.context_hash
+    assert relabel.dockerfile_inline == "FROM site/built:1\n"
