@@ -68,22 +68,33 @@ def link_path(conf_d: Path, name: str) -> Path:
     return conf_d / f"{name}{BUNDLE_SUFFIX}"
 
 
-def _load_images(tar: tarfile.TarFile, manifest: Manifest, engine: EngineForBundle) -> list[str]:
-    if not manifest.images:
-        return []
-    stream = tar.extractfile(tar.getmember(IMAGES))
-    assert stream is not None
-    try:
-        loaded = engine.load_images(stream)
-    except EngineError as exc:
-        raise BundleError(f"{IMAGES}: the engine refused it: {exc}") from None
-    missing = [i for i in manifest.images if not engine.image_present(i.ref)]
+def _load_images(
+    tar: tarfile.TarFile,
+    manifest: Manifest,
+    services: Mapping[str, ServiceSpec],
+    engine: EngineForBundle,
+) -> list[str]:
+    """The archive's images loaded, then every image a service names (the config's, not
+    only the manifest's list) looked up in the engine."""
+    loaded: list[str] = []
+    if manifest.images:
+        stream = tar.extractfile(tar.getmember(IMAGES))
+        assert stream is not None
+        try:
+            loaded = engine.load_images(stream)
+        except EngineError as exc:
+            raise BundleError(f"{IMAGES}: the engine refused it: {exc}") from None
+    missing: dict[str, list[str]] = {}
+    for spec in services.values():
+        if spec.image not in missing and engine.image_present(spec.image):
+            continue
+        missing.setdefault(spec.image, []).append(spec.name)
     if missing:
-        first = missing[0]
-        names = ", ".join(first.services) or "?"
+        image, names = next(iter(missing.items()))
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise BundleError(
-            f"image {first.ref} (service {names}) is not in the engine after the load"
-            + (f" (and {len(missing) - 1} more)" if missing[1:] else "")
+            f"image {image} (service {', '.join(names)}) is not in the engine after the "
+            f"load{more}: the bundle lacks it"
         )
     return loaded
 
@@ -127,7 +138,7 @@ def _switch(link: Path, tree: Path) -> Path | None:
     old = Path(os.path.realpath(link)) if link.is_symlink() else None
     if os.path.lexists(link) and old is None:
         raise BundleError(f"{link} exists and is not a bundle's link: not replaced")
-    tmp = link.with_name(f".{link.name}.tmp")
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     os.symlink(os.path.relpath(tree, link.parent), tmp)
@@ -164,7 +175,7 @@ def install_bundle(
             os.chmod(tree, 0o755)
             _unpack(tar, manifest, tree)
             services = _checked(tree, strict_modes, environment)
-            loaded = _load_images(tar, manifest, engine)
+            loaded = _load_images(tar, manifest, services, engine)
             link = link_path(conf_d, manifest.name)
             relabel_built(services.values(), tree, link, engine)
             old = _switch(link, tree)

@@ -379,3 +379,18 @@ def test_a_built_image_is_labelled_with_the_context_hash_the_site_computes(tmp_p
     [(tag, relabel)] = engine.built
     assert tag == "site/built:1" and relabel.context_hash == build.context_hash
     assert relabel.dockerfile_inline == "FROM site/built:1\n"
+
+
+def test_a_linked_project_is_bundled_under_its_targets_name(tmp_path: Path) -> None:
+    """A project's Compose name comes from its directory (the link's target): the bundle
+    keeps that name, so the stack keeps its networks and volumes on the site."""
+    stacks = tmp_path / "opt" / "nextcloud"
+    stacks.mkdir(parents=True)
+    (stacks / "compose.yaml").write_text("services:\n  cloud:\n    image: site/cloud:1\n")
+    conf_d = tmp_path / "src" / "conf.d"
+    conf_d.mkdir(parents=True)
+    (conf_d / "nc").symlink_to(stacks)
+    contents = collect([conf_d])
+    assert contents.entries == ["nextcloud"] and list(contents.files) == [
+        "config/nextcloud/compose.yaml"
+    ]
