@@ -111,9 +111,6 @@ def add_verbs(verb: Any) -> None:
         "registry: create an archive, or load one (no daemon needed)",
         output=False,
     )
-    sp.add_argument("--config-dir", default=str(paths.CONFIG_DIR),
-                    help="the config directory whose healerd.yaml names the engine and "
-                    "whose conf.d a bundle is loaded into (default /etc/healerd)")  # fmt: skip
     verbs = sp.add_subparsers(dest="bundle_verb", metavar="create|load", required=True)
     make = verbs.add_parser(
         "create",
@@ -140,6 +137,10 @@ def add_verbs(verb: Any) -> None:
         "failure conf.d is unchanged.",
     )
     use.add_argument("bundle", metavar="FILE")
+    for p in (make, use):
+        p.add_argument("--config-dir", default=str(paths.CONFIG_DIR),
+                       help="the config directory whose healerd.yaml names the engine "
+                       "(load: and whose conf.d it goes into; default /etc/healerd)")  # fmt: skip
 
 
 __all__ = ["add_verbs", "bundle"]

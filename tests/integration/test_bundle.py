@@ -129,13 +129,13 @@ def test_a_bundle_brings_its_stack_up_on_a_host_with_no_registry(
     list(src.build(path=str(conf_d_src / "stack" / "built"), tag=BUILT, rm=True, decode=True))
     nowhere = str(tmp_path / "no-config")
     v1 = tmp_path / "site.tar"
-    code, said = ctl(dockerd, "--config-dir", nowhere, "create", "-o", str(v1),
+    code, said = ctl(dockerd, "create", "--config-dir", nowhere, "-o", str(v1),
                      str(conf_d_src), monkeypatch=monkeypatch)  # fmt: skip
     assert code == 0, said
     assert "4 file(s), 2 image(s)" in said and oct(v1.stat().st_mode & 0o777) == "0o600"
     source_tree(tmp_path / "src", extra=True)  # v2: web gone, extra new
     v2 = tmp_path / "site-v2.tar"
-    code, said = ctl(dockerd, "--config-dir", nowhere, "create", "--name", "site", "-o", str(v2),
+    code, said = ctl(dockerd, "create", "--config-dir", nowhere, "--name", "site", "-o", str(v2),
                      str(conf_d_src), monkeypatch=monkeypatch)  # fmt: skip
     assert code == 0, said
 
@@ -151,14 +151,14 @@ def test_a_bundle_brings_its_stack_up_on_a_host_with_no_registry(
         # One byte changed: refused before anything is used.
         bad = flipped(v1, "images.tar", tmp_path / "tampered.tar")
         before = conf_state(config.conf_d)
-        code, said = ctl(site_engine, "--config-dir", str(config.root), "load", str(bad),
+        code, said = ctl(site_engine, "load", "--config-dir", str(config.root), str(bad),
                          monkeypatch=monkeypatch)  # fmt: skip
         assert code == 1 and "images.tar: sha256" in said and "nothing changed" in said, said
         assert conf_state(config.conf_d) == before
         with pytest.raises(docker.errors.ImageNotFound):
             site.inspect_image(APP)
 
-        code, said = ctl(site_engine, "--config-dir", str(config.root), "load", str(v1),
+        code, said = ctl(site_engine, "load", "--config-dir", str(config.root), str(v1),
                          monkeypatch=monkeypatch)  # fmt: skip
         assert code == 0 and "bundle site installed" in said, said
         for service in ("web", "app", "built"):
@@ -169,13 +169,13 @@ def test_a_bundle_brings_its_stack_up_on_a_host_with_no_registry(
         # v2 lacking its new image: refused whole, v1 runs on.
         lacking = with_images_of(v2, v1, tmp_path / "lacking.tar")
         before = conf_state(config.conf_d)
-        code, said = ctl(site_engine, "--config-dir", str(config.root), "load", str(lacking),
+        code, said = ctl(site_engine, "load", "--config-dir", str(config.root), str(lacking),
                          monkeypatch=monkeypatch)  # fmt: skip
         assert code == 1 and f"image {EXTRA} (service extra) is not in the engine" in said, said
         assert conf_state(config.conf_d) == before
         assert cluster.converged("web", 1) and not cluster.running("extra")
 
-        code, said = ctl(site_engine, "--config-dir", str(config.root), "load", str(v2),
+        code, said = ctl(site_engine, "load", "--config-dir", str(config.root), str(v2),
                          monkeypatch=monkeypatch)  # fmt: skip
         assert code == 0 and "bundle site replaced" in said, said
         wait_for("extra running", lambda: cluster.converged("extra", 1), 30)

@@ -174,7 +174,7 @@ def test_the_cli_writes_the_bundle_and_says_what_is_in_it(
     out, err = io.StringIO(), io.StringIO()
     target = tmp_path / "edge-7.tar"
     code = healerctl.main(
-        ["bundle", "--config-dir", str(tmp_path / "none"), "create", "-o", str(target),
+        ["bundle", "create", "--config-dir", str(tmp_path / "none"), "-o", str(target),
          str(site(tmp_path))], out, err,
     )  # fmt: skip
     assert code == 0, err.getvalue()
