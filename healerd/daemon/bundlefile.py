@@ -115,6 +115,10 @@ def parse_manifest(data: bytes) -> Manifest:
         raw = json.loads(data)
     except ValueError as exc:
         raise BundleError(f"manifest: not JSON: {exc}") from None
+    if isinstance(raw, list):
+        raise BundleError(
+            f"not a bundle: its {MANIFEST} is docker save's (an image archive: docker load it)"
+        )
     if not isinstance(raw, dict):
         raise BundleError("manifest: not a JSON object")
     if raw.get("format") != FORMAT:
@@ -185,6 +189,20 @@ def verify(tar: tarfile.TarFile, manifest: Manifest) -> None:
             )
 
 
+def is_bundle(path: str) -> bool:
+    """Whether the archive at `path` is a bundle rather than an image archive (both hold
+    a manifest.json: docker save's is a list, a bundle's an object with its format): for
+    the images directory, which takes both."""
+    try:
+        with open_bundle(path) as tar:
+            member = tar.getmember(MANIFEST)
+            stream = tar.extractfile(member) if member.size <= MANIFEST_LIMIT else None
+            raw = json.loads(stream.read()) if stream is not None else None
+    except (BundleError, KeyError, ValueError, tarfile.TarError, OSError, EOFError):
+        return False
+    return isinstance(raw, dict) and "format" in raw
+
+
 def open_bundle(path: str) -> tarfile.TarFile:
     """The archive (plain, or compressed as tarfile reads it); BundleError when it is not
     a tar at all."""
@@ -204,6 +222,7 @@ __all__ = [
     "FileEntry",
     "ImageEntry",
     "Manifest",
+    "is_bundle",
     "members",
     "open_bundle",
     "parse_manifest",

@@ -22,8 +22,9 @@ from healerd.cli import bundle_verb, healerctl
 from healerd.cli.bundle.collect import collect
 from healerd.cli.bundle.create import write_bundle
 from healerd.config import DesiredStore, load_conf_dir
-from healerd.daemon.bundlefile import BundleError, parse_manifest
+from healerd.daemon.bundlefile import BundleError, is_bundle, parse_manifest
 from healerd.daemon.bundleinstall import STORE, install_bundle
+from healerd.daemon.projectwatch import ProjectFiles
 from healerd.engine import EngineError, LocalImage
 from healerd.model import BuildSpec
 
@@ -394,3 +395,25 @@ def test_a_linked_project_is_bundled_under_its_targets_name(tmp_path: Path) -> N
     assert contents.entries == ["nextcloud"] and list(contents.files) == [
         "config/nextcloud/compose.yaml"
     ]
+
+
+def test_a_bundle_is_told_from_an_image_archive(tmp_path: Path) -> None:
+    """Both hold a manifest.json; the images directory takes both (is_bundle), and
+    `bundle load` of docker save's archive says what it is."""
+    saved = tmp_path / "image.tar"
+    with tarfile.open(saved, "w") as tar:
+        data = b'[{"Config": "c.json", "RepoTags": ["x:1"], "Layers": []}]'
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    bundle = make(tmp_path, site(tmp_path), FakeArchiveEngine(["site/web:1", "site/app:2"]))
+    assert is_bundle(str(bundle)) and not is_bundle(str(saved))
+    assert not is_bundle(str(tmp_path / "missing.tar"))
+    with pytest.raises(BundleError, match="docker save's"):
+        install_bundle(saved, target(tmp_path), FakeArchiveEngine(), strict_modes=False)
+
+
+def test_the_watcher_takes_a_bundle_link_swapped_in_conf_d(tmp_path: Path) -> None:
+    files = ProjectFiles(tmp_path)
+    assert files.relevant(tmp_path, "site.bundle", False)
+    assert not files.relevant(tmp_path, ".site.bundle.12.tmp", False)
