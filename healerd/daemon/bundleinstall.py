@@ -113,6 +113,8 @@ def _unpack(tar: tarfile.TarFile, manifest: Manifest, tree: Path) -> None:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out:
             shutil.copyfileobj(source, out)
+            out.flush()
+            os.fsync(out.fileno())  # on disk before the link leads to it
         os.chmod(target, modes[member.name] & 0o755)
         with target.open("rb") as written:
             if sha256_of(written)[0] != expected:
@@ -133,8 +135,21 @@ def _checked(
     return state.services
 
 
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _switch(link: Path, tree: Path) -> Path | None:
-    """`link` now leads to `tree` (a new link renamed over it); the old tree, if any."""
+    """`link` now leads to `tree` (a new link renamed over it, after the tree's
+    directories are synced: a power cut never leaves the link on a tree half on disk);
+    the old tree, if any."""
+    for top, _dirs, _files in os.walk(tree):
+        _sync_dir(Path(top))
+    _sync_dir(tree.parent)
     old = Path(os.path.realpath(link)) if link.is_symlink() else None
     if os.path.lexists(link) and old is None:
         raise BundleError(f"{link} exists and is not a bundle's link: not replaced")
@@ -143,11 +158,7 @@ def _switch(link: Path, tree: Path) -> Path | None:
         tmp.unlink()
     os.symlink(os.path.relpath(tree, link.parent), tmp)
     os.replace(tmp, link)
-    fd = os.open(link.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _sync_dir(link.parent)
     return old
 
 
@@ -185,7 +196,7 @@ def install_bundle(
                 with contextlib.suppress(OSError):
                     store.rmdir()
             raise
-    if old is not None and old != tree and old.parent == store:
+    if old is not None and old != tree and old.parent == Path(os.path.realpath(store)):
         shutil.rmtree(old, ignore_errors=True)
     return Installed(manifest.name, link, tree, tuple(loaded), old is not None)
 

@@ -18,7 +18,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from healerd.cli.validate import strict_modes_for
 from healerd.config import DesiredStore, FileResult, load_service_file
 from healerd.config.desired import is_bundle_name, list_config_files
 from healerd.config.dockerignore import Matcher, read_patterns
@@ -48,32 +47,33 @@ class Contents:
     errors: list[str] = field(default_factory=list)
 
 
-def _entry(path: Path, strict: bool) -> Entry:
+def _entry(path: Path) -> Entry:
     if path.is_dir():
         root = Path(os.path.realpath(path))
-        result = load_project_dir(path, str(path), strict_modes=strict)
-        return Entry(root.name, root, result, True)
-    result = load_service_file(path, str(path), strict_modes=strict)
+        return Entry(root.name, root, load_project_dir(path, str(path)), True)
+    result = load_service_file(path, str(path))
     return Entry(path.name, Path(os.path.abspath(path.parent)), result, False)
 
 
 def entries_of(paths: list[Path]) -> list[Entry]:
     """The entries PATHs name, each read by the daemon's own loader (healerd.yaml and
-    settings files have nothing to bundle)."""
+    settings files have nothing to bundle). Without the checks of owners and modes:
+    those are the site's, made at load on the files as installed there (a bundle may
+    well be made from a checkout that is not root's)."""
     out: list[Entry] = []
     for path in paths:
         if path.is_dir() and is_project_dir(path) and not (path / "conf.d").is_dir():
-            out.append(_entry(path, strict_modes_for(path.parent)))
+            out.append(_entry(path))
         elif path.is_dir():
             conf_dir = path / "conf.d" if (path / "conf.d").is_dir() else path
-            strict = strict_modes_for(conf_dir)
             for item in list_config_files(conf_dir):
-                inner = (
-                    list_config_files(item, bundles=False) if is_bundle_name(item.name) else [item]
-                )
-                out += [_entry(p, strict) for p in inner]
+                bundled = is_bundle_name(item.name)
+                out += [
+                    _entry(p)
+                    for p in (list_config_files(item, bundles=False) if bundled else [item])
+                ]
         elif path.name != SETTINGS_FILE:
-            out.append(_entry(path, strict_modes_for(path.parent)))
+            out.append(_entry(path))
     return out
 
 
