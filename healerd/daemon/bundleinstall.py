@@ -13,7 +13,9 @@ Layout, so that a bundle's services switch as one and a new version replaces the
 whole (files added, changed or gone alike): the tree is unpacked into
 `conf.d/.bundles/<name>.<random>/` (a dotted name: never read itself), and
 `conf.d/<name>.bundle` is a link to it, replaced by a new link renamed over it: the
-daemon reads a `*.bundle` entry like conf.d, one level deep. The paths services hold
+daemon reads a `*.bundle` entry like conf.d, one level deep. Data directories (bind
+sources the bundle does not hold) live beside the versions, in `<name>.data`
+(healerd.daemon.bundledata), so the old tree can go. The paths services hold
 (`conf.d/<name>.bundle/...`: bind sources, env files, build contexts) do not change
 from one version to the next, so only what changed rolls. The old tree is removed
 after the switch.
@@ -34,6 +36,7 @@ from typing import Protocol
 from healerd.config import ConfigError, DesiredStore, load_conf_dir
 from healerd.config.desired import BUNDLE_SUFFIX
 from healerd.daemon.bundlebuilt import relabel_built
+from healerd.daemon.bundledata import data_root, keep_data
 from healerd.daemon.bundlefile import (
     CONFIG,
     IMAGES,
@@ -189,6 +192,7 @@ def install_bundle(
             loaded = _load_images(tar, manifest, services, engine)
             link = link_path(conf_d, manifest.name)
             relabel_built(services.values(), tree, link, engine)
+            keep_data(services.values(), tree, data_root(store, manifest.name))
             old = _switch(link, tree)
         except BaseException:
             shutil.rmtree(tree, ignore_errors=True)

@@ -69,10 +69,18 @@ def source_tree(root: Path, *, extra: bool) -> Path:
     (stack / "built" / "Dockerfile").write_text(f"FROM {IMAGE}\nLABEL site=edge\n")
     (stack / "compose.yaml").write_text(
         f"services:\n  app:\n    image: {APP}\n    command: {command}\n"
+        "    volumes: ['./data:/data']\n"
         f"  built:\n    build: ./built\n    image: {BUILT}\n"
         f"    command: {command}\n"
     )
     return conf_d
+
+
+def run(api: docker.APIClient, container: str, script: str) -> str:
+    exec_id = api.exec_create(container, ["sh", "-c", script])["Id"]
+    out: bytes = api.exec_start(exec_id)
+    assert api.exec_inspect(exec_id)["ExitCode"] == 0, out
+    return out.decode()
 
 
 def conf_state(conf_d: Path) -> list[tuple[str, str]]:
@@ -165,6 +173,7 @@ def test_a_bundle_brings_its_stack_up_on_a_host_with_no_registry(
             wait_for(f"{service} running", lambda s=service: cluster.converged(s, 1), 30)
         env = site.inspect_container(cluster.running("web")[0]["Id"])["Config"]["Env"]
         assert "GREETING=hello" in env
+        run(site, cluster.running("app")[0]["Id"], "echo rows > /data/db")
 
         # v2 lacking its new image: refused whole, v1 runs on.
         lacking = with_images_of(v2, v1, tmp_path / "lacking.tar")
@@ -181,6 +190,10 @@ def test_a_bundle_brings_its_stack_up_on_a_host_with_no_registry(
         wait_for("extra running", lambda: cluster.converged("extra", 1), 30)
         wait_for("web gone", lambda: not cluster.running("web"), 30)
         assert cluster.converged("app", 1) and cluster.converged("built", 1)
+        # The data of ./data outlives v1's tree: a new container of app finds it.
+        site.remove_container(cluster.running("app")[0]["Id"], force=True)
+        wait_for("app replaced", lambda: cluster.converged("app", 1), 30)
+        assert run(site, cluster.running("app")[0]["Id"], "cat /data/db") == "rows\n"
         # Labelled for the site at load: healerd never built it (no base image here).
         assert f"built {BUILT}" not in h.log() and "build" not in str(h.api("/v1/events"))
     finally:

@@ -225,7 +225,8 @@ def test_a_second_version_replaces_the_first_whole(tmp_path: Path) -> None:
     assert done.replaced
     assert sorted(installed(conf_d)) == ["app", "local", "web2"]
     assert not (conf_d / "site.bundle" / "web.env").exists()
-    assert os.listdir(conf_d / STORE) == [done.tree.name]  # the old tree is gone
+    # The old tree is gone; the data directories stay apart.
+    assert sorted(os.listdir(conf_d / STORE)) == sorted([done.tree.name, "site.data"])
 
 
 def snapshot(conf_d: Path) -> list[tuple[str, str]]:
@@ -417,3 +418,23 @@ def test_the_watcher_takes_a_bundle_link_swapped_in_conf_d(tmp_path: Path) -> No
     files = ProjectFiles(tmp_path)
     assert files.relevant(tmp_path, "site.bundle", False)
     assert not files.relevant(tmp_path, ".site.bundle.12.tmp", False)
+
+
+def test_data_directories_outlive_a_new_version(tmp_path: Path) -> None:
+    """A bind-mounted directory the bundle does not hold (./data) is data: it lives in
+    conf.d/.bundles/NAME.data, reached through a link in each version, so the next
+    version's install, which removes the old tree, keeps it."""
+    conf_d_src = site(tmp_path)
+    engine = FakeArchiveEngine(["site/web:1", "site/app:2"])
+    conf_d = target(tmp_path)
+    install_bundle(make(tmp_path, conf_d_src, engine), conf_d, FakeArchiveEngine(),
+                   strict_modes=False)  # fmt: skip
+    data = conf_d / "site.bundle" / "stack" / "data"
+    assert data.is_symlink() and data.is_dir()
+    (data / "db").write_text("rows\n")  # as the engine's container would write it
+    (conf_d_src / "stack" / "app.conf").write_text("mode=v2\n")
+    install_bundle(make(tmp_path, conf_d_src, engine), conf_d, FakeArchiveEngine(),
+                   strict_modes=False)  # fmt: skip
+    assert (conf_d / "site.bundle" / "stack" / "app.conf").read_text() == "mode=v2\n"
+    assert (data / "db").read_text() == "rows\n"
+    assert len(os.listdir(conf_d / STORE)) == 2  # the new tree and the data
