@@ -20,7 +20,7 @@ from healerd.config.errors import describe
 from healerd.config.hostchecks import extra_hosts
 from healerd.config.keys import At
 from healerd.config.pairs import environment, labels
-from healerd.config.trust import FileRefused, trusted_directory
+from healerd.config.trust import FileRefused, trust_problem, trusted_directory
 from healerd.config.units import parse_size
 from healerd.config.values import string
 from healerd.config.yamlload import LineDict, LineList
@@ -129,12 +129,18 @@ def _options(body: LineDict, at: At) -> dict[str, Any]:
     return {k: v for k, v in found.items() if v is not None}
 
 
-def _trusted(context: str, at: At) -> bool:
+def _trusted(context: str, at: At, spec: BuildSpec) -> bool:
     """With strict_modes, the context directory and those above it are root's (or
-    healerd's) alone, as the project directory must be: else another user could change
+    healerd's) alone, as the project directory must be, and so are the Dockerfile and
+    its directories (it may sit outside the context): else another user could change
     what the image is built from."""
+    dockerfile = None if spec.dockerfile_inline is not None else Path(context, spec.dockerfile)
     try:
         trusted_directory(Path(context), "build context")
+        if dockerfile is not None:
+            trusted_directory(dockerfile.parent, "Dockerfile's directory")
+            if problem := trust_problem(dockerfile, "Dockerfile"):
+                raise FileRefused(problem)
     except FileRefused as exc:
         at.error(str(exc))
         return False
@@ -158,7 +164,7 @@ def build(value: object, at: At) -> BuildSpec | None:
     if context is None or len(at.errors) > before:
         return None
     spec = BuildSpec(context, **options)
-    if at.context.strict_modes and not _trusted(context, at):
+    if at.context.strict_modes and not _trusted(context, at, spec):
         return None
     try:
         return dataclasses.replace(spec, context_hash=context_hash(spec))

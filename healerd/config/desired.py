@@ -74,10 +74,18 @@ def is_bundle_name(name: str) -> bool:
     return is_entry_name(name) and name.endswith(BUNDLE_SUFFIX) and name != BUNDLE_SUFFIX
 
 
-def list_config_files(conf_dir: Path, *, bundles: bool = True) -> list[Path]:
+def list_config_files(
+    conf_dir: Path, known: Collection[str] = (), *, bundles: bool = True
+) -> list[Path]:
     """Service files, project directories (healerd.config.projectdir) and, with
-    `bundles`, installed bundles in `conf_dir`, sorted by name so that precedence is
-    predictable.
+    `bundles`, installed bundles (`*.bundle`, a link or a directory) in `conf_dir`,
+    sorted by name so that precedence is predictable.
+
+    A project is a directory holding a Compose file or a `.env`, and also, so that a
+    project that cannot be read for a while keeps its last good state rather than being
+    removed, any link there (one to a directory not mounted yet, or moved, is an error)
+    and any directory that was a project in the last read (`known`: full paths). Only
+    removing the entry from conf.d removes a project.
 
     A missing directory declares nothing. Any other listing failure raises OSError:
     callers must keep their previous state rather than read it as "no services".
@@ -90,10 +98,20 @@ def list_config_files(conf_dir: Path, *, bundles: bool = True) -> list[Path]:
         p
         for p in entries
         if (is_config_name(p.name) and p.is_file())
-        or (bundles and is_bundle_name(p.name) and p.is_dir())
-        or (is_entry_name(p.name) and not is_bundle_name(p.name) and is_project_dir(p))
+        or (is_bundle_name(p.name) and bundles and (p.is_dir() or p.is_symlink()))
+        or (not is_bundle_name(p.name) and _is_project_entry(p, known, links=bundles))
     ]
     return sorted(files, key=lambda p: p.name)
+
+
+def _is_project_entry(path: Path, known: Collection[str], *, links: bool = True) -> bool:
+    """`links`: in conf.d; a bundle's tree has links only to data directories
+    (healerd.daemon.bundledata), never a project."""
+    if not is_entry_name(path.name) or is_config_name(path.name):
+        return False
+    if path.is_symlink() and links:
+        return True
+    return is_project_dir(path) or (str(path) in known and path.is_dir())
 
 
 def load_conf_dir(
@@ -102,6 +120,7 @@ def load_conf_dir(
     strict_modes: bool = True,
     keep: Mapping[str, FileResult | None] = MappingProxyType({}),
     environment: Collection[str] = (),
+    known: Collection[str] = (),
     bundles: bool = True,
 ) -> list[FileResult]:
     """Checks every service file; `file` is the full path, which operators can act on directly.
@@ -121,7 +140,7 @@ def load_conf_dir(
     `environment`: the variables of healerd's environment that `${VAR}` may read
     (healerd.yaml's interpolate_environment); the files' `.env` are read in any case.
     """
-    files = list_config_files(conf_dir, bundles=bundles)
+    files = list_config_files(conf_dir, known, bundles=bundles)
     if strict_modes:
         for directory in (conf_dir.parent, conf_dir):
             problem = trust_problem(directory, "directory")
@@ -131,13 +150,29 @@ def load_conf_dir(
                 return [*refused, FileResult(str(directory), None, (error,))]
     results: list[FileResult] = []
     for path in files:
-        if is_bundle_name(path.name):  # its files as conf.d's; a bundle holds no bundle
-            results += load_conf_dir(
-                path, strict_modes=strict_modes, keep=keep, environment=environment, bundles=False
-            )
+        if is_bundle_name(path.name):
+            results += _bundle_results(path, keep, strict_modes, environment, known)
         else:
             results.append(_load_or_keep(path, keep, strict_modes, environment))
     return results
+
+
+def _bundle_results(
+    path: Path,
+    keep: Mapping[str, FileResult | None],
+    strict_modes: bool,
+    environment: Collection[str],
+    known: Collection[str],
+) -> list[FileResult]:
+    """An installed bundle's files, as conf.d's (a bundle holds no bundle). A link that
+    leads nowhere (its tree removed by hand) is an error of each file it held, so that
+    their last good state stands, as for a project that cannot be read."""
+    if path.is_dir():
+        return load_conf_dir(path, strict_modes=strict_modes, keep=keep,
+                             environment=environment, known=known, bundles=False)  # fmt: skip
+    error = ConfigError(str(path), None, "bundle", "leads to no directory (its tree is gone)")
+    held = sorted(f for f in known if f.startswith(f"{path}/"))
+    return [FileResult(f, None, (error,)) for f in held] or [FileResult(str(path), None, (error,))]
 
 
 def _load_or_keep(
@@ -148,7 +183,7 @@ def _load_or_keep(
 ) -> FileResult:
     file = str(path)
     if file not in keep:
-        if path.is_dir():
+        if path.is_dir() or path.is_symlink():
             return load_project_dir(path, file, strict_modes=strict_modes, environment=environment)
         return load_service_file(path, file, strict_modes=strict_modes, environment=environment)
     return keep[file] or FileResult(file, None, ())
@@ -207,12 +242,22 @@ class DesiredStore:
     def held_by(self, writing: Iterable[Path]) -> list[str]:
         """Projects (healerd.config.projectdir) one of whose files is being written: each
         is kept as it was, like a file being written."""
-        busy = {str(p) for p in writing}
-        return sorted(f for f, r in self._last.items() if busy.intersection(r.sources))
+        busy = {os.path.realpath(p) for p in writing}
+        return sorted(
+            f
+            for f, r in self._last.items()
+            if busy.intersection(os.path.realpath(s) for s in r.sources)
+        )
 
-    def sources(self) -> list[str]:
-        """Every file the projects of the last update read (for the config watcher)."""
-        return [s for r in self._last.values() for s in r.sources]
+    def known(self) -> frozenset[str]:
+        """The files and projects of the last update (list_config_files' `known`)."""
+        return frozenset(self._last)
+
+    def sources(self, outside: Path | None = None) -> list[str]:
+        """Every file the projects of the last update read (for the config watcher),
+        but those under `outside` (git sources' trees: healerd writes them itself)."""
+        found = [s for r in self._last.values() for s in r.sources]
+        return [s for s in found if outside is None or not Path(s).is_relative_to(outside)]
 
     def last_results(self, files: Iterable[str]) -> dict[str, FileResult | None]:
         """Each file's result in the previous update (None: not in it), for load_conf_dir's

@@ -124,10 +124,10 @@ def _list_pairs(value: LineList, at: At, labels: bool, pairs: dict[str, str]) ->
             item_at.error(f"{item!r} has no value: write {item}=value ({item}= for empty)")
         elif (key := _label_key(raw_key, item_at) if labels else raw_key) is None:
             pass
-        elif key in pairs:
-            item_at.error("is set more than once")
+        elif key in pairs and pairs[key] != text:
+            item_at.error("is set more than once, to another value")
         else:
-            pairs[key] = text
+            pairs[key] = text  # the same entry twice is harmless: Compose takes it too
 
 
 def _pairs(value: object, at: At, *, labels: bool) -> tuple[tuple[str, str], ...]:

@@ -93,6 +93,12 @@ def load_project_dir(
     # A link in conf.d leads to the project (its name is the target's); a path that only
     # passes through links (a git source's `live`) stays as written, so that it is stable.
     directory = Path(os.path.realpath(path)) if path.is_symlink() else Path(os.path.abspath(path))
+    if not directory.is_dir():
+        reason = (
+            f"{directory} is not a directory (a link to one not mounted yet, or moved?): "
+            "the project keeps its last good state; remove the entry to remove it"
+        )
+        return FileResult(file, None, (ConfigError(file, None, "directory", reason),))
     if strict_modes and (problem := _untrusted(directory)):
         return FileResult(file, None, (ConfigError(file, None, "directory", problem),))
     errors: list[ConfigError] = []

@@ -176,7 +176,8 @@ class ConfigWatcher:
 
     def watch_also(self, files: Iterable[str]) -> None:
         """The files conf.d's projects read at the last reload: watched too (projectwatch)."""
-        if self.projects.set(files) and self._wake_w >= 0:
+        # Polling reads the project files at each poll: a wake would cut its stability rule.
+        if self.projects.set(files) and self._wake_w >= 0 and self.mode == "inotify":
             with contextlib.suppress(OSError):
                 os.write(self._wake_w, b"p")
 

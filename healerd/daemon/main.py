@@ -295,7 +295,7 @@ class Daemon:
         if self.credentials.reload(auth_file(s.config_dir, s.registry_auth), strict=s.strict_modes):
             self.controller.retry_pulls()
         state = read_conf_d(s, self.confwatch.writing(), self.store, self._reloads, self.sources)
-        self.confwatch.watch_also(self.store.sources())
+        self.confwatch.watch_also(self.store.sources(outside=s.state_dir))  # not git's
         if state is not None:
             self.controller.set_desired(update_defaults(state, s.updates))
 

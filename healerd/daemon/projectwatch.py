@@ -42,8 +42,10 @@ class ProjectFiles:
         self._projects: frozenset[str] = frozenset()  # names in conf.d that were projects
 
     def set(self, files: Iterable[str]) -> bool:
-        """The files the last reload read; True when their directories changed."""
-        new = frozenset(Path(f) for f in files)
+        """The files the last reload read; True when their directories changed. Each
+        is known by its real directory (one directory reached by two paths is one
+        inotify watch) and, for a link, by its target too."""
+        new = frozenset(a for f in files for a in aliases(f))
         projects = frozenset(
             n for n in _names(self.conf_d) if is_entry_name(n) and is_project_dir(self.conf_d / n)
         )
@@ -54,7 +56,9 @@ class ProjectFiles:
 
     def dirs(self) -> frozenset[Path]:
         """The directories to watch besides the config directory and conf.d."""
-        return frozenset(f.parent for f in self._files) - {self.conf_d, self.conf_d.parent}
+        own = {self.conf_d, self.conf_d.parent}
+        own |= {Path(os.path.realpath(d)) for d in own}
+        return frozenset(f.parent for f in self._files) - own
 
     def relevant(self, directory: Path, name: str, mask_is_dir: bool) -> bool:
         """Whether an event on `directory/name` may change a project."""
@@ -95,6 +99,13 @@ class ProjectFiles:
             if is_entry_name(name) and (self.conf_d / name).is_dir():
                 paths.update(self.conf_d / name / n for n in _PROJECT_NAMES)
         return sorted(paths)
+
+
+def aliases(file: str) -> set[Path]:
+    """The paths an event on `file` may come under: in its real directory, and its target
+    when it is a link (an edit of the target changes the project too)."""
+    path = Path(file)
+    return {Path(os.path.realpath(path.parent)) / path.name, Path(os.path.realpath(path))}
 
 
 def _names(directory: Path) -> list[str]:

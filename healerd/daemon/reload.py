@@ -94,6 +94,7 @@ def read_conf_d(
             strict_modes=settings.strict_modes,
             keep=store.last_results(held),
             environment=settings.interpolate_environment,
+            known=store.known(),
         )
     except OSError as exc:
         log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)

@@ -98,6 +98,7 @@ class Source:
         self._store = StateFile(self.root / "state.json", f"git source {conf.name}")
         self._state = SourceState(conf.name, masked_git_url(conf.url), conf.ref)
         self._refused: dict[str, str] = {}
+        self._checking = ""  # the commit being checked out by the source's thread
         self.rounds = 0
         self.wake = threading.Event()
         self._load()
@@ -164,6 +165,7 @@ class Source:
             self._failed(self.git.scrub(f"internal error: {type(exc).__name__}"))
         finally:
             with self._lock:
+                self._checking = ""
                 self.rounds += 1
                 self._lock.notify_all()
 
@@ -183,14 +185,18 @@ class Source:
 
     def _checked(self, tip: Tip, deadline: float) -> bool:
         """Verified and checked out: the new candidate (True), or refused for good."""
+        with self._lock:
+            self._checking = tip.commit  # its checkout is not pruned meanwhile
         try:
             self.git.verify(tip.commit, deadline)
             self.git.checkout(tip.commit, deadline)
         except Refused as exc:
             with self._lock:
+                self._checking = ""
                 self._note_refused(tip.commit, str(exc))
             return False
         with self._lock:
+            self._checking = ""
             self._set(candidate_commit=tip.commit, last_error="")
         log.info("source %s: commit %s verified, to be loaded", self.conf.name, tip.commit[:12])
         return True
@@ -275,10 +281,12 @@ class Source:
 
     def _prune(self) -> None:
         """Under the lock: every tree but the applied one and the candidate removed."""
-        keep = {self._state.applied_commit, self._state.candidate_commit} - {""}
+        keep = {self._state.applied_commit, self._state.candidate_commit, self._checking}
         if self.git.trees.is_dir():
             for tree in self.git.trees.iterdir():
-                if tree.name not in keep:
+                # A checkout on its way (`.new-*`, or renamed but not yet the candidate)
+                # belongs to the source's thread.
+                if tree.name not in keep and not tree.name.startswith("."):
                     remove_tree(tree)
 
 

@@ -101,8 +101,10 @@ def test_signed_commits_apply_and_bad_ones_are_refused_whole(
     assert source_of(healerd)["applied_commit"] == good
     holds_for(
         "the good commit's container unchanged",
-        lambda: sorted(c["Id"] for c in cluster.running("gitweb")) == ids
-        and env_of(cluster, "gitweb") == ["STAGE=one"],
+        lambda: (
+            sorted(c["Id"] for c in cluster.running("gitweb")) == ids
+            and env_of(cluster, "gitweb") == ["STAGE=one"]
+        ),
         2.0,
     )
 

@@ -19,6 +19,11 @@ command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 # A real MQTT broker for the notification tests (tests/integration/test_notifications.py).
 command -v mosquitto >/dev/null 2>&1 || need+=(mosquitto)
+# Git sources (tests/integration/test_git_sources.py, test_git_apply.py): git and its
+# daemon, ssh-keygen for the signing keys, gpg for the OpenPGP case.
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v gpg >/dev/null 2>&1 || need+=(gpg)
 # Podman 4.3 (and netavark, aardvark-dns, conmon) for HEALERD_TEST_ENGINE=podman only:
 # about 16 packages (tests/support/podman.py).
 if [ "${HEALERD_TEST_ENGINE:-docker}" = podman ]; then

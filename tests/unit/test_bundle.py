@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import stat
 import tarfile
 from collections.abc import Iterator, Sequence
@@ -438,3 +439,28 @@ def test_data_directories_outlive_a_new_version(tmp_path: Path) -> None:
     assert (conf_d / "site.bundle" / "stack" / "app.conf").read_text() == "mode=v2\n"
     assert (data / "db").read_text() == "rows\n"
     assert len(os.listdir(conf_d / STORE)) == 2  # the new tree and the data
+
+
+def test_a_data_link_beside_a_service_file_is_not_read_as_a_project(tmp_path: Path) -> None:
+    conf_d_src = tmp_path / "src" / "conf.d"
+    conf_d_src.mkdir(parents=True)
+    (conf_d_src / "db.yaml").write_text(
+        "services:\n  db:\n    image: site/db:1\n    volumes: ['./data:/data']\n"
+    )
+    bundle = make(tmp_path, conf_d_src, FakeArchiveEngine(["site/db:1"]))
+    conf_d = target(tmp_path)
+    install_bundle(bundle, conf_d, FakeArchiveEngine(), strict_modes=False)
+    assert (conf_d / "site.bundle" / "data").is_symlink()
+    assert sorted(installed(conf_d)) == ["db", "local"]
+
+
+def test_a_bundle_link_leading_nowhere_keeps_its_files_last_good_state(tmp_path: Path) -> None:
+    bundle = make(tmp_path, site(tmp_path), FakeArchiveEngine(["site/web:1", "site/app:2"]))
+    conf_d = target(tmp_path)
+    done = install_bundle(bundle, conf_d, FakeArchiveEngine(), strict_modes=False)
+    store = DesiredStore()
+    store.update(load_conf_dir(conf_d, strict_modes=False))
+    shutil.rmtree(done.tree)
+    state = store.update(load_conf_dir(conf_d, strict_modes=False, known=store.known()))
+    assert sorted(state.services) == ["app", "local", "web"]
+    assert state.errors and "leads to no directory" in str(state.errors[0])

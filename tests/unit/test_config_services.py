@@ -408,6 +408,14 @@ def test_environment_list_rejections() -> None:
     assert "more than once" in errors[3].reason
 
 
+def test_an_entry_listed_twice_with_the_same_value_is_taken_as_compose_takes_it() -> None:
+    """CoPilot-For-Consensus's auth service lists AUTH_JWT_ALGORITHM=... twice; Compose
+    takes the last entry. The same value twice is harmless; another value stays an error."""
+    env = web("environment: [A=1, B=2, A=1]").environment
+    assert dict(env) == {"A": "1", "B": "2"}
+    assert web('labels: ["a=1", "a=1"]').labels == (("a", "1"),)
+
+
 @pytest.mark.parametrize("value", ["a string", "3", "true"])
 def test_environment_wrong_type(value: str) -> None:
     error = one_error(f"environment: {value}")

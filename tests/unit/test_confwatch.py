@@ -198,3 +198,34 @@ def test_a_project_directory_and_its_linked_files_trigger(
     before = settle(calls, watcher)
     (conf_d / "cloud").unlink()
     wait_until("the link removed", lambda: calls.count > before, timeout=2.0)
+
+
+def test_a_directory_reached_by_two_paths_is_one_watch_and_stays_quiet(tmp_path: Path) -> None:
+    """Project b linked into conf.d and read at its target, while project a includes
+    ../b/extra.yaml through conf.d: one directory, two paths. The watcher must watch it
+    once and stay quiet (it reloaded every 0.8 s for ever), and an edit there triggers."""
+    from healerd.config import DesiredStore, load_conf_dir
+
+    root = tmp_path / "etc"
+    conf = root / "conf.d"
+    stacks = tmp_path / "stacks"
+    (stacks / "b").mkdir(parents=True)
+    (conf / "a").mkdir(parents=True)
+    (stacks / "b" / "compose.yaml").write_text("services:\n  b:\n    image: busybox\n")
+    (stacks / "b" / "extra.yaml").write_text("services:\n  x:\n    image: busybox\n")
+    (conf / "a" / "compose.yaml").write_text("include:\n  - ../b/extra.yaml\n")
+    (conf / "b").symlink_to(stacks / "b")
+    store = DesiredStore()
+    state = store.update(load_conf_dir(conf, strict_modes=False))
+    assert state.errors == () and {"b", "x"} <= set(state.services)
+    calls = Calls()
+    watcher = ConfigWatcher(root, calls, use_inotify=True)
+    watcher.start()
+    try:
+        watcher.watch_also(store.sources())
+        before = settle(calls, watcher)
+        assert settle(calls, watcher) == before  # quiet: nothing changed
+        (stacks / "b" / "extra.yaml").write_text("services:\n  x:\n    image: busybox:2\n")
+        wait_until("the edit", lambda: calls.count > before, timeout=2.0)
+    finally:
+        watcher.stop()

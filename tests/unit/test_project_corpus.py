@@ -50,6 +50,11 @@ REFUSED: dict[str, tuple[str, str]] = {
     "balena--cloud-relay": _BALENA,
     "balena--multicontainer-getting-started": _BALENA,
     "balena--sound": _BALENA,
+    "copilot-for-consensus--include": (
+        ".secrets: '",
+        "its secret files are the user's to make from the published .example files "
+        "(docker compose up refuses without them too)",
+    ),
     "homelab-slochewie--hass": (
         "duplicate key",
         "zigbee2mqtt's environment: is written twice; docker compose v2 refuses a duplicate "

@@ -221,3 +221,50 @@ def test_compose_file_in_a_subdirectory_starts_paths_and_the_name_there(tmp_path
     app = good(load_project_dir(tmp_path / "stack"))["app"]
     assert app.project == "test"
     assert [v.source for v in app.volumes] == [str(tmp_path / "stack" / "data")]
+
+
+def test_a_project_that_cannot_be_read_for_a_while_keeps_its_services(tmp_path: Path) -> None:
+    """A link to a directory not mounted yet, or a compose file briefly missing (rm, then
+    cp): errors that keep the last good state; only removing the entry removes it."""
+    conf_d = tmp_path / "conf.d"
+    conf_d.mkdir()
+    write(tmp_path / "opt" / "cloud" / "compose.yaml", BASE)
+    os.symlink(tmp_path / "opt" / "cloud", conf_d / "cloud")
+    write(conf_d / "local" / "compose.yaml", BASE.replace("web:", "api:"))
+    store = DesiredStore()
+
+    def update() -> tuple[set[str], bool]:
+        state = store.update(load_conf_dir(conf_d, strict_modes=False, known=store.known()))
+        return set(state.services), bool(state.errors)
+
+    assert update() == ({"web", "api"}, False)
+    (tmp_path / "opt" / "cloud").rename(tmp_path / "opt" / "moved")
+    (conf_d / "local" / "compose.yaml").unlink()
+    assert update() == ({"web", "api"}, True)
+    (tmp_path / "opt" / "moved").rename(tmp_path / "opt" / "cloud")
+    write(conf_d / "local" / "compose.yaml", BASE.replace("web:", "api:"))
+    assert update() == ({"web", "api"}, False)
+    (conf_d / "cloud").unlink()
+    assert update() == ({"api"}, False)
+
+
+def test_strict_modes_refuse_a_dockerfile_others_may_change(tmp_path: Path) -> None:
+    """The Dockerfile is what the image is built from: inside the context or outside it,
+    it and its directory must be trusted like the project's files."""
+    project = tmp_path / "app"
+    write(project / "ctx" / "x", "")
+    evil = tmp_path / "evil"
+    write(evil / "Dockerfile", "FROM busybox\n")
+    evil.chmod(0o777)
+    write(
+        project / "compose.yaml",
+        f"services:\n  web:\n    build: {{context: ./ctx, dockerfile: {evil}/Dockerfile}}\n",
+    )
+    errors = load_project_dir(project, strict_modes=True).errors
+    assert errors and "evil" in errors[0].reason
+    write(project / "compose.yaml", "services:\n  web:\n    build: .\n")
+    write(project / "Dockerfile", "FROM busybox\n").chmod(0o666)
+    errors = load_project_dir(project, strict_modes=True).errors
+    assert errors and "Dockerfile" in errors[0].reason
+    (project / "Dockerfile").chmod(0o644)
+    assert load_project_dir(project, strict_modes=True).errors == ()

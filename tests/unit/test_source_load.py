@@ -128,3 +128,44 @@ def test_nothing_fetched_yet_holds_undeclared_containers(tmp_path: Path) -> None
         source_results([cast(Source, FakeSource(tmp_path))], strict_modes=False)
     )
     assert state.hold_orphans and not state.services and not state.errors
+
+
+def test_a_missing_candidate_tree_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+    src = FakeSource(tmp_path)
+    commit(src, "c1", {"a.yaml": STACK.format(name="web", tag=1)})
+    load(src)
+    src.candidate = "c2"  # verified, but its tree is gone (pruned, disk trouble)
+    state = DesiredStore().update(source_results([cast(Source, src)], strict_modes=False))
+    assert src.applied_commit == "c1" and "c2" in src.refused
+    assert state.services["web"].image == "busybox:1"
+
+
+def test_a_first_commit_with_one_broken_file_declares_nothing(tmp_path: Path) -> None:
+    src = FakeSource(tmp_path)
+    commit(
+        src,
+        "c1",
+        {"a.yaml": STACK.format(name="web", tag=1), "b.yaml": "services:\n  x: {}\n"},
+    )
+    state = DesiredStore().update(source_results([cast(Source, src)], strict_modes=False))
+    assert "c1" in src.refused and not src.applied_commit
+    assert not state.services and state.hold_orphans
+
+
+def test_live_is_updated_in_place_and_a_cut_short_copy_is_redone(tmp_path: Path) -> None:
+    src = FakeSource(tmp_path)
+    commit(src, "c1", {"a.yaml": STACK.format(name="web", tag=1), "a/site/index": "one"})
+    load(src)
+    live = live_path(cast(Source, src))
+    site = (live / "a" / "site").stat().st_ino
+    commit(src, "c2", {"a.yaml": STACK.format(name="web", tag=2), "a/site/index": "two"})
+    (src.tree("c2") / "a" / "gone").mkdir()
+    load(src)
+    # The directory a container may bind-mount is the same inode, with the new file.
+    assert (live / "a" / "site").stat().st_ino == site
+    assert (live / "a" / "site" / "index").read_text() == "two"
+    assert (live / "a" / "gone").is_dir()
+    (src.tree("c2") / "a" / "gone").rmdir()
+    (live / "a.yaml").unlink()  # a copy cut short: the marker no longer names c2
+    (tmp_path / "live.commit").unlink()
+    assert load(src) and (live / "a.yaml").is_file() and not (live / "a" / "gone").exists()
