@@ -25,9 +25,12 @@ class CtlLike(Protocol):
 
 
 def _settings(config_dir: Path) -> Any:
-    from healerd.config import load_settings
+    """healerd.yaml's settings (its engine, strict modes, conf.d); the defaults where
+    there is none (a machine that makes bundles may run no healerd)."""
+    from healerd.config import Settings, load_settings
 
-    settings = load_settings(config_dir / "healerd.yaml")
+    file = config_dir / "healerd.yaml"
+    settings = load_settings(file) if os.path.lexists(file) else Settings()
     return dataclasses.replace(settings, config_dir=config_dir)
 
 

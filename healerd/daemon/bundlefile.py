@@ -208,8 +208,10 @@ def open_bundle(path: str) -> tarfile.TarFile:
     a tar at all."""
     try:
         return tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError) as exc:
-        raise BundleError(f"{path}: not a readable tar archive: {exc}") from None
+    except tarfile.TarError:
+        raise BundleError(f"{path}: not a tar archive (plain, gzip, bzip2 or xz)") from None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 __all__ = [
