@@ -220,6 +220,7 @@ __all__ = [
     "IMAGES",
     "MANIFEST",
     "NAME_RE",
+    "PIECE",
     "BundleError",
     "FileEntry",
     "ImageEntry",

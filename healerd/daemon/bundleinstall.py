@@ -40,6 +40,7 @@ from healerd.daemon.bundledata import data_root, keep_data
 from healerd.daemon.bundlefile import (
     CONFIG,
     IMAGES,
+    PIECE,
     BundleError,
     Manifest,
     members,
@@ -84,7 +85,7 @@ def _load_images(
         stream = tar.extractfile(tar.getmember(IMAGES))
         assert stream is not None
         try:
-            loaded = engine.load_images(stream)
+            loaded = engine.load_image(iter(lambda: stream.read(PIECE), b""))
         except EngineError as exc:
             raise BundleError(f"{IMAGES}: the engine refused it: {exc}") from None
     missing: dict[str, list[str]] = {}

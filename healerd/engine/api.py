@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import IO, Protocol
+from typing import Protocol
 
 from healerd.engine.pacing import Meter
 from healerd.model import BuildSpec, EngineEvent, Hook, ObservedContainer, RegistryAuth, ServiceSpec
@@ -319,10 +319,11 @@ class ImageArchive(Protocol):
         engine sends them; ImageMissing names an image that is not there."""
         ...
 
-    def load_images(self, archive: IO[bytes]) -> list[str]:
-        """Load `archive` (docker save's format) streamed from the file; the references
-        the engine says it loaded. EngineError with the engine's reason (a corrupt
-        archive)."""
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+        """`docker load` of the archive `chunks` make (sent as they are read: never whole
+        in memory); the references the engine says it loaded. EngineError with the
+        engine's reason (a corrupt archive). The same signature as the images
+        directory's ImageStore.load_image (branch i35-images), which replaces it."""
         ...
 
 

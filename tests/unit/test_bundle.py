@@ -13,9 +13,8 @@ import os
 import shutil
 import stat
 import tarfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -52,9 +51,9 @@ class FakeArchiveEngine:
         for ref in refs:
             yield f"{ref}\n".encode()
 
-    def load_images(self, archive: IO[bytes]) -> list[str]:
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
         self.loads += 1
-        refs = archive.read().decode().split()
+        refs = b"".join(chunks).decode().split()
         if any(not r or "\0" in r for r in refs):
             raise EngineError("load images: unexpected EOF")
         self.present |= set(refs) - self.drop_on_load

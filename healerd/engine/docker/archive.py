@@ -5,8 +5,7 @@ whole transfer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import IO
+from collections.abc import Iterable, Iterator, Sequence
 
 from healerd.engine.api import EngineError
 from healerd.engine.docker.client import DockerClient
@@ -29,10 +28,12 @@ class DockerArchive:
             with response:
                 yield from response.iter_content(PIECE)
 
-    def load_images(self, archive: IO[bytes]) -> list[str]:
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
         loaded: list[str] = []
         with self._client.call("load images"):
-            response = self._client.post("/images/load", data=archive, stream=True)
+            response = self._client.post(
+                "/images/load", params={"quiet": "0"}, data=iter(chunks), stream=True
+            )
             with response:
                 for message in progress(response.raw):
                     if message.get("error"):
