@@ -15,7 +15,7 @@ from typing import Any, Protocol, TextIO
 
 from healerd import paths
 
-EXIT_OK, EXIT_NO, EXIT_UNREACHABLE = 0, 1, 3
+EXIT_OK, EXIT_NO = 0, 1
 
 
 class CtlLike(Protocol):
@@ -64,7 +64,7 @@ def create(ctl: CtlLike) -> int:
         return EXIT_NO
     except EngineError as exc:
         ctl.err.write(f"healerctl: bundle not written: {exc}\n")
-        return EXIT_UNREACHABLE
+        return EXIT_NO
     except OSError as exc:
         ctl.err.write(f"healerctl: cannot write {a.bundle_file}: {exc.strerror or exc}\n")
         return EXIT_NO
@@ -92,12 +92,9 @@ def load(ctl: CtlLike) -> int:
             a.bundle, settings.config_dir / "conf.d", engine,
             strict_modes=settings.strict_modes, environment=settings.interpolate_environment,
         )  # fmt: skip
-    except (BundleError, SettingsError, ValueError, OSError) as exc:
+    except (BundleError, SettingsError, ValueError, OSError, EngineError) as exc:
         ctl.err.write(f"healerctl: bundle refused, nothing changed: {exc}\n")
         return EXIT_NO
-    except EngineError as exc:
-        ctl.err.write(f"healerctl: bundle refused, nothing changed: {exc}\n")
-        return EXIT_UNREACHABLE
     word = "replaced" if done.replaced else "installed"
     ctl.out.write(f"bundle {done.name} {word}: {done.link} ({len(done.images)} image(s) loaded)\n")
     return EXIT_OK

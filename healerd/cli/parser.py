@@ -25,7 +25,7 @@ EXIT_CODES_HELP = """exit codes:
      reload refused a file (or was not applied in time), a build failed, sync: a fetch
      failed or a commit was refused,
      export --strict: a field the target cannot express, or a value from a ${VAR} in a
-     command or healthcheck
+     command or healthcheck, bundle: not written or refused (the engine away too)
   2  bad usage
   3  healerd unreachable (no socket, permission denied, not running, no answer)
   4  refused: changes and logs need root or the admin group (default healerd-admin)
