@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from healerd import paths
 from healerd.cli import (
     build_verb,
+    bundle_verb,
     images_verb,
     notify_verb,
     postmortem,
@@ -306,6 +307,7 @@ VERBS: dict[str, Callable[[Ctl], int]] = {
     "logs": postmortem.logs,
     "describe": postmortem.describe,
     "export": _export,
+    "bundle": bundle_verb.bundle,
 }
 
 

@@ -10,6 +10,7 @@ from typing import Protocol
 from healerd import __version__, paths
 from healerd.cli import (
     build_verb,
+    bundle_verb,
     images_verb,
     notify_verb,
     postmortem,
@@ -25,7 +26,7 @@ EXIT_CODES_HELP = """exit codes:
      reload refused a file (or was not applied in time), a build failed, sync: a fetch
      failed or a commit was refused,
      export --strict: a field the target cannot express, or a value from a ${VAR} in a
-     command or healthcheck
+     command or healthcheck, bundle: not written or refused (the engine away too)
   2  bad usage
   3  healerd unreachable (no socket, permission denied, not running, no answer)
   4  refused: changes and logs need root or the admin group (default healerd-admin)
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     notify_verb.add_verbs(verb)
     postmortem.add_verbs(verb)
     export_verbs.add_verbs(verb)
+    bundle_verb.add_verbs(verb)
     return p
 
 

@@ -88,9 +88,11 @@ def _raise(exc: OSError) -> None:
     raise exc
 
 
-def context_hash(build: BuildSpec) -> str:
-    """sha256 of what the build reads (ContextError when it cannot be read)."""
-    root = build.context
+def context_hash(build: BuildSpec, *, files_at: str | None = None) -> str:
+    """sha256 of what the build reads (ContextError when it cannot be read). `files_at`:
+    read the context's files there instead, as they will be at `build.context` (a
+    bundle's hash before it is switched in: healerd.daemon.bundlebuilt)."""
+    root = files_at or build.context
     if not os.path.isdir(root):
         raise ContextError(f"context {root} is not a directory")
     try:

@@ -36,6 +36,7 @@ from healerd.config.trust import trust_problem
 from healerd.model import ServiceSpec
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
+BUNDLE_SUFFIX = ".bundle"
 _Claim = tuple[str, FileResult, str, ServiceSpec]  # file, its version, service, spec
 IGNORED_SUFFIXES = (
     "~",
@@ -67,8 +68,17 @@ def is_entry_name(name: str) -> bool:
     return not (name.startswith((".", "#")) or name.endswith(IGNORED_SUFFIXES))
 
 
-def list_config_files(conf_dir: Path, known: Collection[str] = ()) -> list[Path]:
-    """Service files and project directories (healerd.config.projectdir) in `conf_dir`,
+def is_bundle_name(name: str) -> bool:
+    """Whether a name in conf.d is an installed bundle (`<name>.bundle`, a link that
+    `healerctl bundle load` swaps whole): read like conf.d, one level deep."""
+    return is_entry_name(name) and name.endswith(BUNDLE_SUFFIX) and name != BUNDLE_SUFFIX
+
+
+def list_config_files(
+    conf_dir: Path, known: Collection[str] = (), *, bundles: bool = True
+) -> list[Path]:
+    """Service files, project directories (healerd.config.projectdir) and, with
+    `bundles`, installed bundles (`*.bundle`, a link or a directory) in `conf_dir`,
     sorted by name so that precedence is predictable.
 
     A project is a directory holding a Compose file or a `.env`, and also, so that a
@@ -87,15 +97,19 @@ def list_config_files(conf_dir: Path, known: Collection[str] = ()) -> list[Path]
     files = [
         p
         for p in entries
-        if (is_config_name(p.name) and p.is_file()) or _is_project_entry(p, known)
+        if (is_config_name(p.name) and p.is_file())
+        or (is_bundle_name(p.name) and bundles and (p.is_dir() or p.is_symlink()))
+        or (not is_bundle_name(p.name) and _is_project_entry(p, known, links=bundles))
     ]
     return sorted(files, key=lambda p: p.name)
 
 
-def _is_project_entry(path: Path, known: Collection[str]) -> bool:
+def _is_project_entry(path: Path, known: Collection[str], *, links: bool = True) -> bool:
+    """`links`: in conf.d; a bundle's tree has links only to data directories
+    (healerd.daemon.bundledata), never a project."""
     if not is_entry_name(path.name) or is_config_name(path.name):
         return False
-    if path.is_symlink():
+    if path.is_symlink() and links:
         return True
     return is_project_dir(path) or (str(path) in known and path.is_dir())
 
@@ -107,6 +121,7 @@ def load_conf_dir(
     keep: Mapping[str, FileResult | None] = MappingProxyType({}),
     environment: Collection[str] = (),
     known: Collection[str] = (),
+    bundles: bool = True,
 ) -> list[FileResult]:
     """Checks every service file; `file` is the full path, which operators can act on directly.
 
@@ -125,7 +140,7 @@ def load_conf_dir(
     `environment`: the variables of healerd's environment that `${VAR}` may read
     (healerd.yaml's interpolate_environment); the files' `.env` are read in any case.
     """
-    files = list_config_files(conf_dir, known)
+    files = list_config_files(conf_dir, known, bundles=bundles)
     if strict_modes:
         for directory in (conf_dir.parent, conf_dir):
             problem = trust_problem(directory, "directory")
@@ -133,7 +148,31 @@ def load_conf_dir(
                 error = ConfigError(str(directory), None, "directory", problem)
                 refused = [FileResult(str(path), None, (error,)) for path in files]
                 return [*refused, FileResult(str(directory), None, (error,))]
-    return [_load_or_keep(path, keep, strict_modes, environment) for path in files]
+    results: list[FileResult] = []
+    for path in files:
+        if is_bundle_name(path.name):
+            results += _bundle_results(path, keep, strict_modes, environment, known)
+        else:
+            results.append(_load_or_keep(path, keep, strict_modes, environment))
+    return results
+
+
+def _bundle_results(
+    path: Path,
+    keep: Mapping[str, FileResult | None],
+    strict_modes: bool,
+    environment: Collection[str],
+    known: Collection[str],
+) -> list[FileResult]:
+    """An installed bundle's files, as conf.d's (a bundle holds no bundle). A link that
+    leads nowhere (its tree removed by hand) is an error of each file it held, so that
+    their last good state stands, as for a project that cannot be read."""
+    if path.is_dir():
+        return load_conf_dir(path, strict_modes=strict_modes, keep=keep,
+                             environment=environment, known=known, bundles=False)  # fmt: skip
+    error = ConfigError(str(path), None, "bundle", "leads to no directory (its tree is gone)")
+    held = sorted(f for f in known if f.startswith(f"{path}/"))
+    return [FileResult(f, None, (error,)) for f in held] or [FileResult(str(path), None, (error,))]
 
 
 def _load_or_keep(
@@ -144,7 +183,7 @@ def _load_or_keep(
 ) -> FileResult:
     file = str(path)
     if file not in keep:
-        if path.is_dir() or path.is_symlink():
+        if path.is_dir() or (path.is_symlink() and not is_config_name(path.name)):
             return load_project_dir(path, file, strict_modes=strict_modes, environment=environment)
         return load_service_file(path, file, strict_modes=strict_modes, environment=environment)
     return keep[file] or FileResult(file, None, ())

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from healerd.config.desired import is_entry_name
+from healerd.config.desired import is_bundle_name, is_entry_name
 from healerd.config.projectdir import COMPOSE_FILES, is_project_dir
 from healerd.config.projectread import DOTENV
 from healerd.daemon.inotify import Inotify
@@ -64,8 +64,10 @@ class ProjectFiles:
         """Whether an event on `directory/name` may change a project."""
         if directory == self.conf_d:
             path = directory / name
-            return is_entry_name(name) and (
-                mask_is_dir or name in self._projects or is_project_dir(path)
+            # An installed bundle is a link swapped whole (healerctl bundle load).
+            return is_bundle_name(name) or (
+                is_entry_name(name)
+                and (mask_is_dir or name in self._projects or is_project_dir(path))
             )
         return (directory / name) in self._files or name in _PROJECT_NAMES
 

@@ -319,6 +319,23 @@ class ImageStore(Protocol):
         ...
 
 
+class ImageArchive(Protocol):
+    """Images as `docker save` writes them and `docker load` reads them: bundles for
+    hosts with no registry (healerctl bundle). Not part of `Engine`: the loop never
+    needs it."""
+
+    def save_images(self, refs: Sequence[str]) -> Iterator[bytes]:
+        """One archive of every image in `refs` (layers shared once), in pieces as the
+        engine sends them; ImageMissing names an image that is not there."""
+        ...
+
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+        """`docker load` of the archive `chunks` make (sent as they are read: never whole
+        in memory); the references the engine says it loaded. ImageLoadFailed with the
+        engine's reason (a corrupt archive). The images directory's (ImageStore's)."""
+        ...
+
+
 class Registry(Protocol):
     def registry_digest(self, image: str, auth: RegistryAuth | None = None) -> str:
         """The digest the registry gives for `image`'s tag now (one manifest request

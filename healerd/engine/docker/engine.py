@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from healerd.engine.api import Labelled, Owner
+from healerd.engine.docker.archive import DockerArchive
 from healerd.engine.docker.build import DockerBuild
 from healerd.engine.docker.client import DockerClient
 from healerd.engine.docker.containers import DockerContainers
@@ -26,6 +27,7 @@ from healerd.model import DockerTLS
 
 
 class DockerEngine(
+    DockerArchive,
     DockerBuild,
     DockerContainers,
     DockerCreate,
