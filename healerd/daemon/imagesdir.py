@@ -54,6 +54,7 @@ from healerd.core.imagefiles import (
     settled,
 )
 from healerd.core.persist import StateStore
+from healerd.daemon.bundlefile import is_bundle
 from healerd.daemon.imagearchive import (
     ArchiveChanged,
     ArchiveFacts,
@@ -119,10 +120,14 @@ class ImagesDir:
         on_loaded: Callable[[], None],
         *,
         strict: bool = True,
+        bundle: Callable[[Path], str | None] | None = None,
     ) -> None:
         """`on_loaded()`: an archive brought images (services waiting for one try now).
-        `strict`: strict_modes (the trust checks)."""
+        `strict`: strict_modes (the trust checks). `bundle(path)` installs a bundle
+        (healerctl bundle create's) placed here: None when done, else why not."""
         self._strict = strict
+        self._bundle = bundle
+        self._kinds: dict[str, tuple[FileState, bool]] = {}  # name -> is it a bundle
         self.directory = directory
         self._engine = engine
         self._clock = clock
@@ -200,7 +205,7 @@ class ImagesDir:
             names = []
         now = self._clock.monotonic()
         with self._lock:
-            for table in (self._first, self._judged, self._untrusted):
+            for table in (self._first, self._judged, self._untrusted, self._kinds):
                 for gone in set(table) - set(names):
                     del table[gone]
         present: set[str] = set()
@@ -223,6 +228,8 @@ class ImagesDir:
             return None
         if not settled(first[0], first[1], state, now, SETTLE) or not self._trusted(path, state):
             return None
+        if self._is_bundle(name, path, state):
+            return self._install(name, path, state)
         with self._lock:
             digest = self._book.known(name, state)
         if digest is None:
@@ -242,6 +249,36 @@ class ImagesDir:
                 self._refuse(name, digest, state, why)
             else:
                 self._load(name, path, facts, state)
+        return digest
+
+    def _is_bundle(self, name: str, path: Path, state: FileState) -> bool:
+        if self._bundle is None:
+            return False
+        known = self._kinds.get(name)
+        if known is None or known[0] != state:
+            known = self._kinds[name] = (state, is_bundle(str(path)))
+        return known[1]
+
+    def _install(self, name: str, path: Path, state: FileState) -> str | None:
+        """A bundle installed once per digest, as an archive is loaded once; refused
+        with its reason (and left in place) otherwise."""
+        digest = _file_digest(path)
+        if digest is None or _stat(path) != state or self._bundle is None:
+            return None
+        with self._lock:
+            verdict = self._book.verdict(digest)
+        if verdict is not Verdict.LOAD or self._judged.get(name) == state:
+            return digest
+        self._judged[name] = state
+        log.info("images_dir: installing bundle %s", name)
+        why = self._bundle(path)
+        if why is not None:
+            self._refuse(name, digest, state, why)
+            return digest
+        at = self._clock.time()
+        self._note(Archive(digest, name, at, state.size, (), (), "", state.stamp, {}))
+        self._events.record(EventKind.IMAGE_LOADED, "", f"installed bundle {name}")
+        self._on_loaded()
         return digest
 
     def _trusted(self, path: Path, state: FileState) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 from healerd.config import Settings
 from healerd.core.clock import Clock
@@ -20,6 +21,8 @@ from healerd.core.imagefiles import declared_loaded
 from healerd.core.imagegc import ImageCollector
 from healerd.core.readlanes import PRIVILEGED, Reader
 from healerd.core.updates import UpdateRefused, follows
+from healerd.daemon.bundlefile import BundleError
+from healerd.daemon.bundleinstall import EngineForBundle, install_bundle
 from healerd.daemon.flags import docker_host
 from healerd.daemon.imagesdir import STATE_FILE, ImagesDir
 from healerd.daemon.imageview import Known, images_payload
@@ -28,13 +31,18 @@ from healerd.daemon.snapshots import SnapshotStore
 from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
 from healerd.daemon.updatesnapshots import DaemonSnapshots
-from healerd.engine import Engine
+from healerd.engine import Engine, EngineError
 from healerd.host import HostProbe
 from healerd.model import ServiceSpec
 
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 UPDATES_FILE = "auto-update.json"  # bad digests and digests run, per service
 IMAGES_FILE = "image-gc.json"  # the IDs of the images healerd pulled
+BUNDLES_DIR = "bundles"  # bundles dropped into the images directory, installed here
+
+
+def bundles_dir(state_dir: Path) -> Path:
+    return state_dir / BUNDLES_DIR
 
 
 class ImageWork:
@@ -75,7 +83,10 @@ class ImageWork:
             StateFile(state / STATE_FILE, "images_dir memory", strict=strict),
             on_loaded=controller.retry_pulls,
             strict=strict,
+            bundle=self._install_bundle,
         )
+        self._engine, self._settings = engine, settings
+        self.reload: Callable[[], None] = lambda: None  # the daemon's request_reload
         self.gc.protect(self._loaded_declared)
         self._images_dir = str(settings().images_dir)
         controller.updates.after_update = self._trim_later
@@ -174,6 +185,25 @@ class ImageWork:
         )
         listed = self._controller.local_images(reader)
         return images_payload(listed, known, self.dir.refused_here(), self._images_dir)
+
+    def _install_bundle(self, path: Path) -> str | None:
+        """A bundle dropped into the images directory: installed into
+        `state_dir/bundles` (the daemon may not write /etc under its unit), which the
+        reload reads as it reads conf.d (healerd.daemon.reload); None, or why not."""
+        s = self._settings()
+        try:
+            bundles_dir(s.state_dir).mkdir(mode=0o700, exist_ok=True)
+            install_bundle(
+                path,
+                bundles_dir(s.state_dir),
+                cast(EngineForBundle, self._engine),
+                strict_modes=s.strict_modes,
+                environment=s.interpolate_environment,
+            )
+        except (BundleError, EngineError, OSError) as exc:
+            return str(exc)
+        self.reload()
+        return None
 
     def _loaded_declared(self) -> frozenset[str]:
         """The IDs of images loaded from images_dir that a declared service names."""

@@ -1,6 +1,5 @@
-"""The healerd process: its parts, signals, threads, and the main loop (the flags are in
-healerd.daemon.flags, a reload in healerd.daemon.reload, the loop's parts in
-healerd.core.wiring).
+"""The healerd process: its parts, signals, threads, and the main loop (flags: daemon.flags,
+a reload: daemon.reload, the loop's parts: core.wiring).
 
 Signal handlers only set flags; the main loop decides what to do with them.
 """
@@ -96,9 +95,8 @@ class Daemon:
         limits = settings.node_limits
         # Every engine request of healerd's takes from one token bucket (but the API's
         # readers' and the hand-off's: core/readlanes.py, daemon/handoff.py).
-        self.bucket = TokenBucket(
-            limits.engine_calls_per_second, limits.engine_call_burst, self.clock
-        )
+        rate, burst = limits.engine_calls_per_second, limits.engine_call_burst
+        self.bucket = TokenBucket(rate, burst, self.clock)
         engine.meter.pacer = self.bucket
         self.engine = engine
         self.probe = probe or PsutilProbe()
@@ -125,6 +123,7 @@ class Daemon:
         self.images = ImageWork(
             self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc, self._now
         )
+        self.images.reload = self.request_reload  # a bundle from the images directory
         self.watcher = EventWatcher(self.engine, self.controller, self.clock, self.loop)
         self.sources = Sources.of(settings, on_change=self.request_reload)  # git, own threads
         self._stop = threading.Event()

@@ -22,6 +22,7 @@ from healerd.config import (
     load_conf_dir,
     load_settings,
 )
+from healerd.daemon.imagework import bundles_dir
 from healerd.daemon.sourceload import source_results
 from healerd.daemon.sources import Source
 from healerd.engine import Engine, EngineError
@@ -101,6 +102,11 @@ def read_conf_d(
         return None
     env = settings.interpolate_environment
     results += source_results(sources, strict_modes=settings.strict_modes, environment=env)
+    bundles = bundles_dir(settings.state_dir)  # those dropped into the images directory
+    if bundles.is_dir():
+        known = store.known()
+        strict = settings.strict_modes
+        results += load_conf_dir(bundles, strict_modes=strict, environment=env, known=known)
     state = store.update(results)
     if not conf_dir.is_dir():
         # A directory that vanished (a failed mount, a typo in --config-dir) must not

@@ -201,3 +201,44 @@ def test_a_bundle_brings_its_stack_up_on_a_host_with_no_registry(
         cluster.remove_labelled()
         site.close()
         src.close()
+
+
+def test_a_bundle_dropped_into_the_images_directory_brings_its_stack_up(
+    dockerd: PrivateDockerd,
+    image: str,
+    site_engine: PrivateDockerd,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35 point 2: no one runs healerctl at the site; the stick's bundle is copied
+    into images_dir and healerd installs it (into state_dir/bundles: its unit may not
+    write /etc) once the copy is complete."""
+    src: docker.APIClient = dockerd.client(timeout=120)
+    src.tag(image, *APP.rsplit(":", 1))
+    conf_d_src = source_tree(tmp_path / "src", extra=False)
+    list(src.build(path=str(conf_d_src / "stack" / "built"), tag=BUILT, rm=True, decode=True))
+    bundle = tmp_path / "site.tar"
+    code, said = ctl(dockerd, "create", "--config-dir", str(tmp_path / "no-config"),
+                     "-o", str(bundle), str(conf_d_src), monkeypatch=monkeypatch)  # fmt: skip
+    assert code == 0, said
+    site = site_engine.client(timeout=120)
+    config = ConfigDir(tmp_path / "etc-healerd", IMAGE)
+    images = tmp_path / "images"
+    images.mkdir(mode=0o700)
+    config.settings(f"images_dir: {images}\n")
+    h = Healerd(config.root, site_engine.url, tmp_path / "healerd.log")
+    cluster = Cluster(site)
+    h.start()
+    try:
+        with open(bundle, "rb") as f, open(images / "site.tar", "wb") as out:
+            while chunk := f.read(1 << 20):
+                out.write(chunk)
+        for service in ("web", "app", "built"):
+            wait_for(f"{service} running", lambda s=service: cluster.converged(s, 1), 60)
+        assert (h.state_dir / "bundles" / "site.bundle").is_symlink()
+        assert "installed bundle site.tar" in str(h.api("/v1/events"))
+    finally:
+        h.stop()
+        cluster.remove_labelled()
+        site.close()
+        src.close()
