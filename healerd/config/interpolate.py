@@ -72,7 +72,7 @@ def project_directory(
     if declared is not None:
         where = path.parent / str(declared)
         if isinstance(declared, str) and declared and where.is_dir():
-            if strict_modes and (problem := _untrusted(where)) and errors is not None:
+            if strict_modes and (problem := untrusted_project(where)) and errors is not None:
                 errors.append(ConfigError(file, line, "x-healerd.project_directory", problem))
             return where
         if errors is not None:
@@ -81,7 +81,8 @@ def project_directory(
     return path.resolve().parent if path.is_symlink() else path.parent
 
 
-def _untrusted(directory: Path) -> str | None:
+def untrusted_project(directory: Path) -> str | None:
+    """Why a project directory is not trusted (strict modes), or None."""
     try:
         trusted_directory(directory, "project directory")
     except FileRefused as exc:

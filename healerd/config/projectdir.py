@@ -33,12 +33,11 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from healerd.config.errors import ConfigError
-from healerd.config.interpolate import project_env_values
+from healerd.config.interpolate import project_env_values, untrusted_project
 from healerd.config.keys import Context
 from healerd.config.project import normalised_name
 from healerd.config.projectread import DOTENV, ProjectReader
 from healerd.config.servicefile import FileResult, checked_result, with_profiles
-from healerd.config.trust import FileRefused, trusted_directory
 from healerd.config.yamlload import LineDict
 
 COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
@@ -71,16 +70,6 @@ def compose_files(directory: Path, env: Mapping[str, str]) -> list[Path]:
     return []
 
 
-def _untrusted(directory: Path) -> str | None:
-    try:
-        trusted_directory(directory, "project directory")
-    except FileRefused as exc:
-        return str(exc)
-    except OSError as exc:
-        return f"project directory {directory}: cannot be checked: {exc.strerror or exc}"
-    return None
-
-
 def load_project_dir(
     path: Path,
     display: str | None = None,
@@ -99,7 +88,7 @@ def load_project_dir(
             "the project keeps its last good state; remove the entry to remove it"
         )
         return FileResult(file, None, (ConfigError(file, None, "directory", reason),))
-    if strict_modes and (problem := _untrusted(directory)):
+    if strict_modes and (problem := untrusted_project(directory)):
         return FileResult(file, None, (ConfigError(file, None, "directory", problem),))
     errors: list[ConfigError] = []
     reader = ProjectReader(Context(directory, strict_modes), errors)
