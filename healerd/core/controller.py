@@ -72,6 +72,7 @@ class Controller:
         self.prune_volumes = dispatcher.prune_volumes
         self.pulled_images = parts.executor.pulled  # healerd pulled since it started
         self.build_now, self.build_mark = parts.images.build_now, parts.images.build_mark
+        self.images = parts.images  # told of images_dir's archives (healerd.daemon.imagework)
         # Reads (healerd.core.reads).
         self.statuses, self.container_statuses = reads.statuses, reads.container_statuses
         self.paused_services, self.known = reads.paused_services, reads.known

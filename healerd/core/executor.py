@@ -90,6 +90,9 @@ class Executor:
         self._pulled: set[str] = set()
         self._flight_lock = threading.Lock()
         self._in_flight: set[Future[None]] = set()  # starts of start_later, to drain
+        # What a create names for a service's image: a digest only an archive in
+        # images_dir proved is named by its image's ID (ImagePolicy.local_name).
+        self.local_name: Callable[[str], str] = lambda image: image
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         """Run all actions, at most `parallel` at once, and wait for every one.
@@ -207,6 +210,8 @@ class Executor:
                 spec = mounts_for_create(spec)
             except MountRefused as exc:
                 raise EngineError(f"secrets: {exc}") from None
+        if (image := self.local_name(spec.image)) != spec.image:
+            spec = dataclasses.replace(spec, image=image)  # the labels keep the spec's hash
         if spec.container_name:
             return self._create_named(action, spec, labels, inherit)
         return self._create_generated(action, spec, labels, inherit)

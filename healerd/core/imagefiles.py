@@ -164,15 +164,34 @@ class ArchiveBook:
     def loaded_ids(self) -> frozenset[str]:
         return frozenset(i for a in self.loaded() for i in a.images)
 
+    def proven_id(self, reference: str) -> str | None:
+        """The ID of the loaded image whose manifest (or index) an archive carried under
+        the digest `reference` pins (`repo[:tag]@sha256:...`), else None. Docker's own
+        image store keeps no digest for a loaded image, so healerd keeps it: the digest
+        is of bytes healerd hashed itself, so the repository part need not match (a
+        manifest's digest names its content wherever it is stored)."""
+        _, at, digest = reference.partition("@")
+        if not at or not digest.startswith("sha256:"):
+            return None
+        for archive in sorted(self.loaded(), key=lambda a: -a.at):
+            found = archive.manifests.get(digest)
+            if found is not None:
+                return found
+        return None
+
 
 def declared_loaded(book: ArchiveBook, declared: Iterable[str]) -> frozenset[str]:
-    """The IDs of loaded images whose tags a declared service names: image GC keeps them
-    (as it keeps any image a declared service names; said here once more by ID, so that a
-    tag the engine lists in another spelling does not lose it)."""
+    """The IDs of loaded images whose tags (or carried manifest digests) a declared
+    service names: image GC keeps them (as it keeps any image a declared service names;
+    said here once more by ID, so that a tag the engine lists in another spelling, or a
+    digest the engine does not know, does not lose it)."""
+    declared = list(declared)
     wanted = {_normal(r) for r in declared}
-    return frozenset(
+    tagged = (
         i for a in book.loaded() if any(_normal(t) in wanted for t in a.tags) for i in a.images
     )
+    pinned = (book.proven_id(r) for r in declared)
+    return frozenset((*tagged, *(i for i in pinned if i is not None)))
 
 
 def _normal(reference: str) -> str:

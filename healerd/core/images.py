@@ -68,6 +68,11 @@ class ImagePolicy:
         self._pulled: dict[str, str] = {}  # service -> the spec hash `always` pulled for
         # Services whose image cannot be had now: they claim no room.
         self.waiting: set[str] = set()
+        # `archived(reference)`: the ID of an image an archive in images_dir proved the
+        # pinned digest of (healerd.daemon.imagework sets it); `_aliases`: the references
+        # a create names by that ID, as the engine does not know the digest.
+        self.archived: Callable[[str], str | None] = lambda reference: None
+        self._aliases: dict[str, str] = {}
 
     def ensure(
         self, key: str, spec: ServiceSpec, tally: Tally | None = None
@@ -110,7 +115,7 @@ class ImagePolicy:
                 return self._ensure_built(key, spec, spec.build, tally)
         if self._fresh(key, spec):
             return None
-        present = self._engine.image_present(image)
+        present = self._engine.image_present(image) or self._from_archive(image)
         if present:
             self._saw(image)
         if present and not (policy is PullPolicy.ALWAYS and not self._pulled_for(key, spec)):
@@ -122,6 +127,24 @@ class ImagePolicy:
         if refusal is not None:
             return ImageProblem(ImageTrouble.NO_DISK, refusal)
         return self._pull(key, spec, present, tally)
+
+    def _from_archive(self, image: str) -> bool:
+        """A digest the engine does not know, proven by an archive loaded from images_dir
+        whose image the engine has: created from that image's ID (`local_name`)."""
+        found = self.archived(image) if "@" in image else None
+        if found is not None and not self._engine.image_present(found):
+            found = None
+        with self._lock:
+            if found is None:
+                self._aliases.pop(image, None)
+            else:
+                self._aliases[image] = found
+        return found is not None
+
+    def local_name(self, image: str) -> str:
+        """What a create names for `image`: itself, or the ID `_from_archive` found."""
+        with self._lock:
+            return self._aliases.get(image, image)
 
     def _pull(
         self, key: str, spec: ServiceSpec, present: bool, tally: Tally | None

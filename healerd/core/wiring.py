@@ -179,6 +179,7 @@ def _common(
     if admission is not None:
         pull_check = partial(_pull_refusal, admission, engine)
     images = ImagePolicy(engine, executor, clock, events, t, pull_check, credentials, shown.pulling)
+    executor.local_name = images.local_name
     health = EngineHealth(
         engine,
         clock,

@@ -26,9 +26,15 @@ class Known:
     pulled_ids: frozenset[str]
 
 
+def _names(image: LocalImage, ref: str, book: ArchiveBook) -> bool:
+    """`ref` names `image` for the engine, or by a digest an archive proved for it."""
+    return names(image, ref) or ("@" in ref and book.proven_id(ref) == image.id)
+
+
 def _row(image: LocalImage, known: Known, by_id: Mapping[str, Archive]) -> dict[str, Any] | None:
-    services = sorted(s for s, ref in known.declared.items() if names(image, ref))
-    pinned = sorted(s for s, ref in known.pinned.items() if names(image, ref))
+    book = known.book
+    services = sorted(s for s, ref in known.declared.items() if _names(image, ref, book))
+    pinned = sorted(s for s, ref in known.pinned.items() if _names(image, ref, book))
     archive = by_id.get(image.id)
     pulled = image.id in known.pulled_ids or any(names(image, r) for r in known.pulled_refs)
     if not (services or pinned or archive or pulled):
@@ -55,11 +61,13 @@ def _row(image: LocalImage, known: Known, by_id: Mapping[str, Archive]) -> dict[
     }
 
 
-def _missing(images: list[LocalImage], declared: Mapping[str, str]) -> list[dict[str, Any]]:
+def _missing(
+    images: list[LocalImage], declared: Mapping[str, str], book: ArchiveBook
+) -> list[dict[str, Any]]:
     """Declared images the engine does not have: each reference with its services."""
     absent: dict[str, list[str]] = {}
     for service, ref in sorted(declared.items()):
-        if not any(names(i, ref) for i in images):
+        if not any(_names(i, ref, book) for i in images):
             absent.setdefault(ref, []).append(service)
     return [{"reference": ref, "services": s} for ref, s in sorted(absent.items())]
 
@@ -74,7 +82,7 @@ def images_payload(
     rows.sort(key=lambda r: (-int(r["size"]), str(r["id"])))
     return {
         "images": rows,
-        "missing": _missing(images, known.declared),
+        "missing": _missing(images, known.declared, known.book),
         "images_dir": images_dir,
         "refused": [
             {"file": a.file, "digest": a.digest, "at": a.at, "size": a.size, "error": a.error}

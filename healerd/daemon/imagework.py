@@ -88,6 +88,7 @@ class ImageWork:
         self._engine, self._settings = engine, settings
         self.reload: Callable[[], None] = lambda: None  # the daemon's request_reload
         self.gc.protect(self._loaded_declared)
+        controller.images.archived = lambda ref: self.dir.book().proven_id(ref)
         self._images_dir = str(settings().images_dir)
         controller.updates.after_update = self._trim_later
         self.updates = UpdateChecker(controller, clock, lambda: settings().auto_update_interval)

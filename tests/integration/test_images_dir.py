@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import os
+import platform
 import secrets
 import tarfile
 import time
@@ -181,3 +183,115 @@ def test_a_corrupt_archive_is_refused_with_its_reason_and_left_in_place(
     assert not kinds(healerd, "image-load-refused")  # nor after a restart
     assert "refused: " in healerd.ctl("images")[1]  # still listed, still there
     assert broken.exists()
+
+
+def registry_shaped(rootfs: bytes) -> tuple[bytes, str, str]:
+    """(archive, manifest digest, image ID): an image as a registry serves it (a gzip
+    layer, its config, a schema 2 manifest), saved as `skopeo copy ... oci-archive:` or
+    Docker's containerd store writes it: an OCI layout whose blobs carry the manifest's
+    own bytes, beside the `manifest.json` that Docker 20.10's load reads."""
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    layer = gzip.compress(rootfs, mtime=0)
+    config = json.dumps(
+        {
+            "architecture": arch,
+            "os": "linux",
+            "config": {"Cmd": COMMAND},
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{sha256(rootfs)}"]},
+        }
+    ).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config),
+                "digest": f"sha256:{sha256(config)}",
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": len(layer),
+                    "digest": f"sha256:{sha256(layer)}",
+                }
+            ],
+        }
+    ).encode()
+    blob = {sha256(b): b for b in (layer, config, manifest)}
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "digest": f"sha256:{sha256(manifest)}",
+                "size": len(manifest),
+            }
+        ],
+    }
+    docker_manifest = [
+        {
+            "Config": f"blobs/sha256/{sha256(config)}",
+            "RepoTags": None,
+            "Layers": [f"blobs/sha256/{sha256(layer)}"],
+        }
+    ]
+    files = {
+        "oci-layout": b'{"imageLayoutVersion":"1.0.0"}',
+        "index.json": json.dumps(index).encode(),
+        "manifest.json": json.dumps(docker_manifest).encode(),
+        **{f"blobs/sha256/{h}": b for h, b in blob.items()},
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue(), f"sha256:{sha256(manifest)}", f"sha256:{sha256(config)}"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_pinned_digest_runs_from_an_archive_that_carries_its_manifest(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient, tmp_path: Path,
+) -> None:  # fmt: skip
+    """Docker's own store keeps no digest for a loaded image: the digest healerd hashed
+    in the archive stands for it, with no registry (the one named refuses connections)."""
+    data, digest, image_id = registry_shaped(distinct_rootfs(secrets.token_hex(3)))
+    ref = f"127.0.0.1:1/site/app@{digest}"
+    directory = images_dir(config, tmp_path)
+    config.write(
+        "app.yaml",
+        f"services:\n  app:\n    image: {ref}\n    stop_grace_period: 2s\n    replicas: 2\n",
+    )
+    healerd.start()
+    try:
+        wait_for("the pull to fail (no registry)", lambda: kinds(healerd, "pull-failed"), 30)
+        (directory / ".app.tar.part").write_bytes(data)
+        (directory / ".app.tar.part").rename(directory / "app.tar")
+        wait_for("app running from the archive", lambda: cluster.converged("app", 2), 60)
+        for c in cluster.containers("app"):
+            assert api.inspect_container(c["Id"])["Image"] == image_id
+        assert not present(api, ref), "the engine itself knows no digest of a loaded image"
+        (shown,) = [i for i in healerd.api("/v1/images")["images"] if i["id"] == image_id]
+        assert shown["services"] == ["app"] and shown["loaded"]["manifests"] == [digest]
+        failed = len(kinds(healerd, "pull-failed"))
+        victim = cluster.containers("app")[0]["Id"]
+        api.remove_container(victim, force=True)  # healed by a create: from the archive
+        wait_for(
+            "app healed",
+            lambda: (
+                cluster.converged("app", 2)
+                and victim not in {c["Id"] for c in cluster.containers("app")}
+            ),
+            30,
+        )
+        assert len(kinds(healerd, "pull-failed")) == failed and not kinds(healerd, "pulled")
+    finally:
+        healerd.stop()
+        cluster.remove_labelled()
+        with contextlib.suppress(docker.errors.APIError):
+            api.remove_image(image_id, force=True)

@@ -275,7 +275,8 @@ class FakeEngine:
                 id=cid,
                 name=name,
                 service=labels.get(LABEL_SERVICE, spec.name),
-                spec_hash=spec.spec_hash,
+                # The caller's hash wins, as the adapter's container_labels says.
+                spec_hash=labels.get(LABEL_SPEC_HASH, spec.spec_hash),
                 image=spec.image,
                 state=ContainerState.EXITED if crash else ContainerState.RUNNING,
                 created=self.now(),
