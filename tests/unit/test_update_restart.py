@@ -128,6 +128,23 @@ def test_a_restart_mid_trial_then_a_failure_restores_the_snapshot_taken_before_i
     assert said is not None and "restored" in said.text, said
 
 
+def test_a_container_of_the_trial_that_died_while_healerd_was_away_gets_one_more_start() -> None:
+    """Found stopped at a start, like any container then: started again (an engine
+    restart or a reboot stops containers too); failing again rolls back."""
+    for crashes_again in (False, True):
+        s = follower(2)
+        ctrl, engine, clock, store, _ = mid_trial(s)
+        fail(ctrl, engine)  # the old healerd never saw it
+        if not crashes_again:
+            engine.crash_images.clear()
+        again = restarted(ctrl, engine, clock, store, s)
+        drive(again, clock)
+        back = (V1 if crashes_again else V2, int(crashes_again))
+        assert images(engine) == [pinned_ref(TAG, back[0])] * 2
+        assert kinds(again, "image-rollback") == back[1]
+        assert "trial" not in kept(store)
+
+
 def test_a_restart_mid_trial_then_proven_ends_the_trial() -> None:
     s = follower(2)
     ctrl, engine, clock, store, _ = mid_trial(s)
