@@ -13,7 +13,7 @@ from typing import Protocol
 from healerd.core.events import EventLog
 from healerd.core.hooks import pre_update
 from healerd.core.updatedata import UpdateData
-from healerd.core.updatememory import DOWNGRADE, LOOK, RETRY, DigestMemory, Said
+from healerd.core.updatememory import DOWNGRADE, LOOK, RETRY, DigestMemory, Said, Trial
 from healerd.core.updatepins import Pin, follows, pinned_ref, repository, short
 from healerd.core.updatewaits import (
     AVAILABLE,
@@ -242,6 +242,9 @@ class UpdateState:
         with self._lock:
             if self._pins.get(key) != pin:
                 return ""  # rolled back or re-pinned meanwhile
+            # Kept before anything is made from it (a restart goes on judging it); the
+            # memory's lock is never held when this one is taken.
+            self._memory.begin_trial(key, spec.image, Trial(digest, pin.digest, new.since))
             self._pins[key] = new
             self._waiting.pop(key, None)
         self._say(key, spec.image, f"updating to {short(digest)} from {short(pin.digest)}", digest)

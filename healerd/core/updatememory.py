@@ -7,6 +7,11 @@ store (healerd.core.persist; the daemon's is a file in `state_dir`), saved at ev
 change: a restart no longer tries a bad digest again, and two broken digests that the
 tag flips between are each tried once.
 
+A trial (a new digest rolled out, not proven yet: its digest, the one before, since
+when) is kept too, from its start until it is proven, fails or is replaced by another,
+so that a restarted healerd goes on judging it (healerd.core.updates.first_pin) rather
+than take the new digest as proven.
+
 An operator's allowance (`healerctl update SERVICE --allow-downgrade`/`--retry-failed`)
 lives in memory only and is used up by the service's next check.
 """
@@ -44,6 +49,15 @@ class Said:
 
 
 @dataclass(frozen=True)
+class Trial:
+    """A new digest on trial: rolled out, not proven yet."""
+
+    digest: str
+    previous: str = ""  # the digest before it: the rollback's target
+    since: float = 0.0  # when it began (wall clock): containers made before say nothing
+
+
+@dataclass(frozen=True)
 class Remembered:
     declared: str  # the image as the file names it: memory of another tag does not count
     bad: tuple[str, ...] = ()
@@ -52,6 +66,7 @@ class Remembered:
     seen: tuple[str, float] | None = None  # the tag's newest digest, first seen when
     said: Said | None = None
     history: tuple[Said, ...] = ()
+    trial: Trial | None = None
 
 
 def _digests(value: object, limit: int) -> tuple[str, ...]:
@@ -69,6 +84,19 @@ def _said(value: object) -> Said | None:
         return None
     digest, what = value.get("digest", ""), value.get("what", "")
     return Said(float(at), text[:500], str(digest)[:80], str(what)[:20])
+
+
+def _trial(value: object) -> Trial | None:
+    if not isinstance(value, dict):
+        return None
+    digest, previous, since = value.get("digest"), value.get("previous", ""), value.get("since")
+    if not isinstance(digest, str) or not digest.startswith("sha256:"):
+        return None
+    if not isinstance(previous, str) or (previous and not previous.startswith("sha256:")):
+        return None
+    if not isinstance(since, int | float) or isinstance(since, bool):
+        return None
+    return Trial(digest[:80], previous[:80], float(since))
 
 
 def _entry(entry: dict[str, object]) -> Remembered:
@@ -89,6 +117,7 @@ def _entry(entry: dict[str, object]) -> Remembered:
         tuple(h for h in map(_said, history[-MAX_HISTORY:]) if h is not None)
         if isinstance(history, list)
         else (),
+        _trial(entry.get("trial")),
     )
 
 
@@ -144,20 +173,27 @@ class DigestMemory:
         return digest != current and digest in ran
 
     def ran(self, key: str, declared: str, digest: str) -> None:
-        """`digest` runs (proven, or found running at a start): no longer bad."""
+        """`digest` runs (proven, or found running at a start): no longer bad, and its
+        trial is over."""
 
         def mark(r: Remembered) -> Remembered:
             bad = tuple(d for d in r.bad if d != digest)
-            return replace(r, bad=bad, ran=_added(r.ran, digest, MAX_RAN))
+            return replace(
+                r, bad=bad, ran=_added(r.ran, digest, MAX_RAN), trial=_ended(r.trial, digest)
+            )
 
         self._change(key, declared, mark)
 
     def failed(self, key: str, declared: str, digest: str) -> None:
+        """`digest` failed (its trial, or healerctl rollback): bad, and its trial is over
+        (in the same save: a restart never finds one without the other)."""
+
         def mark(r: Remembered) -> Remembered:
             return replace(
                 r,
                 bad=_added(r.bad, digest, MAX_BAD),
                 ran=tuple(d for d in r.ran if d != digest),
+                trial=_ended(r.trial, digest),
             )
 
         self._change(key, declared, mark)
@@ -228,6 +264,18 @@ class DigestMemory:
         self._change(key, declared, lambda r: replace(r, seen=(digest, wall)))
         return wall
 
+    def trial(self, key: str, declared: str) -> Trial | None:
+        """The trial under way when it was last saved (None: none)."""
+        return self.of(key, declared).trial
+
+    def begin_trial(self, key: str, declared: str, trial: Trial) -> None:
+        """A new digest on trial, in place of any other (superseded)."""
+        self._change(key, declared, lambda r: replace(r, trial=trial))
+
+    def end_trial(self, key: str, declared: str, digest: str) -> None:
+        """The trial of `digest`, if it is the one kept, is over."""
+        self._change(key, declared, lambda r: replace(r, trial=_ended(r.trial, digest)))
+
     def say(self, key: str, declared: str, said: Said, *, history: bool = False) -> None:
         """The service's latest word; `history`: an entry of its digest history too."""
 
@@ -236,6 +284,10 @@ class DigestMemory:
             return replace(r, said=said, history=more)
 
         self._change(key, declared, mark)
+
+
+def _ended(trial: Trial | None, digest: str) -> Trial | None:
+    return None if trial is not None and trial.digest == digest else trial
 
 
 def _doc(r: Remembered) -> dict[str, object]:
@@ -248,6 +300,9 @@ def _doc(r: Remembered) -> dict[str, object]:
         doc["said"] = _said_doc(r.said)
     if r.history:
         doc["history"] = [_said_doc(h) for h in r.history]
+    if r.trial is not None:
+        t = r.trial
+        doc["trial"] = {"digest": t.digest, "previous": t.previous, "since": t.since}
     return doc
 
 
@@ -262,4 +317,5 @@ __all__ = [
     "DigestMemory",
     "Remembered",
     "Said",
+    "Trial",
 ]

@@ -107,6 +107,18 @@ def adopted(spec: ServiceSpec, mine: Sequence[ObservedContainer]) -> str | None:
     return None
 
 
+def on_trial(
+    spec: ServiceSpec, mine: Sequence[ObservedContainer], digest: str, adopted: str | None
+) -> bool:
+    """Whether a trial of `digest` that a restarted healerd finds recorded goes on: the
+    digest it adopted is that one, or a container of the service (running or stopped,
+    not one kept as history) was made from it. Else nothing of it is left to judge."""
+    if adopted == digest:
+        return True
+    old = {c.id for c in history(mine)}
+    return any(c.id not in old and digest_in(c.image, spec.image) == digest for c in mine)
+
+
 __all__ = [
     "FOLLOWING",
     "Pin",
@@ -115,6 +127,7 @@ __all__ = [
     "failure",
     "follows",
     "hub_short",
+    "on_trial",
     "pinned_ref",
     "proven",
     "repository",

@@ -14,7 +14,9 @@ service ran before (an older one) is held, not rolled out, until an operator all
 (`healerctl update SERVICE --allow-downgrade`). The bad digests and those run are kept
 per service, bounded, in healerd.core.updatememory (a file in `state_dir`), so that a
 restart forgets neither. After a restart a pin is taken again from the image reference
-the service's oldest running container was made with.
+the service's oldest running container was made with; a new digest that was on trial
+(kept in that memory until it is proven or fails) goes on being judged, from when its
+trial began, when a container was made from it, and is dropped when none was.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from healerd.core.updatepins import (
     failure,
     follows,
     hub_short,
+    on_trial,
     pinned_ref,
     proven,
     repository,
@@ -149,20 +152,46 @@ class Updates(UpdateState):
             if spec.name in self._no_digest:
                 return spec  # until the next check
         digest = adopted(spec, mine)
-        if digest is None and ensure():
+        trial = self._resumed(spec, mine, digest)
+        if trial is None and digest is None and ensure():
             try:
                 digest = self._local_digest(spec.name, spec.image)
             except EngineError as exc:
                 log.warning("%s: cannot read the digest of %s: %s", spec.name, spec.image, exc)
-        if digest is None:
+        if trial is not None:
+            pin = trial
+        elif digest is not None:
+            pin = Pin(spec.image, digest)
+        else:
             return spec
         with self._lock:
             current = self._pins.get(spec.name)
             if current is None or current.declared != spec.image:
-                self._pins[spec.name] = Pin(spec.image, digest)
-        self._memory.ran(spec.name, spec.image, digest)
+                self._pins[spec.name] = pin
+        if trial is None:
+            self._memory.ran(spec.name, spec.image, pin.digest)
         self._on_change(spec.name)
         return self.apply(spec)
+
+    def _resumed(
+        self, spec: ServiceSpec, mine: Sequence[ObservedContainer], digest: str | None
+    ) -> Pin | None:
+        """The trial a healerd before this one left under way (its record in the
+        memory), pinned again to be judged as if healerd had not stopped; `digest` is
+        the one adopted from the containers. A trial nothing was made from is dropped:
+        the digest before runs (its data untouched) and the next check finds it again."""
+        trial = self._memory.trial(spec.name, spec.image)
+        if trial is None:
+            return None
+        new, old = short(trial.digest), short(trial.previous)
+        if on_trial(spec, mine, trial.digest, digest):
+            log.info("%s: the update to %s (from %s) is still on trial", spec.name, new, old)
+            return Pin(spec.image, trial.digest, trial.previous, trying=True, since=trial.since)
+        self._memory.end_trial(spec.name, spec.image, trial.digest)
+        text = f"the update to {new} was dropped at a restart of healerd: nothing ran it yet"
+        log.info("%s: %s", spec.name, text)
+        self._say(spec.name, spec.image, text, trial.digest, history=False)
+        return None
 
     def _local_digest(self, key: str, image: str) -> str | None:
         repo = hub_short(repository(image))

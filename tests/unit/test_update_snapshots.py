@@ -10,42 +10,22 @@ import threading
 
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
-from healerd.core.updatedata import SnapshotFailed
 from healerd.core.updates import pinned_ref
-from healerd.model import ServiceSpec
 from tests.unit.harness.fake_engine import FakeEngine
 from tests.unit.harness.loop import drive
-from tests.unit.harness.updates import TAG, V1, V2, V3, desired, follower, images, make, reason
-
-
-class FakeSnapshots:
-    def __init__(self, engine: FakeEngine) -> None:
-        self.engine = engine
-        self.taken: list[tuple[str, str, int]] = []  # (from, to, containers running then)
-        self.restored: list[tuple[str, int]] = []
-        self.fail = ""
-        self.restore_fails = ""
-        self.gate: threading.Event | None = None  # a restore waits for it
-        self.take_raises: Exception | None = None
-
-    def running(self) -> int:
-        return sum(1 for c in self.engine.containers.values() if c.running)
-
-    def take(self, spec: ServiceSpec, from_digest: str, to_digest: str) -> str:
-        if self.take_raises is not None:
-            raise self.take_raises
-        if self.fail:
-            raise SnapshotFailed(self.fail)
-        self.taken.append((from_digest, to_digest, self.running()))
-        return "taken"
-
-    def restore(self, service: str, to_digest: str) -> str | None:
-        if self.gate is not None:
-            self.gate.wait(10)
-        if self.restore_fails:
-            raise SnapshotFailed(self.restore_fails)
-        self.restored.append((to_digest, self.running()))
-        return "restored"
+from tests.unit.harness.updates import (
+    TAG,
+    V1,
+    V2,
+    V3,
+    FakeSnapshots,
+    desired,
+    follower,
+    images,
+    make,
+    reason,
+    restores_done,
+)
 
 
 def started() -> tuple[Controller, FakeEngine, FakeSnapshots, FakeClock]:
@@ -57,12 +37,6 @@ def started() -> tuple[Controller, FakeEngine, FakeSnapshots, FakeClock]:
     drive(ctrl, clock)
     assert images(engine) == [pinned_ref(TAG, V1)] * 2
     return ctrl, engine, snaps, clock
-
-
-def restores_done() -> None:
-    for t in threading.enumerate():
-        if t.name.startswith("healerd-restore-"):
-            t.join(timeout=10)
 
 
 def test_the_volumes_are_copied_with_the_service_stopped_before_the_new_digest() -> None:

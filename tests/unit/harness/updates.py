@@ -1,12 +1,15 @@
-"""Image updates: tags, digests and a Controller that follows them."""
+"""Image updates: tags, digests, a Controller that follows them, volume snapshots."""
 
 from __future__ import annotations
+
+import threading
 
 from healerd.config import DesiredState
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.timings import Timings
+from healerd.core.updatedata import SnapshotFailed
 from healerd.core.wiring import build_loop
 from healerd.model import (
     ServiceSpec,
@@ -58,3 +61,43 @@ def images(engine: FakeEngine) -> list[str]:
 
 def reason(ctrl: Controller) -> str:
     return {s.name: s.reason for s in ctrl.statuses()}["app"]
+
+
+class FakeSnapshots:
+    """The volume copies (healerd.core.updatedata.VolumeSnapshots) in memory: what was
+    taken and restored, with how many containers ran then; failures on demand."""
+
+    def __init__(self, engine: FakeEngine) -> None:
+        self.engine = engine
+        self.taken: list[tuple[str, str, int]] = []  # (from, to, containers running then)
+        self.restored: list[tuple[str, int]] = []
+        self.fail = ""
+        self.restore_fails = ""
+        self.gate: threading.Event | None = None  # a restore waits for it
+        self.take_raises: Exception | None = None
+
+    def running(self) -> int:
+        return sum(1 for c in self.engine.containers.values() if c.running)
+
+    def take(self, spec: ServiceSpec, from_digest: str, to_digest: str) -> str:
+        if self.take_raises is not None:
+            raise self.take_raises
+        if self.fail:
+            raise SnapshotFailed(self.fail)
+        self.taken.append((from_digest, to_digest, self.running()))
+        return "taken"
+
+    def restore(self, service: str, to_digest: str) -> str | None:
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.restore_fails:
+            raise SnapshotFailed(self.restore_fails)
+        self.restored.append((to_digest, self.running()))
+        return "restored"
+
+
+def restores_done() -> None:
+    """Wait for the restores under way (each runs in a thread of its own)."""
+    for t in threading.enumerate():
+        if t.name.startswith("healerd-restore-"):
+            t.join(timeout=10)
