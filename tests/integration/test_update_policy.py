@@ -2,7 +2,8 @@
 healerd as a process: auto_update: notify tells and rolls nothing; the application's
 update_lock (a real file in the container, read through the engine) holds even
 `healerctl update`; rollback, pin and unpin; a window and a delay hold an update; and
-`healerctl status` says on a converged service's line what the updater did."""
+`healerctl status` says on a converged service's line what the updater did; a trial goes on
+across a restart of healerd."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.support.config import ConfigDir
 from tests.support.healerd_process import Healerd
 from tests.support.polling import holds_for, wait_for
 from tests.support.registry import Registry
-from tests.support.variants import push_digest, variant
+from tests.support.variants import REPOSITORY, push_digest, variant
 
 INTERVAL = 2.0
 LOCK = "/tmp/app.update"
@@ -167,3 +168,59 @@ def test_a_window_and_a_delay_hold_an_update(
     )
     wait_for("app on v3", lambda: digests(cluster) == [v3], timeout=30)
     assert time.monotonic() - seen >= 6, "taken before its delay"
+
+
+def late_crash(api: docker.APIClient, base: str, version: str, after: int) -> str:
+    """A variant that runs `after` seconds, then exits 1: it fails after its rollout."""
+    c = api.create_container(base, ["sh", "-c", f"echo {version} > /version"])
+    try:
+        api.start(c)
+        api.wait(c, timeout=30)
+        cmd = json.dumps(["sh", "-c", f"sleep {after}; exit 1"])
+        api.commit(c, repository=REPOSITORY, tag=version, changes=[f"CMD {cmd}"])
+    finally:
+        api.remove_container(c, force=True)
+    return f"{REPOSITORY}:{version}"
+
+
+def test_a_trial_goes_on_across_a_restart_of_healerd(
+    healerd: Healerd,
+    config: ConfigDir,
+    cluster: Cluster,
+    api: docker.APIClient,
+    image: str,
+    registry: Registry,
+) -> None:
+    """healerd restarted while a new digest is on trial (rolled out, not proven yet):
+    the restarted healerd goes on judging it and rolls it back when it fails, where
+    it used to take the digest it found running as proven and heal it in a loop."""
+    v1 = push(api, registry, variant(api, image, "v1"))
+    config.settings(f"auto_update_interval: {INTERVAL:g}s\n")
+    config.write(
+        "app.yaml",
+        f"""\
+        services:
+          app:
+            image: {registry.ref("app", "stable")}
+            x-healerd: {{auto_update: registry}}
+            stop_grace_period: 1s
+            update_config: {{order: stop-first, min_ready_seconds: 60s}}
+        """,
+    )
+    healerd.start()
+    wait_for("app on v1", lambda: digests(cluster) == [v1], timeout=60)
+    v2 = push(api, registry, late_crash(api, image, "v2", after=12))
+    wait_for("app on v2", lambda: digests(cluster) == [v2], timeout=INTERVAL + 30)
+    assert "rolled back" not in line(healerd)
+    healerd.stop()
+    healerd.start()
+    # (the line shows the rollout's progress until v1 is available: min_ready_seconds)
+    wait_for(
+        "the rollback",
+        lambda: "image-rollback" in healerd.ctl("events", "--service", "app")[1],
+        timeout=60,
+    )
+    wait_for("app on v1", lambda: digests(cluster) == [v1], timeout=30)
+    events = healerd.ctl("events", "--service", "app")[1]
+    said = next(r for r in events.splitlines() if "image-rollback" in r)
+    assert f"rolled back to {short(v1)}" in said and "exited with code 1" in said, said
