@@ -33,6 +33,7 @@ from healerd.daemon.snapshots import Snapshot, SnapshotError, SnapshotStore, cp_
 from healerd.daemon.volumecopy import REMOVALS, Removals
 from healerd.vocabulary import EventKind
 from tests.unit.harness.builders import spec
+from tests.unit.harness.daemon import daemon
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.harness.loop import desired, drive
 from tests.unit.harness.volumes import tree, volume
@@ -383,3 +384,36 @@ def test_a_prune_keeps_the_snapshot_an_unfinished_restore_needs(tmp_path: Path) 
     store = SnapshotStore(s.root, sync=no_sync)
     store.take("db", {"v": str(tmp_path / "vol" / "_data")}, from_digest=TO, to_digest=FROM)
     assert store.prune("db", 0) != [] and [x.id for x in store.list("db")] == [s.snap.id]
+
+
+def test_the_daemon_holds_at_its_start_and_resume_ends_a_failed_restores_journal(
+    tmp_path: Path,
+) -> None:
+    """The wiring: the Daemon, as main() builds it on state_dir, holds each service a
+    journal names before its loop runs; healerctl resume (the controller's) removes the
+    journal of a failed restore."""
+    s = Setup(tmp_path)  # state_dir is tmp_path/state, as the harness's settings say
+    s.restore_dies_mid_copy()
+    d, _ = daemon(tmp_path)
+    assert "interrupted by a restart of healerd" in d.controller.updates.data.held("db")
+    names = [t.name for t in d.images.threads(threading.Event())]
+    assert "healerd-restore-finish" in names
+
+    # A restore that failed (put back) before this start:
+    doc = {
+        "version": 1,
+        "service": "db",
+        "snapshot": s.snap.id,
+        "state": "failed",
+        "reason": "copy failed: Input/output error",
+        "volumes": [],
+    }
+    (s.root / "db" / JOURNAL).write_text(json.dumps(doc))
+    d2, _ = daemon(tmp_path)
+    assert d2.controller.updates.data.held("db").startswith(
+        "volumes NOT restored (copy failed: Input/output error)"
+    )
+    assert "healerd-restore-finish" not in [t.name for t in d2.images.threads(threading.Event())]
+    d2.controller.resume("db")
+    assert not d2.controller.updates.data.held("db")
+    assert not (s.root / "db" / JOURNAL).exists()
