@@ -162,6 +162,8 @@ class UpdateData:
         reason), then `then` is told. Nothing while the engine is away: it waits."""
         said = False
         while not stop.is_set():
+            if not self.held(key):
+                return  # healerctl resume gave the restore up meanwhile: nothing to stop
             try:
                 self._stop_all(key, None)
                 break

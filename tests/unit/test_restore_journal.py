@@ -417,3 +417,28 @@ def test_the_daemon_holds_at_its_start_and_resume_ends_a_failed_restores_journal
     d2.controller.resume("db")
     assert not d2.controller.updates.data.held("db")
     assert not (s.root / "db" / JOURNAL).exists()
+
+
+def test_a_resume_while_the_engine_is_away_gives_the_restore_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """healerctl resume before the finish began (the engine away): the operator's word;
+    nothing is stopped or copied after it, the journal goes, the data stays."""
+    s = Setup(tmp_path)
+    s.restore_dies_mid_copy()
+    half = tree(s.data)
+    engine = FakeEngine(allow=LOOP_CALLS)
+    engine.down = True
+    monkeypatch.setattr(updatedata, "ENGINE_RETRY", 0.01)
+    data, events = holder(engine)
+    start = Interrupted(SnapshotStore(s.root, sync=no_sync), data, events)
+    [thread] = start.threads(threading.Event())
+    thread.start()
+    thread.join(0.1)
+    assert thread.is_alive()
+    assert data.release_all("db")
+    thread.join(10)
+    assert not thread.is_alive() and events.since() == []
+    assert not s.journal.exists() and tree(s.data) == half
+    [aside] = [n for n in s.beside() if n != "_data"]  # kept: what it held before
+    assert aside.startswith(".healerd-restore-_data-")
