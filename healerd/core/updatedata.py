@@ -7,7 +7,11 @@ daemon's (healerd.daemon.snapshots: files on this host), behind VolumeSnapshots.
 
 A restore runs in a thread of its own: a rollback is decided in a reconcile pass, and a
 copy of a GiB takes seconds that no worker may spend. The hold is what keeps the
-previous digest from starting before its data is back.
+previous digest from starting before its data is back. The hold is in memory; what
+outlives a restart of healerd is the daemon's restore journal: a restore it cut short
+is held again at the next start, before the loop runs, and finished
+(`finish_interrupted`), and one that failed stays held until `healerctl resume`
+(`on_resume` ends its journal).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from healerd.model import ServiceSpec
 log = logging.getLogger("healerd.updates")
 
 STOP_TRIES = 3  # a pass in flight when the hold began may start what was stopped
+ENGINE_RETRY = 2.0  # seconds between looks while the engine is away at a start
 
 
 class SnapshotFailed(Exception):
@@ -42,6 +47,11 @@ class VolumeSnapshots(Protocol):
         is stopped); returns what was restored, None when there is no such snapshot.
         Raises SnapshotFailed (then every volume holds what it held before)."""
         ...
+
+
+def not_restored(key: str, reason: str) -> str:
+    """The hold of a service whose restore failed (healerctl resume ends it)."""
+    return f"volumes NOT restored ({reason}); healerctl resume {key} starts it as it is"
 
 
 class NoSnapshots:
@@ -68,6 +78,8 @@ class UpdateData:
         # How long a service must stay stopped before its volumes are touched: a start
         # in place already on its way when the hold began shows within it.
         self.quiet = 1.0
+        # Told of healerctl resume (the daemon ends the journal of a failed restore).
+        self.on_resume: Callable[[str], None] = lambda key: None
 
     def held(self, key: str) -> str:
         """Why the loop must leave `key` alone now ("" : it need not)."""
@@ -94,6 +106,7 @@ class UpdateData:
         """`healerctl resume`: the operator ends every hold (a restore that failed)."""
         with self._lock:
             had = self._held.pop(key, None)
+        self.on_resume(key)
         if had:
             self._on_change(key)
         return bool(had)
@@ -123,32 +136,69 @@ class UpdateData:
         tell `then` what happened. A restore that fails keeps the service held, stopped:
         the previous digest is not started on what the failed one left (the issue's
         whole point); `healerctl resume SERVICE` starts it as it is."""
+
+        def work() -> str:
+            said = self.snapshots.restore(key, to_digest)
+            return said or f"no snapshot was taken before {to_digest[7:19]}: volumes as they are"
+
         threading.Thread(
             target=self._restore,
-            args=(key, to_digest, grace, then),
+            args=(key, grace, work, then),
             name=f"healerd-restore-{key}",
             daemon=True,
         ).start()
 
-    def _restore(
-        self, key: str, to_digest: str, grace: float | None, then: Callable[[str], None]
+    def finish_interrupted(
+        self,
+        key: str,
+        work: Callable[[], str],
+        then: Callable[[str], None],
+        stop: threading.Event,
     ) -> None:
-        failed = ""
+        """At healerd's start, in the caller's thread: `key` is held (since before the
+        loop ran) for a restore that a restart cut short; once the engine answers, its
+        containers are stopped (someone may have started them meanwhile) and `work`
+        finishes the restore, as restore_later's thread does (released, or held with the
+        reason), then `then` is told. Nothing while the engine is away: it waits."""
+        said = False
+        while not stop.is_set():
+            if not self.held(key):
+                return  # healerctl resume gave the restore up meanwhile: nothing to stop
+            try:
+                self._stop_all(key, None)
+                break
+            except EngineError as exc:
+                if not said:
+                    log.info("%s: its restore waits for the engine (%s)", key, exc)
+                    said = True
+                stop.wait(ENGINE_RETRY)
+            except SnapshotFailed:
+                break  # said by the restore itself, which tries again
+        else:
+            return
+        self._restore(key, None, work, then)
+
+    def _restore(
+        self,
+        key: str,
+        grace: float | None,
+        work: Callable[[], str],
+        then: Callable[[str], None],
+    ) -> None:
         try:
             self._stop_all(key, grace)
-            said = self.snapshots.restore(key, to_digest)
-            told = said or f"no snapshot was taken before {to_digest[7:19]}: volumes as they are"
+            told = work()
         except Exception as exc:
             if not isinstance(exc, SnapshotFailed | EngineError):
                 log.exception("%s: restoring the volumes failed unexpectedly", key)
-            failed = f"volumes NOT restored ({exc})"
+            why = str(exc) or type(exc).__name__
             told = (
-                f"{failed}: the service stays stopped rather than run on what the failed "
-                f"digest left; healerctl resume {key} starts it as it is"
+                f"volumes NOT restored ({why}): the service stays stopped rather than run on "
+                f"what the failed digest left; healerctl resume {key} starts it as it is"
             )
             log.error("%s: %s", key, told)
-        if failed:  # the restore's hold stays, saying why, until the operator's resume
-            self._reword(key, f"{failed}; healerctl resume {key} starts it as it is")
+            # The restore's hold stays, saying why, until the operator's resume.
+            self._reword(key, not_restored(key, why))
         else:
             self.release(key)
         then(told)
@@ -180,4 +230,10 @@ class UpdateData:
         raise SnapshotFailed(f"{key}'s containers kept being started again")
 
 
-__all__ = ["NoSnapshots", "SnapshotFailed", "UpdateData", "VolumeSnapshots"]
+__all__ = [
+    "NoSnapshots",
+    "SnapshotFailed",
+    "UpdateData",
+    "VolumeSnapshots",
+    "not_restored",
+]

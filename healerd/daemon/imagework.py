@@ -1,6 +1,7 @@
 """The daemon's image work beside the loop: garbage collection (healerd.core.imagegc),
-the auto-update checker (healerd.daemon.updater) and the images directory
-(healerd.daemon.imagesdir), each in a thread of its own, and wired together: the
+the auto-update checker (healerd.daemon.updater), the images directory
+(healerd.daemon.imagesdir) and the restores a restart cut short
+(healerd.daemon.restorestart), each in a thread of its own, and wired together: the
 updater's pinned and previous digests are kept, and so are the images loaded from the
 directory that a declared service names; a proven update trims its repository's older
 images; an archive loaded retries the services waiting for an image. What each
@@ -27,6 +28,7 @@ from healerd.daemon.flags import docker_host
 from healerd.daemon.imagesdir import STATE_FILE, ImagesDir
 from healerd.daemon.imageview import Known, images_payload
 from healerd.daemon.metrics import ImageGcMetrics
+from healerd.daemon.restorestart import Interrupted
 from healerd.daemon.snapshots import SnapshotStore
 from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
@@ -63,6 +65,8 @@ class ImageWork:
         updates.use_store(StateFile(state / UPDATES_FILE, "auto-update memory", strict=strict))
         snaps = SnapshotStore.at(state)
         updates.data.snapshots = DaemonSnapshots(snaps, engine, docker_host(settings()))
+        # Restores a restart cut short: held now, before the loop may start them.
+        self.interrupted = Interrupted(snaps, updates.data, controller.events)
         self.gc = ImageCollector(
             engine,
             clock,
@@ -104,6 +108,7 @@ class ImageWork:
             threading.Thread(
                 target=self.dir.run, args=(stop,), name="healerd-images-dir", daemon=True
             ),
+            *self.interrupted.threads(stop),
         ]
 
     def stop(self) -> None:

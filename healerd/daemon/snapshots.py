@@ -21,16 +21,15 @@ Copies are coreutils' `cp -a --reflink=auto` (owners, modes, times, hard links, 
 and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it needs
 (the blocks in use, a du) are held against the free space of where it goes
 (`disk_usage`), with MARGIN to spare: short of it, nothing is copied (NoRoom).
-A restore moves a volume's entries aside (a rename beside its data, on the same
-filesystem), copies the snapshot in, and only then deletes what it moved aside; a
-restore that fails puts them back, so no volume is left empty or half-restored. That
-delete is not the restore's: it is renamed `.healerd-drop-<data>-<random>` beside the
-volume's data and removed in a thread after restore returns, while the service starts
-again (a deletion of a GiB is seconds of downtime a plain copy does not pay). One a
-crash left is removed at that volume's next take or restore; a copy that finds too
-little room waits for those removals before it gives up. Where the entries had to go
-inside the volume's own directory (its parent is another filesystem), they are deleted
-before restore returns: the container never sees them.
+A restore moves a volume's entries aside (renames, on the same filesystem), copies the
+snapshot in, syncs, and only then deletes what it moved aside (in the background beside
+the volume, while the service starts again: a deletion of a GiB is seconds of downtime a
+plain copy does not pay); a restore that fails puts them back, so no volume is left
+empty or half-restored. Each step is written down first in the service's restore
+journal (healerd.daemon.restorejournal): one a crash or a power cut cut short is
+finished at healerd's next start (healerd.daemon.restorestart) before the service may
+run again. What a crash left to delete is removed at that volume's next take or
+restore; a copy that finds too little room waits for those removals before it gives up.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
 import threading
@@ -51,10 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from healerd.daemon import restorejournal
 from healerd.daemon.atomicfile import write_atomic
+from healerd.daemon.restorejournal import FAILED, Journal
 from healerd.daemon.volumecopy import (
+    ID_RE,
     REMOVALS,
-    Aside,
+    SERVICE_RE,
+    VOLUME_RE,
     Removals,
     SnapshotError,
     cp_a,
@@ -71,9 +73,6 @@ log = logging.getLogger("healerd.snapshots")
 DIRECTORY = "snapshots"
 MANIFEST = "manifest.json"
 MARGIN = 64 << 20  # what a copy leaves free at least (bytes)
-SERVICE_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")  # the API's service names
-VOLUME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}")  # the engine's volume names
-ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}")
 MAX_MANIFEST = 1 << 16
 
 # copy(source directory, existing target directory): the source's entries and its own
@@ -281,7 +280,8 @@ class SnapshotStore:
     def restore(self, snapshot: Snapshot, volumes: Mapping[str, str]) -> None:
         """Make each of the snapshot's volumes (engine name -> mount point; the service
         stopped) hold exactly what the snapshot holds. On any failure every volume
-        keeps what it held before, and SnapshotError says why."""
+        keeps what it held before, and SnapshotError says why (the journal too: the
+        service stays held across a restart until healerctl resume)."""
         mounts = _mountpoints(volumes)
         missing = [name for name, _ in snapshot.volumes if name not in mounts]
         if missing:
@@ -291,33 +291,43 @@ class SnapshotStore:
         what = f"restore of snapshot {snapshot.id} of {snapshot.service}"
         with _lock(self.root, snapshot.service), _as_snapshot_error(what):
             real_dir(snapshot.path / "volumes", f"snapshot {snapshot.id}:")
+            home = self._service_dir(snapshot.service)
+            earlier = restorejournal.read(home)
+            if earlier is not None and earlier.state != FAILED:
+                raise SnapshotError(f"{what}: that of {earlier.snapshot} is not finished yet")
             for path in mounts.values():
                 self._removals.sweep(path)
-            needed: dict[int, tuple[int, Path]] = {}
-            for name, size in snapshot.volumes:
-                dev = os.stat(mounts[name]).st_dev
-                needed[dev] = (needed.get(dev, (0, mounts[name]))[0] + size, mounts[name])
-            for size, where in needed.values():
-                self._room(size, where, what)
-            done: list[Aside] = []
-            try:
-                for name, _ in snapshot.volumes:
-                    done.append(Aside(mounts[name], snapshot.id))
-                    done[-1].move()
-                    self._copy(snapshot.path / "volumes" / name, mounts[name])
-                # On disk before the service starts on it and before what it replaced
-                # goes: a database trusts what it fsynced once (a power cut here must
-                # not leave it empty files).
-                for _, where in needed.values():
-                    self._sync(where)
-            except BaseException:
-                for aside in reversed(done):
-                    aside.put_back()
-                raise
-            for aside in done:
-                aside.drop(self._removals)
+                restorejournal.leftovers(path)  # said, kept
+            ours = {name: mounts[name] for name, _ in snapshot.volumes}
+            journal = restorejournal.begin(home, snapshot.service, snapshot.id, ours)
+            self.replay(journal, snapshot, what, room=True)
         names = ", ".join(n for n, _ in snapshot.volumes)
         log.info("snapshot %s of %s restored: %s", snapshot.id, snapshot.service, names)
+
+    def replay(self, journal: Journal, snapshot: Snapshot | None, what: str, room: bool) -> None:
+        """The restore `journal` records, from where it got to (the service's lock held;
+        `snapshot` None once it is restored); undone on failure. `room`: weighed first
+        (a restore cut short passed it, and deletes its half copies before copying)."""
+        sizes = dict(snapshot.volumes) if snapshot is not None else {}
+        source = snapshot.path / "volumes" if snapshot is not None else self.root
+        weigh = (lambda size, where: self._room(size, where, what)) if room else None
+        restorejournal.run(
+            journal,
+            source,
+            [sizes.get(v.name, 0) for v in journal.volumes],
+            self._copy,
+            self._sync,
+            self._removals,
+            weigh,
+        )
+
+    def get(self, service: str, snap_id: str) -> Snapshot:
+        """One snapshot by its id (SnapshotError, or OSError, when it cannot be used)."""
+        return _read(self.root / check_service(service) / snap_id, service, self._boot_id())
+
+    def lock(self, service: str) -> threading.Lock:
+        """Held by each take, restore and prune of `service` (in this process)."""
+        return _lock(self.root, check_service(service))
 
     # -- reading and pruning ------------------------------------------------------------
 
@@ -344,7 +354,9 @@ class SnapshotStore:
     def prune(self, service: str, keep: int) -> builtins.list[str]:
         """Remove all but the newest `keep` snapshots of `service`; their ids."""
         with _lock(self.root, check_service(service)):
-            gone = self.list(service)[max(keep, 0) :]
+            pending = restorejournal.read(self.root / service)  # its snapshot stays
+            needed = pending.snapshot if pending is not None else ""
+            gone = [s for s in self.list(service)[max(keep, 0) :] if s.id != needed]
             for s in gone:
                 trash = s.path.with_name(f".gone-{s.id}")
                 s.path.rename(trash)  # no longer listed: deleted in the background
@@ -391,8 +403,7 @@ def _as_snapshot_error(what: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise SnapshotError(f"{what}: {exc.strerror or exc}{where}") from exc
+        raise SnapshotError(f"{what}: {restorejournal.said(exc)}") from exc
 
 
 def _manifest(s: Snapshot) -> bytes:

@@ -1,14 +1,14 @@
 """The file work of volume snapshots (healerd.daemon.snapshots): coreutils' cp -a, the
-bytes a tree holds on disk, a filesystem synced, a volume's entries moved aside while
-a restore copies in (put back if it fails), and trees deleted in the background
-(Removals)."""
+bytes a tree holds on disk, a filesystem synced, the names that become paths, and trees
+deleted in the background (Removals). A restore's own moves are
+healerd.daemon.restorejournal's."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-import secrets
+import re
 import shutil
 import stat
 import subprocess
@@ -16,6 +16,11 @@ import threading
 from pathlib import Path
 
 log = logging.getLogger("healerd.snapshots")
+
+# The names that become paths under state_dir/snapshots and beside volumes.
+SERVICE_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,49}")  # the API's service names
+VOLUME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}")  # the engine's volume names
+ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}")
 
 
 class SnapshotError(Exception):
@@ -151,63 +156,6 @@ def same_filesystem(a: Path, b: Path) -> bool:
     return os.lstat(a).st_dev == os.lstat(b).st_dev
 
 
-class Aside:
-    """A volume's entries moved out of the way of a restore, to be put back or dropped.
-    They go beside the mount point (same filesystem: renames), else inside it."""
-
-    def __init__(self, mount: Path, snap_id: str) -> None:
-        self.mount = mount
-        beside = mount.parent / f".healerd-restore-{mount.name}-{snap_id}"
-        self.inside = not same_filesystem(mount.parent, mount)
-        self.dir = mount / f".healerd-restore-{snap_id}" if self.inside else beside
-        self.stat = os.lstat(mount)
-        self.moved = False
-
-    def move(self) -> None:
-        self.dir.mkdir(mode=0o700)
-        self.moved = True
-        for entry in os.scandir(self.mount):
-            if entry.path != str(self.dir):
-                os.rename(entry.path, self.dir / entry.name)
-
-    def put_back(self) -> None:
-        """The volume as it was before `move` (what a failed restore ends with)."""
-        if not self.moved:
-            return
-        try:
-            self._put_back()
-        except OSError as exc:
-            log.error(
-                "volume at %s: what it held before the restore is in %s (%s)",
-                self.mount, self.dir, exc,
-            )  # fmt: skip
-
-    def _put_back(self) -> None:
-        for entry in os.scandir(self.mount):
-            if entry.path != str(self.dir):
-                unlink_any(Path(entry.path))
-        for entry in os.scandir(self.dir):
-            os.rename(entry.path, self.mount / entry.name)
-        self.dir.rmdir()
-        os.chown(self.mount, self.stat.st_uid, self.stat.st_gid, follow_symlinks=False)
-        os.chmod(self.mount, self.stat.st_mode & 0o7777)
-        os.utime(self.mount, ns=(self.stat.st_atime_ns, self.stat.st_mtime_ns))
-
-    def drop(self, removals: Removals) -> None:
-        """Delete what was moved aside: now if it is inside the volume (the container
-        must never see it), else after a rename to its DROP name, in the background."""
-        if self.inside:
-            remove_tree(self.dir)
-            return
-        trash = self.dir.with_name(f"{DROP}{self.mount.name}-{secrets.token_hex(4)}")
-        try:
-            self.dir.rename(trash)
-        except OSError:
-            remove_tree(self.dir)
-            return
-        removals.later(trash)
-
-
 def unlink_any(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
@@ -224,8 +172,11 @@ def fsync_dir(path: Path) -> None:
 
 
 __all__ = [
+    "DROP",
+    "ID_RE",
     "REMOVALS",
-    "Aside",
+    "SERVICE_RE",
+    "VOLUME_RE",
     "Removals",
     "SnapshotError",
     "cp_a",
@@ -236,4 +187,5 @@ __all__ = [
     "remove_tree",
     "same_filesystem",
     "sync_filesystem",
+    "unlink_any",
 ]

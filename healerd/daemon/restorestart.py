@@ -1,0 +1,146 @@
+"""Restores of volumes that healerd did not live to finish (a stop, a crash, a power cut
+in the middle), found at its next start in their journals (healerd.daemon.restorejournal).
+
+Each such service is held when the daemon is built, before the loop may start anything
+of it ("finishing the restore of its volumes from snapshot ID, interrupted by a restart
+of healerd"). Then, in a thread of its own, once the engine answers: its containers are
+stopped (someone may have started them meanwhile), the restore is finished from its
+snapshot (the moves completed, the half copies deleted and made again from scratch,
+synced), what the volumes held before is deleted, and the hold ends; the log and an
+`image-rollback` event say so. A snapshot that cannot be used any more (gone, or not on
+disk when the host went down) puts every volume back as it was before that restore and
+keeps the service held with the reason, as a restore that fails does; so does a
+restore that fails again. A failed restore's journal holds its service at every start
+until `healerctl resume`, which removes the journal (and never what a volume held).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from functools import partial
+
+from healerd.core.events import EventLog
+from healerd.core.updatedata import SnapshotFailed, UpdateData
+from healerd.daemon import restorejournal
+from healerd.daemon.restorejournal import FAILED, RESTORING, Journal
+from healerd.daemon.snapshots import Snapshot, SnapshotStore
+from healerd.daemon.volumecopy import SnapshotError, real_dir
+from healerd.vocabulary import EventKind
+
+log = logging.getLogger("healerd.snapshots")
+
+
+def finish(store: SnapshotStore, journal: Journal) -> str:
+    """Finish the restore `journal` records (the service stopped): what was done.
+    SnapshotError when the snapshot cannot be used (the volumes are put back as they were
+    before that restore) or the restore fails again."""
+    what = f"restore of snapshot {journal.snapshot} of {journal.service}"
+    with store.lock(journal.service):
+        now = restorejournal.read(store.root / journal.service)
+        if now is None or now.snapshot != journal.snapshot:
+            return "nothing left to restore: healerctl resume gave that restore up"
+        if now.state == FAILED:
+            raise SnapshotError(now.reason)
+        snapshot = _usable(store, now) if now.state == RESTORING else None
+        try:
+            store.replay(now, snapshot, what, room=False)
+        except OSError as exc:
+            raise SnapshotError(f"{what}: {restorejournal.said(exc)}") from None
+    names = ", ".join(v.name for v in now.volumes)
+    log.info("snapshot %s of %s restored: %s", now.snapshot, now.service, names)
+    return (
+        f"volumes restored from snapshot {now.snapshot} ({names}), finishing the restore "
+        "a restart of healerd interrupted"
+    )
+
+
+def _usable(store: SnapshotStore, journal: Journal) -> Snapshot:
+    """The snapshot `journal` restores, if it can still be used; else every volume put
+    back as it was before that restore, and SnapshotError says why."""
+    try:
+        snap = store.get(journal.service, journal.snapshot)
+        for v in journal.volumes:
+            if v.name not in dict(snap.volumes):
+                raise SnapshotError(f"it holds no volume {v.name}")
+            real_dir(snap.path / "volumes" / v.name, f"its volume {v.name}:")
+        return snap
+    except (OSError, ValueError, KeyError, TypeError, SnapshotError) as exc:
+        why = f"snapshot {journal.snapshot} cannot be used: {restorejournal.said(exc)}"
+        if not restorejournal.undo(journal, why):
+            kept = ", ".join(map(str, journal.asides()))
+            why += f"; what the volumes held before that restore is kept in {kept}"
+        raise SnapshotError(why) from None
+
+
+def resumed(store: SnapshotStore, service: str) -> None:
+    """healerctl resume: the service runs on its volumes as they are, and the journal of
+    its restore goes; what a volume held before, wherever it still is, stays (said). Not
+    while a restore runs: that one ends its own journal."""
+    try:
+        lock = store.lock(service)
+    except SnapshotError:
+        return  # no service name of the store's
+    if not lock.acquire(blocking=False):
+        return
+    try:
+        journal = restorejournal.read(store.root / service)
+        if journal is None:
+            return
+        journal.remove()
+        kept = journal.asides()
+        log.warning(
+            "%s: resumed on its volumes as they are: the journal of the restore of snapshot "
+            "%s is removed%s",
+            service,
+            journal.snapshot or "?",
+            f"; what they held before that restore is kept in {', '.join(map(str, kept))}"
+            if kept
+            else "",
+        )
+    finally:
+        lock.release()
+
+
+class Interrupted:
+    """The restores found unfinished when the daemon is built: their services held at
+    once, then finished by `run` (in the thread `threads` gives)."""
+
+    def __init__(self, store: SnapshotStore, data: UpdateData, events: EventLog) -> None:
+        self._store, self._data, self._events = store, data, events
+        self.found = restorejournal.unfinished(store.root)
+        for journal in self.found:
+            data.hold(journal.service, journal.held())
+            log.warning("%s: held: %s", journal.service, journal.held())
+        data.on_resume = partial(resumed, store)
+
+    def threads(self, stop: threading.Event) -> list[threading.Thread]:
+        if not any(j.state != FAILED for j in self.found):
+            return []
+        return [
+            threading.Thread(
+                target=self.run, args=(stop,), name="healerd-restore-finish", daemon=True
+            )
+        ]
+
+    def run(self, stop: threading.Event) -> None:
+        for journal in self.found:
+            if journal.state != FAILED and not stop.is_set():
+                self._data.finish_interrupted(
+                    journal.service,
+                    partial(self._finish, journal),
+                    partial(self._told, journal.service),
+                    stop,
+                )
+
+    def _finish(self, journal: Journal) -> str:
+        try:
+            return finish(self._store, journal)
+        except SnapshotError as exc:
+            raise SnapshotFailed(str(exc)) from None
+
+    def _told(self, service: str, what: str) -> None:
+        self._events.record(EventKind.IMAGE_ROLLBACK, service, what)
+
+
+__all__ = ["Interrupted", "finish", "resumed"]
