@@ -24,8 +24,9 @@ PROG = ServiceState.PROGRESSING
 
 
 def change(
-    new: ServiceState, at: float, old: ServiceState | None = None, svc: str = "db"
+    new: ServiceState, at: float, old: ServiceState | None = PROG, svc: str = "db"
 ) -> StateChange:
+    """A service's change of state (`old` None: its first, as the status book says)."""
     return StateChange(svc, old, new, f"reason {new}", at)
 
 
