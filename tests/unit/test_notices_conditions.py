@@ -120,7 +120,7 @@ def test_a_broken_file_deleted_is_told_as_removed_not_as_reading_cleanly() -> No
     err = ConfigError(file, 3, "services.web.ports[0]", "bad")
     broken = store.update([FileResult(file, None, (err,))])
     gone = store.update([])
-    assert broken.files == {file} and gone.files == frozenset()
+    assert broken.files == frozenset({file}) and gone.files == frozenset()
     ctrl, _engine, _clock = make()
     book = NoticeBook()
     told: list[Notice] = []

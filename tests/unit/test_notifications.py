@@ -224,7 +224,8 @@ def notifier(
         counts[(target, result)] = counts.get((target, result), 0) + 1
 
     h = Hooks(lambda: targets, count=count, host="edge-7", **hooks)  # type: ignore[arg-type]
-    return Notifier(h, sender, settle=30, monotonic=clock, wall=clock), counts
+    now = Notifier(h, sender, settle=30, monotonic=clock, wall=clock, spawn=lambda work: work())
+    return now, counts
 
 
 def test_a_crash_loop_goes_once_with_its_output_and_a_storm_goes_as_one_digest() -> None:
