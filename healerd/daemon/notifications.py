@@ -156,7 +156,7 @@ class Notifier:
     def on_pass(self, service: str, seconds: float) -> None:
         pass
 
-    # -- the sending thread ------------------------------------------------------------
+    # -- the notifier's thread -----------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
