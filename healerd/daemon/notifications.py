@@ -39,7 +39,7 @@ from healerd.core.events import Event
 from healerd.core.notices import Notice, NoticeBook, StateChange, digest, heal_notice
 from healerd.daemon.apprisesend import AppriseSender
 from healerd.engine import LogStream
-from healerd.model import ObservedContainer
+from healerd.model import ObservedContainer, ServiceSpec
 from healerd.vocabulary import NoticeKind
 
 log = logging.getLogger("healerd.notify")
@@ -348,20 +348,19 @@ class Watched(Protocol):
     ) -> tuple[ObservedContainer | None, LogStream]: ...
 
 
-def output_tail(c: Watched, service: str, lines: int) -> list[str]:
-    """A service's last lines of output, its declared values masked."""
+def output_tail(c: Watched, service: str, lines: int, spec: ServiceSpec | None) -> list[str]:
+    """A service's last lines of output, the values of its declaration `spec` masked."""
     _, stream = c.logs(service, previous=False, tail=lines, since=None, until=time.time())
     with stream:
         raw = b"".join(itertools.islice(stream, 64))[-16384:]
-    spec = c.desired.services.get(service)
     text = mask_free(raw.decode("utf-8", "replace"), shown(spec))
     return [mask_environment(line, spec) for line in text.splitlines()[-lines:]]
 
 
-def masked_text(c: Watched, service: str, text: str) -> str:
-    """A text about `service` (a state's reason, an event's message) as the API shows
+def masked_text(text: str, spec: ServiceSpec | None) -> str:
+    """A text about a service (a state's reason, an event's message) as the API shows
     it (healerd.daemon.api.views): each value its declaration interpolated masked."""
-    return mask_free(text, shown(c.desired.services.get(service)))
+    return mask_free(text, shown(spec))
 
 
 def for_daemon(
@@ -382,15 +381,25 @@ def daemon_hooks(
     loop's output read from the engine, reasons masked as the API masks them, and a
     service's conditions forgotten once it is no longer declared."""
 
-    def muted(service: str) -> bool:
+    last: dict[str, ServiceSpec] = {}
+
+    def spec_of(service: str) -> ServiceSpec | None:
+        """Its declaration, or the last one seen: a notice may come just after its
+        service went, and is masked (or muted) as the service was."""
         spec = controller().desired.services.get(service)
+        if spec is not None:
+            last[service] = spec
+        return spec or last.get(service)
+
+    def muted(service: str) -> bool:
+        spec = spec_of(service)
         return spec is not None and not spec.notify
 
     def tail(service: str, lines: int) -> list[str]:
-        return output_tail(controller(), service, lines)
+        return output_tail(controller(), service, lines, spec_of(service))
 
     def masked(service: str, text: str) -> str:
-        return masked_text(controller(), service, text)
+        return masked_text(text, spec_of(service))
 
     def declared() -> Collection[str]:
         return controller().desired.services.keys()

@@ -129,6 +129,19 @@ def test_a_reason_and_an_event_are_masked_as_the_api_shows_them() -> None:
     assert api_reason in body and event_view(e, shown(s))["message"] in body
 
 
+def test_a_reason_told_just_after_its_service_went_is_masked_still() -> None:
+    sender, clock = Sender(), Clock()
+    controller = Declared(desired(secret_spec()))
+    n = wired(controller, [NotifyTarget("json://h/", "h")], sender, clock)
+    n.offer(StateChange("db", PROG, CRASH, "exit code 1", clock.t))
+    flush(n, clock)
+    n.offer(StateChange("db", PROG, ServiceState.FAILED, f"--requirepass {SECRET}", clock.t))
+    controller.desired = desired()  # removed before the notifier looked
+    flush(n, clock)
+    assert len(sender.sent) == 2 and SECRET not in sender.sent[1][2]
+    assert "${DB_PASSWORD}" in sender.sent[1][2]
+
+
 # -- x-healerd: {notify: false}, through the daemon's hooks ------------------------------------
 
 
@@ -140,17 +153,18 @@ def test_notify_false_mutes_a_service_through_the_daemon_s_wiring() -> None:
     result = parse_service_text(text, "/etc/healerd/conf.d/a.yaml")
     assert result.services is not None, result.errors
     sender, clock = Sender(), Clock()
-    n = wired(
-        Declared(desired(*result.services.values())),
-        [NotifyTarget("json://h/", "h")],
-        sender,
-        clock,
-    )
+    controller = Declared(desired(*result.services.values()))
+    n = wired(controller, [NotifyTarget("json://h/", "h")], sender, clock)
     for svc in ("quiet", "loud"):
         n.offer(StateChange(svc, PROG, CRASH, "exit code 1", clock.t))
     flush(n, clock)
     ((_, title, body),) = sender.sent
     assert title.endswith("loud: crash loop") and "quiet" not in body
+    # Its last state change, come just after it was removed: muted still.
+    n.offer(StateChange("quiet", CRASH, ServiceState.FAILED, "exit code 1", clock.t))
+    controller.desired = desired()
+    flush(n, clock)
+    assert len(sender.sent) == 1
 
 
 # -- a service no longer declared, through the daemon's hooks -----------------------------------
