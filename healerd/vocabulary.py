@@ -52,7 +52,7 @@ class EventKind(StrEnum):
     PAUSED = "paused"
     RESUMED = "resumed"
     CONFIG_ERROR = "config-error"
-    CONFIG_FIXED = "config-fixed"  # a file refused before reads cleanly again
+    CONFIG_FIXED = "config-fixed"  # a file refused before reads cleanly again, or is gone
     ENGINE_LOST = "engine-lost"
     ENGINE_BACK = "engine-back"
     PRESSURE = "pressure"

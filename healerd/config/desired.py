@@ -203,6 +203,9 @@ class DesiredState:
     errors: tuple[ConfigError, ...]
     hold_orphans: bool
     broken_files: tuple[str, ...]
+    # Every file and project the scan found (None: not known, a state made by hand): a
+    # broken file no longer broken was fixed, or removed.
+    files: frozenset[str] | None = None
 
     @cached_property
     def joiners(self) -> Mapping[str, tuple[str, ...]]:
@@ -312,7 +315,9 @@ class DesiredStore:
         self._last = {result.file: result for result in ordered}
         self._running = {}
         all_errors = tuple(e for result in ordered for e in errors[result.file])
-        return DesiredState(MappingProxyType(services), all_errors, hold_orphans, tuple(broken))
+        return DesiredState(
+            MappingProxyType(services), all_errors, hold_orphans, tuple(broken), frozenset(present)
+        )
 
     def _rank(self, claim: _Claim) -> tuple[bool, bool, str, str]:
         """Claims that keep what was applied come first, then file name order."""

@@ -37,6 +37,19 @@ def default_text(key: Key) -> str:
     return str(default)
 
 
+def setting_default_doc(key: Key) -> str:
+    """A setting's default as the docs write it: the value healerd.yaml would hold, in
+    code, or the key's `default_doc` in words."""
+    return key.default_doc or f"`{setting_default(key)}`"
+
+
+def child_example(parent: Key, child: Key) -> str:
+    """A nested key's example in its parent: an item of a list (`notifications: [{url:
+    ...}]`), or a key of a mapping (`image_gc: {keep_last: 2}`)."""
+    item = f"{{{child.name}: {child.example}}}"
+    return f"{parent.name}: " + (f"[{item}]" if parent.type.startswith("list") else item)
+
+
 def setting_default(key: Key) -> str:
     """A setting's default as healerd.yaml would write it."""
     value = key.default

@@ -130,6 +130,9 @@ class Key:
     attr: str = ""
     required: bool = False
     children: tuple[Key, ...] = ()
+    # The default in words, where the model's value says nothing to a reader ("all but
+    # heal" for a target's events); the docs show it instead of `default`.
+    default_doc: str = ""
 
 
 def check_keys(

@@ -20,8 +20,9 @@ from healerd.config.keydocs import (
     SETTINGS_TEXT,
     TRUST,
     VALUE_FORMS,
+    child_example,
     default_text,
-    setting_default,
+    setting_default_doc,
 )
 from healerd.config.keys import Key
 from healerd.config.settingkeys import SETTINGS_FIELDS
@@ -91,13 +92,11 @@ def _service_key(key: Key, prefix: str = "") -> list[str]:
 def _setting(key: Key, parent: Key | None = None) -> list[str]:
     name = f"{parent.name}.{key.name}" if parent else key.name
     facts = [key.type]
-    facts.append("default: see below" if key.children else f"default: `{setting_default(key)}`")
+    facts.append("default: see below" if key.children else f"default: {setting_default_doc(key)}")
     owner = parent or key
     reloadable = getattr(owner, "reloadable", False)
     facts.append("takes effect at a reload" if reloadable else "needs a restart")
-    example = (
-        f"{parent.name}: {{{key.name}: {key.example}}}" if parent else f"{key.name}: {key.example}"
-    )
+    example = child_example(parent, key) if parent else f"{key.name}: {key.example}"
     return _entry(name, facts, key.doc, example)
 
 

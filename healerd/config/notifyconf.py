@@ -192,6 +192,7 @@ NOTIFY_CHILDREN: tuple[Key, ...] = (
         "`name` or by the scheme and host alone), and healerd.yaml must then be readable "
         "by root and healerd's group only. A target may also be the URL alone.",
         "ntfy://ntfy.example.net/edge-7",
+        default_doc="required",
     ),
     Key(
         "name",
@@ -199,6 +200,7 @@ NOTIFY_CHILDREN: tuple[Key, ...] = (
         "How status, metrics (`target` label) and `healerctl notify test` name the target; "
         "default: its position and masked URL (`1:ntfy://ntfy.example.net/***`).",
         "ops-phone",
+        default_doc="its position and masked URL",
     ),
     Key(
         "events",
@@ -207,12 +209,15 @@ NOTIFY_CHILDREN: tuple[Key, ...] = (
         "out its crash-loop backoff (the exit code, OOM or signal, restarts so far, the "
         "next try, its last 10 lines of output); failed: Failed, Degraded, "
         "ImagePullBackOff, a halted rollout (the reason); recovered: such a service runs "
-        "again (how long it was down); update: an image update applied or held; "
-        "rollback: an update rolled back; config-error: a file refused (file:line: the "
-        "first error) or fixed; engine: the engine went away or came back; pressure: "
+        "again (one message, how long it was down); update: an image update applied, "
+        "found but held (window, delay, lock, pre_update) or only found (auto_update: "
+        "notify); rollback: an update rolled back; config-error: a file refused "
+        "(file:line: the first error), fixed or removed; engine: the engine went away or "
+        "came back; pressure: "
         "host pressure began or ended, or holds a service back; healerd: healerd started "
         "after an unclean stop; heal: every plain heal.",
         "[crash-loop, failed, recovered]",
+        default_doc="all but `heal`",
     ),
     Key(
         "services",
@@ -221,6 +226,7 @@ NOTIFY_CHILDREN: tuple[Key, ...] = (
         "every target); default: every service. `x-healerd: {notify: false}` mutes a "
         "service for every target.",
         "[db, broker]",
+        default_doc="every service",
     ),
 )
 _CHILDREN = tuple(k.name for k in NOTIFY_CHILDREN)

@@ -33,8 +33,9 @@ from healerd.config.keydocs import (
     SETTINGS_TEXT,
     TRUST,
     VALUE_FORMS,
+    child_example,
     default_text,
-    setting_default,
+    setting_default_doc,
 )
 from healerd.config.keys import Key
 from healerd.config.manpages import MAN_PAGES, man_text
@@ -243,7 +244,7 @@ def _key_table(keys: Iterable[Key], prefix: str = "") -> list[str]:
 def _settings_table() -> list[str]:
     rows = ["| Key | Type | Default | Example | Meaning |", "|---|---|---|---|---|"]
     for key in SETTINGS_FIELDS:
-        default = "see below" if key.children else f"`{setting_default(key)}`"
+        default = "see below" if key.children else setting_default_doc(key)
         rows.append(
             f"| `{key.name}` | {_cell(key.type)} | {default} "
             f"| `{key.name}: {_cell(key.example)}` | {_cell(key.doc)} |"
@@ -252,8 +253,8 @@ def _settings_table() -> list[str]:
         for child in key.children:
             rows.append(
                 f"| `{key.name}.{child.name}` | {_cell(child.type)} "
-                f"| `{setting_default(child)}` "
-                f"| `{key.name}: {{{child.name}: {_cell(child.example)}}}` | {_cell(child.doc)} |"
+                f"| {_cell(setting_default_doc(child))} "
+                f"| `{_cell(child_example(key, child))}` | {_cell(child.doc)} |"
             )
     return rows
 

@@ -328,6 +328,7 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "rollback.",
         "{auto_update: notify, update_window: 'Sat,Sun 02:00-05:00', update_delay: 24h}",
         default=UpdateDefaults(),
+        default_doc="none: no image updates, no window, delay or lock",
         check=check_update_defaults,
         reloadable=True,
     ),
@@ -342,7 +343,9 @@ SETTINGS_FIELDS: tuple[Setting, ...] = (
         "while the condition lasts, then one when it is over; notices that come together "
         "go as one digest. Sending never holds a heal back: a target that does not answer "
         "is retried with backoff, and shown in `healerctl status`. The keys of each target "
-        "are below. See docs/user-guide.md, Notifications.",
+        "are below. See docs/user-guide.md, Notifications; for the Prometheus alerting "
+        "rules and the Grafana dashboard the package ships, docs/user-guide.md, "
+        "Prometheus alerting rules.",
         "[{url: 'ntfy://ntfy.example.net/edge-7', events: [crash-loop, failed, recovered]}]",
         default=(),
         check=check_notifications,

@@ -260,6 +260,7 @@ SOURCE_CHILDREN: tuple[Key, ...] = (
         "The repository: `https://`, `ssh://` or `file://` (`git://` and `http://` only "
         "with a signature check). No credentials in it: see `credentials`.",
         "https://git.example.net/edge/site-7.git",
+        default_doc="required",
     ),
     Key(
         "name",
@@ -267,6 +268,7 @@ SOURCE_CHILDREN: tuple[Key, ...] = (
         "How status, logs and `healerctl sync NAME` name the source, and its directory in "
         "state_dir/sources; default: the repository's name without `.git`.",
         "site-7",
+        default_doc="the repository's name",
     ),
     Key("ref", "branch or tag", "The branch or tag to follow.", "stable", default="main"),
     Key(
@@ -276,6 +278,7 @@ SOURCE_CHILDREN: tuple[Key, ...] = (
         "conf.d; default: the top. `%H` is the host name (`uname -n`), `%l` its first "
         "label, `%%` a percent sign, so that one repository serves a fleet.",
         "hosts/%H/",
+        default_doc="the top",
     ),
     Key(
         "interval",
@@ -300,6 +303,7 @@ SOURCE_CHILDREN: tuple[Key, ...] = (
         "a file of OpenPGP public keys; `none`, written out, applies unsigned commits. "
         "A commit not signed by an allowed key is refused and the last good one stays.",
         "{allowed_signers: /etc/healerd/allowed_signers}",
+        default_doc="required",
     ),
     Key(
         "credentials",
@@ -308,6 +312,7 @@ SOURCE_CHILDREN: tuple[Key, ...] = (
         "(`TOKEN` or `USER:TOKEN`, HTTP basic auth) for `https://`. Checked as a config "
         "file (owner, mode 0600, directories); never shown in status, events or logs.",
         "/etc/healerd/git-token",
+        default_doc="none",
     ),
     Key(
         "known_hosts",
@@ -316,6 +321,7 @@ SOURCE_CHILDREN: tuple[Key, ...] = (
         "leaves /etc/ssh/ssh_known_hosts (root's home is hidden: ProtectHome). Unknown "
         "hosts are refused.",
         "/etc/healerd/known_hosts",
+        default_doc="ssh's own",
     ),
 )
 _CHILDREN = tuple(k.name for k in SOURCE_CHILDREN)

@@ -18,6 +18,7 @@ from healerd.core.hints import LookHints
 from healerd.core.images import ImagePolicy
 from healerd.core.loopmemory import LoopMemory
 from healerd.core.loopsettings import DISCOVER
+from healerd.core.notices import file_fixed
 from healerd.core.observe import note_event
 from healerd.core.outcome import Facts, decide
 from healerd.core.pressure import Pressure
@@ -79,7 +80,8 @@ class Inputs:
                 self._events.record(EventKind.CONFIG_ERROR, "", str(err))
         broken_changed = set(old.broken_files) ^ set(state.broken_files)
         for file in sorted(set(old.broken_files) - set(state.broken_files)):
-            self._events.record(EventKind.CONFIG_FIXED, "", f"{file}: reads cleanly again")
+            removed = state.files is not None and file not in state.files
+            self._events.record(EventKind.CONFIG_FIXED, "", file_fixed(file, removed=removed))
         for name in set(old.services) | set(state.services):
             spec = state.services.get(name)
             if old.services.get(name) != spec or (spec and spec.source_file in broken_changed):

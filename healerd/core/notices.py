@@ -13,6 +13,7 @@ one pair per crash.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +22,11 @@ from healerd.vocabulary import EventKind, NoticeKind
 
 # How long a service must stay as declared before its crash loop or failure counts as over.
 SETTLE = 30.0
+# A service's conditions that one "recovered" ends (a hold by host pressure ends apart).
+_TROUBLE = (NoticeKind.CRASH_LOOP, NoticeKind.FAILED)
+# What a CONFIG_FIXED event says of a file refused before: fixed, or gone (file_fixed).
+FILE_FIXED = "reads cleanly again"
+FILE_REMOVED = "removed while refused: what it declared is no longer declared"
 
 # The node's conditions: the event that begins each, the one that ends it.
 _NODE = {
@@ -105,23 +111,22 @@ class NoticeBook:
 
     def state(self, c: StateChange) -> list[Notice]:
         """What entering `c.new` tells: a crash loop, a failure or a hold that begins,
-        nothing while one lasts; as declared again starts the wait for `settle`."""
+        nothing while one lasts; as declared again starts the wait for `settle`. A first
+        state (`c.old` None: a service declared anew, its status dropped at its removal)
+        starts from nothing: what an earlier life of the name left open is forgotten."""
+        if c.old is None:
+            self.drop(c.service)
         kind = c.new.notice
-        if kind is not None:
-            return self._begin(c, kind)
-        mine = [k for k in self._open if k[0] == c.service]
-        for key in mine:
-            cond = self._open[key]
+        mine = [cond for (who, _), cond in self._open.items() if who == c.service]
+        for cond in mine:
             if c.new.is_well:
                 cond.well_since = cond.well_since if cond.well_since is not None else c.at
             else:
-                cond.well_since = None  # Progressing again: not over yet
-        return []
+                cond.well_since = None  # Progressing again, or in trouble: not over yet
+        return self._begin(c, kind) if kind is not None else []
 
     def _begin(self, c: StateChange, kind: NoticeKind) -> list[Notice]:
-        cond = self._open.get((c.service, kind))
-        if cond is not None:
-            cond.well_since = None
+        if (c.service, kind) in self._open:
             return []
         self._open[(c.service, kind)] = _Open(c.at, str(c.new))
         if kind is NoticeKind.CRASH_LOOP:
@@ -133,25 +138,46 @@ class NoticeBook:
         return [Notice(kind, c.service, title, c.reason or str(c.new), c.at, tail=True)]
 
     def tick(self, now: float) -> list[Notice]:
-        """The conditions over by now: as declared for `settle` seconds."""
+        """The conditions over by now: as declared for `settle` seconds. A service's
+        crash loop and failure end in one "recovered", its downtime from the first."""
         out: list[Notice] = []
-        for (service, kind), cond in list(self._open.items()):
-            if not service or cond.well_since is None or now - cond.well_since < self.settle:
-                continue
-            del self._open[(service, kind)]
-            down = took(cond.well_since - cond.since)
-            if kind is NoticeKind.PRESSURE:
+        for service in self._services():
+            held = self._open.get((service, NoticeKind.PRESSURE))
+            if held is not None and self._over(held, now):
+                del self._open[(service, NoticeKind.PRESSURE)]
+                detail = f"held back for {took(_well(held) - held.since)}"
                 title = f"{service}: no longer held back"
-                out.append(Notice(kind, service, title, f"held back for {down}", now))
+                out.append(Notice(NoticeKind.PRESSURE, service, title, detail, now))
+            trouble = [(k, c) for k in _TROUBLE if (c := self._open.get((service, k))) is not None]
+            if not trouble or not all(self._over(c, now) for _, c in trouble):
                 continue
-            detail = f"runs as declared again; it was {cond.what} for {down}"
+            for kind, _ in trouble:
+                del self._open[(service, kind)]
+            conds = sorted((c for _, c in trouble), key=lambda c: c.since)
+            down = took(max(_well(c) for c in conds) - conds[0].since)
+            what = ", then ".join(c.what for c in conds)
+            detail = f"runs as declared again; it was {what} for {down}"
             out.append(Notice(NoticeKind.RECOVERED, service, f"{service}: recovered", detail, now))
         return out
+
+    def _over(self, cond: _Open, now: float) -> bool:
+        return cond.well_since is not None and now - cond.well_since >= self.settle
 
     def drop(self, service: str) -> None:
         """A service no longer declared: its conditions end untold."""
         for key in [k for k in self._open if k[0] == service]:
             del self._open[key]
+
+    def keep_only(self, declared: Collection[str]) -> None:
+        """The services declared now: the conditions of any other end untold (a service
+        removed while in trouble is not "recovered" when it comes back)."""
+        for service in self._services():
+            if service not in declared:
+                self.drop(service)
+
+    def _services(self) -> list[str]:
+        """The services with a condition open (not the node's, not a file's)."""
+        return list(dict.fromkeys(w for w, _ in self._open if w and not w.startswith("file:")))
 
     def event(self, e: Event) -> list[Notice]:
         """What an event of healerd's tells (most tell nothing)."""
@@ -195,7 +221,17 @@ class NoticeBook:
         if cond is None:
             return []
         detail = f"{e.message} (it was broken for {took(e.time - cond.since)})"
-        return [Notice(NoticeKind.CONFIG_ERROR, "", f"{file}: fixed", detail, e.time)]
+        word = "removed" if e.message.endswith(FILE_REMOVED) else "fixed"
+        return [Notice(NoticeKind.CONFIG_ERROR, "", f"{file}: {word}", detail, e.time)]
+
+
+def file_fixed(file: str, *, removed: bool) -> str:
+    """A CONFIG_FIXED event's message: the file refused before reads cleanly, or is gone."""
+    return f"{file}: {FILE_REMOVED if removed else FILE_FIXED}"
+
+
+def _well(cond: _Open) -> float:
+    return cond.well_since if cond.well_since is not None else cond.since
 
 
 def heal_notice(service: str, seconds: float, how: str, at: float) -> Notice:
@@ -227,11 +263,14 @@ def digest(notices: list[Notice], host: str) -> tuple[str, str]:
 
 
 __all__ = [
+    "FILE_FIXED",
+    "FILE_REMOVED",
     "SETTLE",
     "Notice",
     "NoticeBook",
     "StateChange",
     "digest",
+    "file_fixed",
     "heal_notice",
     "took",
     "unclean_notice",

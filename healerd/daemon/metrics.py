@@ -131,8 +131,9 @@ class Metrics:
             self.registry.register(metric)
         self.notifications = Counter(
             "healerd_notifications",
-            "Notifications by target (its name; '' for the intake) and result: sent, failed "
-            "(kept and tried again) or dropped (a full queue or outbox).",
+            "Notifications by target (its name; '' for the intake, 'test-url' for "
+            "`healerctl notify test --url`) and result: sent, failed (kept and tried again) "
+            "or dropped (a full queue or outbox).",
             ["target", "result"],
             registry=None,
         )

@@ -7,12 +7,20 @@ book, gathers what comes together (GATHER) into one message per target (50 servi
 killed at once are one digest), adds a crash loop's last lines of output (masked), and
 sends with Apprise. A message a target refuses stays in that target's outbox and is
 tried again with backoff (10 s doubling to 5 min) until it goes, or until the outbox is
-full, when the oldest is dropped and counted. Sends are one at a time: Apprise's own
-timeouts bound each.
+full, when the oldest is dropped and counted. Each send runs in a thread of its own, one
+at a time per target: Apprise's own timeouts bound it, and a target that does not
+answer delays no other target's messages.
+
+What is sent of a service is masked as the API shows it (`mask_free` with the values
+its declaration interpolated), and every answer of a target has its URL's secret parts
+masked (`scrub`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import itertools
 import logging
 import queue
@@ -20,7 +28,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,8 +37,9 @@ from healerd.config.masking import mask_environment, mask_free, shown
 from healerd.config.notifyconf import NotifyTarget, masked_url, scrub
 from healerd.core.events import Event
 from healerd.core.notices import Notice, NoticeBook, StateChange, digest, heal_notice
+from healerd.daemon.apprisesend import AppriseSender
 from healerd.engine import LogStream
-from healerd.model import ObservedContainer
+from healerd.model import ObservedContainer, ServiceSpec
 from healerd.vocabulary import NoticeKind
 
 log = logging.getLogger("healerd.notify")
@@ -43,47 +52,15 @@ INTAKE_MAX = 10_000
 OUTBOX_MAX = 100  # messages per target waiting to go
 RETRY_FIRST, RETRY_MAX = 10.0, 300.0
 TAIL_LINES = 10
+# The `target` label of `healerctl notify test --url`: one value, whatever the URL.
+TEST_URL_TARGET = "test-url"
 _FAILURES = frozenset({NoticeKind.CRASH_LOOP, NoticeKind.FAILED, NoticeKind.CONFIG_ERROR})
 
 
 class Sender(Protocol):
     def send(self, url: str, title: str, body: str, failure: bool) -> tuple[bool, str]:
-        """(whether it went, what the target answered: masked)."""
+        """(whether it went, what the target answered)."""
         ...
-
-
-class AppriseSender:
-    """One Apprise object per send: targets share nothing, and a reload's new URL is
-    used at once. Apprise logs what it tries (with parts of the URL): its log goes to
-    the answer, masked, never to healerd's."""
-
-    def __init__(self) -> None:
-        logging.getLogger("apprise").propagate = False
-
-    def send(self, url: str, title: str, body: str, failure: bool) -> tuple[bool, str]:
-        import apprise  # loads 100+ plugins (0.1 s): only once a target is declared
-
-        box = apprise.Apprise()
-        if not box.add(url):
-            return False, f"Apprise cannot send to {masked_url(url)}"
-        kind = apprise.NotifyType.FAILURE if failure else apprise.NotifyType.INFO
-        with apprise.LogCapture(level=logging.INFO) as captured:  # type: ignore[no-untyped-call]
-            try:
-                ok = bool(box.notify(body=body, title=title, notify_type=kind))
-            except Exception as exc:  # a plugin's bug must not end the sending thread
-                ok, said = False, f"{type(exc).__name__}: {exc}"
-            else:
-                said = ""
-            said = said or _last_words(captured.getvalue(), ok)
-        return ok, scrub(said, url)
-
-
-def _last_words(text: str, ok: bool) -> str:
-    lines = [ln.split(" - ", 2)[-1] for ln in text.strip().splitlines() if ln.strip()]
-    if ok:
-        return "sent"
-    worth = [ln for ln in lines if "fail" in ln.lower() or "error" in ln.lower()]
-    return (worth or lines or ["refused, without a reason"])[-1][:300]
 
 
 @dataclass
@@ -100,6 +77,7 @@ class TargetState:
     outbox: deque[tuple[str, str, bool]] = field(default_factory=deque)
     next_try: float = 0.0
     delay: float = RETRY_FIRST
+    busy: bool = False  # a send to it is under way (one at a time per target)
 
     def view(self) -> dict[str, object]:
         return {
@@ -117,13 +95,21 @@ class TargetState:
 @dataclass
 class Hooks:
     """What the notifier asks the daemon: the targets (reloadable), whether a service is
-    muted, a service's last lines of output, and where to count a result."""
+    muted, a service's last lines of output, where to count a result, how a text about a
+    service is masked (`masked(service, text)`), and the services declared now (None:
+    not known; the conditions of a service no longer declared are forgotten)."""
 
     targets: Callable[[], Sequence[NotifyTarget]]
     muted: Callable[[str], bool] = lambda _service: False
     tail: Callable[[str, int], list[str]] = lambda _service, _n: []
     count: Callable[[str, str], None] = lambda _target, _result: None
     host: str = field(default_factory=socket.gethostname)
+    masked: Callable[[str, str], str] = lambda _service, text: text
+    declared: Callable[[], Collection[str]] | None = None
+
+
+def _thread(work: Callable[[], None]) -> None:
+    threading.Thread(target=work, name="healerd-notify-send", daemon=True).start()
 
 
 class Notifier:
@@ -135,14 +121,16 @@ class Notifier:
         settle: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        spawn: Callable[[Callable[[], None]], None] = _thread,
     ) -> None:
+        """`spawn(work)`: where a send runs (a thread of its own; tests run it at once)."""
         self._hooks = hooks
         self._sender = sender or AppriseSender()
         self._book = NoticeBook() if settle is None else NoticeBook(settle)
         self._intake: queue.Queue[object] = queue.Queue(INTAKE_MAX)
         self._mono, self._wall = monotonic, wall
         self._lock = threading.Lock()  # the targets' states
-        self._send_lock = threading.Lock()  # one send at a time
+        self._spawn = spawn
         self._states: dict[str, TargetState] = {}
         self._gathered: list[Notice] = []
         self._gather_until: float | None = None
@@ -168,7 +156,7 @@ class Notifier:
     def on_pass(self, service: str, seconds: float) -> None:
         pass
 
-    # -- the sending thread ------------------------------------------------------------
+    # -- the notifier's thread -----------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -186,7 +174,7 @@ class Notifier:
         if self._gather_until is not None:
             due.append(self._gather_until - now)
         with self._lock:
-            due += [s.next_try - now for s in self._states.values() if s.outbox]
+            due += [s.next_try - now for s in self._states.values() if s.outbox and not s.busy]
         return max(0.0, min(due))
 
     def step(self, timeout: float) -> None:
@@ -203,7 +191,10 @@ class Notifier:
         found: list[Notice] = []
         for item in items:
             found += self._notices(item)
+        if self._hooks.declared is not None:
+            self._book.keep_only(self._hooks.declared())
         found += self._book.tick(self._wall())
+        found = [self._masked(n) for n in found]
         now = self._mono()
         if found:
             if not self._gathered:
@@ -223,6 +214,12 @@ class Notifier:
         if isinstance(item, Event):
             return self._book.event(item)
         return []
+
+    def _masked(self, n: Notice) -> Notice:
+        """The reason (a state's, an event's) as the API shows it: values masked."""
+        if not n.service:
+            return n
+        return dataclasses.replace(n, detail=self._hooks.masked(n.service, n.detail))
 
     def _post(self, notices: list[Notice]) -> None:
         """One message per target of what it wants of `notices`."""
@@ -268,18 +265,37 @@ class Notifier:
         for target in targets:
             with self._lock:
                 state = self._states.get(target.name)
-                if state is None or not state.outbox or state.next_try > now:
+                if state is None or state.busy or not state.outbox or state.next_try > now:
                     continue
-                title, body, failure = state.outbox[0]
-            with self._send_lock:
-                ok, said = self._sender.send(target.url, title, body, failure)
-            self._hooks.count(target.name, "sent" if ok else "failed")
-            with self._lock:
-                self._settle(state, ok, said)
+                state.busy = True
+                message = state.outbox[0]
+            self._spawn(functools.partial(self._send_one, target, state, message))
 
-    def _settle(self, state: TargetState, ok: bool, said: str) -> None:
+    def _send_one(
+        self, target: NotifyTarget, state: TargetState, message: tuple[str, str, bool]
+    ) -> None:
+        """One send to one target (in a thread of its own), then wake the notifier."""
+        ok, said = self._send(target.url, *message)
+        self._hooks.count(target.name, "sent" if ok else "failed")
+        with self._lock:
+            state.busy = False
+            self._settle(state, ok, said, message)
+        with contextlib.suppress(queue.Full):  # the next message, or a retry, is due
+            self._intake.put_nowait(None)
+
+    def _send(self, url: str, title: str, body: str, failure: bool) -> tuple[bool, str]:
+        try:
+            ok, said = self._sender.send(url, title, body, failure)
+        except Exception as exc:  # a sender's bug is one failed send
+            ok, said = False, f"{type(exc).__name__}: {exc}"
+        return ok, scrub(said, url)
+
+    def _settle(
+        self, state: TargetState, ok: bool, said: str, message: tuple[str, str, bool]
+    ) -> None:
         if ok:
-            state.outbox.popleft()
+            if state.outbox and state.outbox[0] is message:  # (unless dropped meanwhile)
+                state.outbox.popleft()
             state.sent += 1
             state.last_sent_at, state.delay, state.next_try = self._wall(), RETRY_FIRST, 0.0
             return
@@ -303,7 +319,8 @@ class Notifier:
             return [s.view() for name, s in sorted(self._states.items()) if name in known]
 
     def test(self, url: str | None = None) -> list[dict[str, object]]:
-        """Send a test message to each target (or to `url` alone), now: what each said."""
+        """Send a test message to each target (or to `url` alone), now: what each said.
+        A URL's results are counted as TEST_URL_TARGET: callers make no label values."""
         targets: Sequence[NotifyTarget] = (
             [NotifyTarget(url, masked_url(url))] if url else self._hooks.targets()
         )
@@ -314,9 +331,8 @@ class Notifier:
         )
         out: list[dict[str, object]] = []
         for target in targets:
-            with self._send_lock:
-                ok, said = self._sender.send(target.url, title, body, False)
-            self._hooks.count(target.name, "sent" if ok else "failed")
+            ok, said = self._send(target.url, title, body, False)
+            self._hooks.count(TEST_URL_TARGET if url else target.name, "sent" if ok else "failed")
             out.append({"name": target.name, "ok": ok, "answer": said})
         return out
 
@@ -332,14 +348,19 @@ class Watched(Protocol):
     ) -> tuple[ObservedContainer | None, LogStream]: ...
 
 
-def output_tail(c: Watched, service: str, lines: int) -> list[str]:
-    """A service's last lines of output, its declared values masked."""
+def output_tail(c: Watched, service: str, lines: int, spec: ServiceSpec | None) -> list[str]:
+    """A service's last lines of output, the values of its declaration `spec` masked."""
     _, stream = c.logs(service, previous=False, tail=lines, since=None, until=time.time())
     with stream:
         raw = b"".join(itertools.islice(stream, 64))[-16384:]
-    spec = c.desired.services.get(service)
     text = mask_free(raw.decode("utf-8", "replace"), shown(spec))
     return [mask_environment(line, spec) for line in text.splitlines()[-lines:]]
+
+
+def masked_text(text: str, spec: ServiceSpec | None) -> str:
+    """A text about a service (a state's reason, an event's message) as the API shows
+    it (healerd.daemon.api.views): each value its declaration interpolated masked."""
+    return mask_free(text, shown(spec))
 
 
 def for_daemon(
@@ -347,27 +368,56 @@ def for_daemon(
     controller: Callable[[], Watched],
     count: Callable[[str, str], None],
 ) -> Notifier:
-    """The daemon's notifier: targets as healerd.yaml says now, `x-healerd: {notify:
-    false}` honoured, a crash loop's output read from the engine."""
+    """The daemon's notifier (daemon_hooks), sending with Apprise."""
+    return Notifier(daemon_hooks(targets, controller, count))
+
+
+def daemon_hooks(
+    targets: Callable[[], Sequence[NotifyTarget]],
+    controller: Callable[[], Watched],
+    count: Callable[[str, str], None],
+) -> Hooks:
+    """Targets as healerd.yaml says now, `x-healerd: {notify: false}` honoured, a crash
+    loop's output read from the engine, reasons masked as the API masks them, and a
+    service's conditions forgotten once it is no longer declared."""
+
+    last: dict[str, ServiceSpec] = {}
+
+    def spec_of(service: str) -> ServiceSpec | None:
+        """Its declaration, or the last one seen: a notice may come just after its
+        service went, and is masked (or muted) as the service was."""
+        spec = controller().desired.services.get(service)
+        if spec is not None:
+            last[service] = spec
+        return spec or last.get(service)
 
     def muted(service: str) -> bool:
-        spec = controller().desired.services.get(service)
+        spec = spec_of(service)
         return spec is not None and not spec.notify
 
     def tail(service: str, lines: int) -> list[str]:
-        return output_tail(controller(), service, lines)
+        return output_tail(controller(), service, lines, spec_of(service))
 
-    return Notifier(Hooks(targets, muted, tail, count))
+    def masked(service: str, text: str) -> str:
+        return masked_text(text, spec_of(service))
+
+    def declared() -> Collection[str]:
+        return controller().desired.services.keys()
+
+    return Hooks(targets, muted, tail, count, masked=masked, declared=declared)
 
 
 __all__ = [
+    "TEST_URL_TARGET",
     "AppriseSender",
     "Hooks",
     "Notifier",
     "Sender",
     "TargetState",
     "Watched",
+    "daemon_hooks",
     "for_daemon",
     "mask_environment",
+    "masked_text",
     "output_tail",
 ]

@@ -24,8 +24,9 @@ PROG = ServiceState.PROGRESSING
 
 
 def change(
-    new: ServiceState, at: float, old: ServiceState | None = None, svc: str = "db"
+    new: ServiceState, at: float, old: ServiceState | None = PROG, svc: str = "db"
 ) -> StateChange:
+    """A service's change of state (`old` None: its first, as the status book says)."""
     return StateChange(svc, old, new, f"reason {new}", at)
 
 
@@ -223,7 +224,8 @@ def notifier(
         counts[(target, result)] = counts.get((target, result), 0) + 1
 
     h = Hooks(lambda: targets, count=count, host="edge-7", **hooks)  # type: ignore[arg-type]
-    return Notifier(h, sender, settle=30, monotonic=clock, wall=clock), counts
+    now = Notifier(h, sender, settle=30, monotonic=clock, wall=clock, spawn=lambda work: work())
+    return now, counts
 
 
 def test_a_crash_loop_goes_once_with_its_output_and_a_storm_goes_as_one_digest() -> None:

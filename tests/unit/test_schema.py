@@ -223,3 +223,40 @@ def test_settings_docs_cover_every_setting() -> None:
         assert f"| `{key.name}` |" in reference
         for child in key.children:
             assert f"| `{key.name}.{child.name}` |" in reference
+
+
+def test_a_list_setting_s_keys_read_as_items_and_their_defaults_as_they_are(
+    tmp_path: Path,
+) -> None:
+    """notifications (a list) is shown as healerd takes it, with the defaults it has."""
+    import os
+
+    from healerd.config import SettingsError, load_settings
+
+    reference = reference_text()
+    rows = {
+        line.split(" | ")[0]: line.split(" | ")
+        for line in reference.splitlines()
+        if line.startswith("| `notifications.")
+    }
+    url, name, events, services = (
+        rows[f"| `notifications.{k}`"] for k in ("url", "name", "events", "services")
+    )
+    assert (
+        url[2] == "required"
+        and url[3] == "`notifications: [{url: ntfy://ntfy.example.net/edge-7}]`"
+    )
+    assert name[2] == "its position and masked URL"
+    assert events[2] == "all but `heal`" and services[2] == "every service"
+    assert "docs/user-guide.md, Prometheus alerting rules" in reference
+    assert "### Prometheus alerting rules" in (REPO / "docs" / "user-guide.md").read_text()
+    # The example as written loads; the mapping form the reference showed before does not.
+    path = tmp_path / "healerd.yaml"
+    os.chmod(tmp_path, 0o755)
+    path.write_text(url[3].strip("`") + "\n")
+    os.chmod(path, 0o600)
+    (target,) = load_settings(path).notifications
+    assert target.services is None and "heal" not in target.events
+    path.write_text("notifications: {url: ntfy://ntfy.example.net/edge-7}\n")
+    with pytest.raises(SettingsError, match="must be a list of targets"):
+        load_settings(path)
