@@ -20,6 +20,7 @@ from healerd.core.events import EventLog
 from healerd.core.executor import Executor
 from healerd.core.outcome import ImageProblem, ImageTrouble, Tally
 from healerd.core.timings import Timings
+from healerd.core.updatepins import FOLLOWING
 from healerd.engine import ImageBuildFailed, ImagePullFailed, ImageStore
 from healerd.model import BuildSpec, PullPolicy, RegistryAuth, ServiceSpec
 from healerd.vocabulary import EventKind
@@ -115,7 +116,11 @@ class ImagePolicy:
                 return self._ensure_built(key, spec, spec.build, tally)
         if self._fresh(key, spec):
             return None
-        present = self._engine.image_present(image) or self._from_archive(image)
+        # (not for a pin of a followed tag: the updater reads its digest from the image
+        # reference the engine lists for its containers, which by ID it would not)
+        present = self._engine.image_present(image) or (
+            spec.auto_update not in FOLLOWING and self._from_archive(image)
+        )
         if present:
             self._saw(image)
         if present and not (policy is PullPolicy.ALWAYS and not self._pulled_for(key, spec)):

@@ -156,14 +156,25 @@ class Inputs:
         )
         self._queue.add(service, force=True)
 
-    def resume(self, service: str) -> None:
+    def resume(self, service: str) -> str:
         """Ends a pause, and a hold an update left (a restore of its volumes that
-        failed: the service stays stopped until the operator says)."""
+        failed: the service stays stopped until the operator says); "", or why the hold
+        stands: never while its volumes are being copied (it would start on a volume
+        being rewritten; the copy's end releases it, or says why not)."""
         self._paused.discard(service)
+        if self._updates.data.copying(service):
+            why = (
+                f"{service}: its volumes are being copied now (a snapshot or a restore): "
+                "it starts once that ends; resume again if the restore fails"
+            )
+            log.warning("resume of %s: %s", service, why)
+            self._events.record(EventKind.RESUMED, service, f"resume deferred: {why}")
+            return why
         held = self._updates.data.release_all(service)
         why = " (its update's hold ended: it runs on its volumes as they are)" if held else ""
         self._events.record(EventKind.RESUMED, service, f"resumed by operator{why}")
         self._queue.add(service, force=True)
+        return ""
 
     def reconcile_now(self, service: str | None = None) -> None:
         if service is None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 from healerd.engine import EngineError
@@ -80,6 +81,7 @@ class UpdateData:
         self.quiet = 1.0
         # Told of healerctl resume (the daemon ends the journal of a failed restore).
         self.on_resume: Callable[[str], None] = lambda key: None
+        self._copying: set[str] = set()  # services whose volumes are being copied now
 
     def held(self, key: str) -> str:
         """Why the loop must leave `key` alone now ("" : it need not)."""
@@ -102,9 +104,18 @@ class UpdateData:
                 self._held.pop(key, None)
         self._on_change(key)
 
-    def release_all(self, key: str) -> bool:
-        """`healerctl resume`: the operator ends every hold (a restore that failed)."""
+    def copying(self, key: str) -> bool:
+        """Whether a snapshot or a restore is copying `key`'s volumes now."""
         with self._lock:
+            return key in self._copying
+
+    def release_all(self, key: str) -> bool:
+        """`healerctl resume`: the operator ends every hold (a restore that failed).
+        Not while a copy runs (the API refuses that resume first): the service would
+        start on a volume being rewritten; that copy's own end releases it."""
+        with self._lock:
+            if key in self._copying:
+                return False
             had = self._held.pop(key, None)
         self.on_resume(key)
         if had:
@@ -119,7 +130,8 @@ class UpdateData:
         self.hold(spec.name, f"stopped for a snapshot of {vols} before {to_digest[7:19]}")
         try:
             self._stop_all(spec.name, spec.stop_grace_period)
-            said = self.snapshots.take(spec, from_digest, to_digest)
+            with self._copy(spec.name):
+                said = self.snapshots.take(spec, from_digest, to_digest)
         except Exception as exc:  # whatever it was, the hold ends: the old digest runs again
             if not isinstance(exc, SnapshotFailed | EngineError):
                 log.exception("%s: the snapshot failed unexpectedly", spec.name)
@@ -187,7 +199,11 @@ class UpdateData:
     ) -> None:
         try:
             self._stop_all(key, grace)
-            told = work()
+            with self._copy(key):
+                if not self.held(key):  # healerctl resume before the copy began
+                    then("resumed by the operator before the restore began: volumes as they are")
+                    return
+                told = work()
         except Exception as exc:
             if not isinstance(exc, SnapshotFailed | EngineError):
                 log.exception("%s: restoring the volumes failed unexpectedly", key)
@@ -202,6 +218,16 @@ class UpdateData:
         else:
             self.release(key)
         then(told)
+
+    @contextmanager
+    def _copy(self, key: str) -> Iterator[None]:
+        with self._lock:
+            self._copying.add(key)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._copying.discard(key)
 
     def _reword(self, key: str, why: str) -> None:
         with self._lock:

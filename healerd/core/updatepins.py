@@ -94,12 +94,17 @@ def proven(spec: ServiceSpec, mine: Sequence[ObservedContainer], now: float) -> 
     return ok >= spec.replicas
 
 
-def adopted(spec: ServiceSpec, mine: Sequence[ObservedContainer]) -> str | None:
+def adopted(
+    spec: ServiceSpec, mine: Sequence[ObservedContainer], skip: Set[str] = frozenset()
+) -> str | None:
     """The digest a restarted healerd pins again: the oldest running container's (the
     proven one, if a rollout was under way), else the newest stopped one's (after a
-    reboot); never a failed container kept as history (a rolled-back digest)."""
+    reboot); never a failed container kept as history (a rolled-back digest), nor one
+    of a digest in `skip` (those that failed)."""
     old = {c.id for c in history(mine)}
-    live = [c for c in mine if c.id not in old and digest_in(c.image, spec.image)]
+    live = [
+        c for c in mine if c.id not in old and digest_in(c.image, spec.image) not in (None, *skip)
+    ]
     running = sorted((c for c in live if c.running), key=lambda c: c.created)
     stopped = sorted((c for c in live if not c.running), key=lambda c: -c.created)
     for c in (*running, *stopped):

@@ -151,7 +151,7 @@ class Updates(UpdateState):
         with self._lock:
             if spec.name in self._no_digest:
                 return spec  # until the next check
-        digest = adopted(spec, mine)
+        digest = self._adoptable(spec, mine)
         trial = self._resumed(spec, mine, digest)
         if trial is None and digest is None and ensure():
             try:
@@ -172,6 +172,20 @@ class Updates(UpdateState):
             self._memory.ran(spec.name, spec.image, pin.digest)
         self._on_change(spec.name)
         return self.apply(spec)
+
+    def _adoptable(self, spec: ServiceSpec, mine: Sequence[ObservedContainer]) -> str | None:
+        """The digest the containers say, never one that failed (unless the operator
+        pinned it): a restart in the middle of a rollback (its restore, a stop-first
+        rollout) finds only the failed digest's containers, and the digest that ran
+        before it, the one the data was restored for, is the one to run."""
+        key = spec.name
+        bad = set(self._memory.of(key, spec.image).bad) - {self._memory.operator_pin(key)}
+        digest = adopted(spec, mine, skip=bad)
+        if digest is None and bad and adopted(spec, mine) is not None:
+            digest = self._memory.before(key, spec.image, "") or None
+            if digest is not None:
+                log.info("%s: its containers run a digest that failed: %s runs", key, short(digest))
+        return digest
 
     def _resumed(
         self, spec: ServiceSpec, mine: Sequence[ObservedContainer], digest: str | None

@@ -164,7 +164,9 @@ def _keep_manifest(docs: dict[str, Any], hexdigest: str, data: bytes) -> None:
 
 
 def _manifests(docs: dict[str, Any], images: set[str]) -> tuple[tuple[str, str], ...]:
-    """Each manifest or index digest -> the loaded image its config (or a child's) is."""
+    """Each manifest or index digest -> the loaded image its config (or a child's) is.
+    An index whose children lead to more than one loaded image (several platforms) is
+    left out: which one a pin of it means is the platform's choice, not healerd's."""
     found: dict[str, str] = {}
     for digest, doc in docs.items():
         config = doc.get("config")
@@ -172,10 +174,13 @@ def _manifests(docs: dict[str, Any], images: set[str]) -> tuple[tuple[str, str],
             found[digest] = str(config["digest"])
     for digest, doc in docs.items():
         children = doc.get("manifests")
-        for child in children if isinstance(children, list) else ():
-            led = found.get(str(child.get("digest"))) if isinstance(child, dict) else None
-            if led is not None:
-                found.setdefault(digest, led)
+        led = {
+            found[str(c.get("digest"))]
+            for c in (children if isinstance(children, list) else ())
+            if isinstance(c, dict) and str(c.get("digest")) in found
+        }
+        if len(led) == 1:
+            found.setdefault(digest, led.pop())
     return tuple(sorted(found.items()))
 
 

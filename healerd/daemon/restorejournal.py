@@ -128,7 +128,9 @@ class Volume:
         removals.later(trash)
 
     def _entries(self) -> list[Path]:
-        return [Path(e.path) for e in os.scandir(self.mount) if e.path != str(self.aside)]
+        # Not an aside another restore left inside (its mount point is a filesystem of
+        # its own): that is the volume's data of before that restore, kept (leftovers).
+        return [Path(e.path) for e in os.scandir(self.mount) if not e.name.startswith(ASIDE)]
 
 
 @dataclass
@@ -365,10 +367,10 @@ def leftovers(mount: Path) -> list[Path]:
     so no journal names them): what the volume held before a restore that nothing
     records completed. Kept, and said, never deleted."""
     prefix = f"{ASIDE}{mount.name}-"
-    try:
-        found = [Path(e.path) for e in os.scandir(mount.parent) if e.name.startswith(prefix)]
-    except OSError:
-        return []
+    found: list[Path] = []
+    for where, start in ((mount.parent, prefix), (mount, ASIDE)):  # beside, or inside
+        with contextlib.suppress(OSError):
+            found += [Path(e.path) for e in os.scandir(where) if e.name.startswith(start)]
     for path in found:
         log.warning(
             "%s holds what the volume at %s held before a restore that no journal records "

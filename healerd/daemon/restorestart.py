@@ -87,6 +87,12 @@ def resumed(store: SnapshotStore, service: str) -> None:
         journal = restorejournal.read(store.root / service)
         if journal is None:
             return
+        # A restore cut short (its copy failed and could not be undone, or it waits for
+        # the engine): each volume gets back what it held before, never a mix.
+        if journal.state == restorejournal.RESTORING and not restorejournal.undo(
+            journal, "given up by healerctl resume"
+        ):
+            return  # said by undo; the journal stays: the next start finishes it
         journal.remove()
         kept = journal.asides()
         log.warning(

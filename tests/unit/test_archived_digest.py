@@ -6,15 +6,19 @@ the service's."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from healerd.core.backoff import Backoff
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller, LoopSettings
 from healerd.core.imagefiles import Archive, ArchiveBook, declared_loaded
 from healerd.core.timings import Timings
 from healerd.core.wiring import build_loop
+from healerd.daemon.imagearchive import _manifests
 from healerd.daemon.imageview import Known, images_payload
 from healerd.engine import LocalImage
 from healerd.model import EngineAction, EngineEvent
+from healerd.vocabulary import AutoUpdate
 from tests.unit.harness.builders import spec
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.harness.loop import desired, drive, state
@@ -93,3 +97,26 @@ def test_the_image_list_names_the_service_of_a_digest_an_archive_proved() -> Non
     assert payload["missing"] == []
     gone = images_payload([], known, [], "/var/lib/healerd/images")
     assert gone["missing"] == [{"reference": PINNED, "services": ["app"]}]
+
+
+def test_a_followed_tags_pin_is_never_created_by_id() -> None:
+    """The updater reads a following service's digest from the reference the engine
+    lists for its containers: an archive never makes it create one by ID."""
+    ctrl, engine, clock = make({PINNED: IMAGE_ID})
+    ctrl.set_desired(desired(spec("app", 1, image=PINNED, auto_update=AutoUpdate.REGISTRY)))
+    drive(ctrl, clock, max_seconds=5)
+    assert not engine.running("app") and "pull" in engine.calls
+
+
+def test_an_index_of_several_loaded_platforms_proves_none_of_them() -> None:
+    def manifest(config: str) -> dict[str, object]:
+        return {"config": {"digest": config}, "layers": []}
+
+    docs: dict[str, Any] = {
+        "sha256:m1": manifest("sha256:c1"),
+        "sha256:m2": manifest("sha256:c2"),
+        "sha256:one": {"manifests": [{"digest": "sha256:m1"}, {"digest": "sha256:mX"}]},
+        "sha256:two": {"manifests": [{"digest": "sha256:m1"}, {"digest": "sha256:m2"}]},
+    }
+    found = dict(_manifests(docs, {"sha256:c1", "sha256:c2"}))
+    assert found == {"sha256:m1": "sha256:c1", "sha256:m2": "sha256:c2", "sha256:one": "sha256:c1"}

@@ -27,6 +27,7 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.events import EventLog
 from healerd.core.updatedata import UpdateData
 from healerd.core.wiring import build_loop
+from healerd.daemon import restorejournal
 from healerd.daemon.restorejournal import JOURNAL
 from healerd.daemon.restorestart import Interrupted
 from healerd.daemon.snapshots import Snapshot, SnapshotError, SnapshotStore, cp_a
@@ -423,10 +424,11 @@ def test_a_resume_while_the_engine_is_away_gives_the_restore_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """healerctl resume before the finish began (the engine away): the operator's word;
-    nothing is stopped or copied after it, the journal goes, the data stays."""
+    nothing is stopped or copied after it, the journal goes, and the volume gets back
+    what it held before that restore (v2's data), never a mix of the two."""
     s = Setup(tmp_path)
     s.restore_dies_mid_copy()
-    half = tree(s.data)
+    assert tree(s.data) != s.replaced
     engine = FakeEngine(allow=LOOP_CALLS)
     engine.down = True
     monkeypatch.setattr(updatedata, "ENGINE_RETRY", 0.01)
@@ -439,6 +441,25 @@ def test_a_resume_while_the_engine_is_away_gives_the_restore_up(
     assert data.release_all("db")
     thread.join(10)
     assert not thread.is_alive() and events.since() == []
-    assert not s.journal.exists() and tree(s.data) == half
-    [aside] = [n for n in s.beside() if n != "_data"]  # kept: what it held before
-    assert aside.startswith(".healerd-restore-_data-")
+    assert not s.journal.exists() and tree(s.data) == s.replaced
+    assert s.beside() == ["_data"]  # what it held before is back in place
+
+
+def test_an_aside_kept_inside_a_volume_survives_the_next_restore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A volume that is a filesystem of its own keeps its asides inside it; one that a
+    given-up restore left (the data of before it, "kept in ...") is neither moved aside
+    nor deleted by the next restore: it is said, and stays."""
+    monkeypatch.setattr(restorejournal.volumecopy, "same_filesystem", lambda a, b: False)
+    data = volume(tmp_path / "vol" / "_data")
+    store = SnapshotStore(tmp_path / "state" / "snapshots", sync=no_sync)
+    snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    if store.settling is not None:
+        store.settling.join(10)
+    kept = data / f"{restorejournal.ASIDE}20260101T000000Z-abcdef-123456"
+    kept.mkdir()
+    (kept / "the-only-copy").write_text("precious\n")
+    store.restore(snap, {"v": str(data)})
+    REMOVALS.wait()
+    assert (kept / "the-only-copy").read_text() == "precious\n"

@@ -7,6 +7,9 @@ superseded; a restarted healerd goes on judging it from when it began."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.persist import MemoryStore
@@ -225,3 +228,54 @@ def test_healerctl_rollback_mid_trial_ends_the_trial() -> None:
     drive(ctrl, clock)
     assert images(engine) == [pinned_ref(TAG, V1)] * 2
     assert "trial" not in kept(store)
+
+
+def test_a_restart_in_the_middle_of_a_rollbacks_restore_runs_the_previous_digest() -> None:
+    """healerd dies while the rollback restores V1's data (every container stopped, the
+    newest of them V2's): the restarted healerd pins V1, never the failed V2."""
+    s = follower(2, snapshot=("app_pgdata",))
+    ctrl, engine, clock, store, snaps = mid_trial(s)
+    gate = threading.Event()
+    snaps.gate = gate  # the rollback's restore is cut short (healerd dies in it)
+    fail(ctrl, engine)
+    for _ in range(6):
+        ctrl.process_once()
+    assert ctrl.updates.data.held("app") and kept(store)["bad"] == [V2]
+    try:
+        again = restarted(ctrl, engine, clock, store, s)
+        again.updates.data.hold("app", "finishing the restore (interrupted)")  # the journal's
+        for _ in range(6):
+            again.process_once()
+        again.updates.data.release("app")  # V1's data is back
+        engine.crash_images.clear()  # V2 would run now: it must not
+        drive(again, clock)
+        pin = again.updates.pin("app")
+        assert pin is not None and pin.digest == V1
+        assert images(engine) == [pinned_ref(TAG, V1)] * 2
+        assert kept(store)["bad"] == [V2]
+    finally:
+        gate.set()
+
+
+def test_resume_while_a_restore_copies_waits_for_the_copy() -> None:
+    """healerctl resume while the rollback's restore copies: refused (said), nothing
+    starts on a volume being rewritten; the restore's end starts the previous digest."""
+    s = follower(2, snapshot=("app_pgdata",))
+    ctrl, engine, clock, _store, snaps = mid_trial(s)
+    gate = threading.Event()
+    snaps.gate = gate  # the restore is copying
+    fail(ctrl, engine)
+    for _ in range(6):
+        ctrl.process_once()
+    assert ctrl.updates.data.held("app") and ctrl.updates.data.copying("app")
+    try:
+        assert "being copied now" in ctrl.resume("app")
+        drive(ctrl, clock, max_seconds=30)
+        assert images(engine) == [], "nothing may run on a volume being restored"
+    finally:
+        gate.set()
+    deadline = time.monotonic() + 10
+    while ctrl.updates.data.held("app") and time.monotonic() < deadline:
+        time.sleep(0.01)  # the restore's thread ends
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2

@@ -436,8 +436,8 @@ class Api:
             if name not in c.paused_services() and not self._known(name):
                 raise ApiError(404, f"no such service: {name}")
             was = name in c.paused_services()
-            c.resume(name)
-            msg = f"{name} resumed" if was else f"{name} was not paused"
+            refused = c.resume(name)  # "" or why its hold stands (a copy runs)
+            msg = refused or (f"{name} resumed" if was else f"{name} was not paused")
         else:
             if not self._known(name):
                 raise ApiError(404, f"no such service: {name}")
