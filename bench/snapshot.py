@@ -26,7 +26,7 @@ not disk waits (nothing is written back during it), and two costs of that work d
 on what ran just before, which an earlier version of this bench let differ by arm:
 
 - a filesystem without a journal (ext4 on many VM images) does not reuse an inode
-  freed less than 60 s ago (5 minutes while its block is unwritten), and each file
+  freed less than 60 s ago (6 minutes while its block is unwritten), and each file
   created scans past them: a copy right after 4,000 files were deleted near where it
   writes spends up to a second more;
 - on a VM that hands freed memory back to its host (virtio-balloon free page
