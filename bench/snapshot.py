@@ -14,22 +14,42 @@ most hosts):
 - `cp+sync`: the same, then its filesystem synced (`sync -f`): a copy that is on disk;
 - `snapshot`: SnapshotStore.take: the du-like walk, the free-space check, the copy and
   the manifest written (marked with the boot id); the filesystem is synced in a thread
-  after take returns (off the update's downtime; a snapshot not synced when the host
-  went down is never used), outside the figure, as every arm's writes are before the
-  next arm;
+  after take returns (off the update's downtime), outside the figure, and waited for
+  before the next arm;
 - `restore`: SnapshotStore.restore of the newest snapshot: the volume's entries moved
-  aside, the copy back; the old entries are deleted in a thread after it returns (the
-  service runs again by then), outside the figure, and waited for before the next arm.
+  aside, the copy back, synced (by choice: a rollback's service must not start on
+  files a power cut could empty); what it replaced is deleted after it returns,
+  outside the figure.
 
-Each arm starts on a quiet disk: the background deletions of the store are over,
-everything written before is synced and SETTLE (1 s) passes; the source is read once
-before the first round (a warm cache for every arm).
+Every arm starts from the same state. A copy of 1 GiB and 4,000 files is kernel work,
+not disk waits (nothing is written back during it), and two costs of that work depend
+on what ran just before, which an earlier version of this bench let differ by arm:
+
+- a filesystem without a journal (ext4 on many VM images) does not reuse an inode
+  freed less than 60 s ago (6 minutes while its block is unwritten), and each file
+  created scans past them: a copy right after 4,000 files were deleted near where it
+  writes spends up to a second more;
+- on a VM that hands freed memory back to its host (virtio-balloon free page
+  reporting), a copy whose page cache lands on such memory spends several times longer
+  writing it than one on memory freed a moment ago.
+
+So nothing is deleted between the arms of a round: the references, the pruned
+snapshots and what restores replaced (the store's background deletions, held by
+_Held) are deleted together before the next round, then PAUSE (61 s) passes and two
+unmeasured copies of the volume take up the freed memory that the host has not taken
+back (without them the first arm of a round ran several times faster than the rest).
+Before each arm the store's background sync is over, everything is synced, SETTLE
+(1 s) passes and the guest's free page reporting has gone quiet. Every arm's page cache
+thus lands on memory the host took back: slower on such a VM than on memory freed a
+moment before, the same for each arm. The source is read once before the first round
+(a warm cache for every arm).
+
 Judged by the p50 of each arm against the p50 of `cp` (snapshot / cp and restore / cp,
-each <= 1.1); the ratios to `cp+sync` are given beside them, and the p50 of the
-per-round ratios to `cp`.
+each <= 1.1); the ratios to `cp+sync` are given beside them (a restore syncs, a plain
+`cp -a` does not), and the p50 of the per-round ratios to `cp`.
 
 `bash bench/run.sh snapshot`; SNAPSHOT_ROUNDS (5), SNAPSHOT_MIB (1024), SNAPSHOT_FILES
-(4000).
+(4000), SNAPSHOT_PAUSE (61).
 """
 
 from __future__ import annotations
@@ -43,16 +63,22 @@ from typing import Any
 
 from bench.lib import BENCH_ROOT, api, docker_host, fmt, pct, summary
 from healerd.daemon.snapshots import SnapshotStore
-from healerd.daemon.volumecopy import REMOVALS
+from healerd.daemon.volumecopy import Removals, remove_tree
 from healerd.engine.docker import DockerEngine
 
 ROUNDS = int(os.environ.get("SNAPSHOT_ROUNDS", "5"))
 MIB = int(os.environ.get("SNAPSHOT_MIB", "1024"))
 FILES = int(os.environ.get("SNAPSHOT_FILES", "4000"))
+PAUSE = float(os.environ.get("SNAPSHOT_PAUSE", "61"))  # ext4 (no journal): 60 s
 GOAL = 1.1
 VOLUME = "healerd-bench-snapshot"
 ARMS = ("cp", "cp+sync", "snapshot", "restore")
 SETTLE = 1.0
+# Free page reporting (virtio-balloon): the KiB handed back to the host, where the
+# kernel counts them; else the reporting's delay (2 s upstream) is waited out.
+REPORTING = Path("/sys/module/page_reporting/parameters")
+REPORTED = REPORTING / "reported_kib"
+REPORTING_DELAY = 3.0
 
 
 def fill(data: Path, mib: int = MIB, files: int = FILES) -> int:
@@ -73,15 +99,81 @@ def fill(data: Path, mib: int = MIB, files: int = FILES) -> int:
     return (big << 20) + small * files
 
 
-def _timed(step: Any) -> float:
-    """The time of `step`, begun on a quiet disk: what earlier arms wrote is synced and
-    SETTLE seconds pass first (a virtual disk goes on writing after a sync returns)."""
-    REMOVALS.wait()
+class _Held(Removals):
+    """The store's background deletions (pruned snapshots, what a restore replaced),
+    held until the round's end: deleted there with the references, so that no arm
+    creates its files where another arm's were deleted a moment before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: dict[Path, None] = {}
+
+    def later(self, path: Path, *, leftover: bool = False) -> None:
+        self.held[path] = None
+
+    def release(self) -> None:
+        for path in self.held:
+            remove_tree(path)
+        self.held.clear()
+
+
+def _reporting_quiet(limit: float = 30.0) -> None:
+    """Until the guest has handed back to its host the memory it freed (free page
+    reporting: the next arm's page cache then lands on memory in the same state as
+    every other arm's); nothing to wait for where the kernel does not report."""
+    if not REPORTING.is_dir():
+        return
+    try:
+        last = REPORTED.read_text()
+    except OSError:
+        time.sleep(REPORTING_DELAY)
+        return
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        now = REPORTED.read_text()
+        if now == last:
+            return
+        last = now
+
+
+def _timed(step: Any, store: SnapshotStore) -> float:
+    """The time of `step`, begun on a quiet disk: the store's background sync over,
+    what earlier arms wrote synced, SETTLE seconds passed (a virtual disk goes on
+    writing after a sync returns) and the free page reporting quiet."""
+    if store.settling is not None:
+        store.settling.join()
     subprocess.run(["sync"], check=True)
     time.sleep(SETTLE)
+    _reporting_quiet()
     t0 = time.perf_counter()
     step()
     return time.perf_counter() - t0
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    """coreutils' `cp -a --reflink=auto` of `source`'s contents to a new `target`."""
+    target.mkdir()
+    args = ["cp", "-a", "--reflink=auto", "--", f"{source}/.", str(target)]
+    subprocess.run(args, check=True)
+
+
+def _new_round(store: SnapshotStore, held: _Held, work: Path, data: Path) -> None:
+    """The last round's outputs deleted (all but the newest snapshot), PAUSE, and two
+    unmeasured copies of the volume kept until the round's end: no arm creates its
+    files among inodes freed less than 60 s before, and what those deletions freed
+    without handing it back to the host is used before the first arm (each arm's page
+    cache then lands on memory in the same state)."""
+    if store.settling is not None:
+        store.settling.join()
+    for old in work.glob("copy-*"):
+        shutil.rmtree(old)
+    store.prune("bench", 1)
+    held.release()
+    subprocess.run(["sync"], check=True)
+    time.sleep(PAUSE)
+    for n in range(2):
+        copy_tree(data, work / f"copy-scratch-{n}")
 
 
 def run() -> dict[str, Any]:
@@ -100,15 +192,14 @@ def _measure(engine: DockerEngine, work: Path) -> dict[str, Any]:
     data = Path(engine.volume_path(VOLUME))
     written = fill(data)
     subprocess.run(["cat", str(data / "big.bin")], stdout=subprocess.DEVNULL, check=True)
-    store = SnapshotStore(work / "state" / "snapshots")
+    held = _Held()
+    store = SnapshotStore(work / "state" / "snapshots", removals=held)
     volumes = {VOLUME: str(data)}
     snaps = [store.take("bench", volumes, from_digest="sha256:a", to_digest="sha256:b")]
-    reference = work / "reference"
 
     def cp(sync: bool) -> None:
-        reference.mkdir()
-        args = ["cp", "-a", "--reflink=auto", "--", f"{data}/.", str(reference)]
-        subprocess.run(args, check=True)
+        reference = work / f"copy-{'sync' if sync else 'plain'}"
+        copy_tree(data, reference)
         if sync:
             subprocess.run(["sync", "-f", str(reference)], check=True)
 
@@ -122,14 +213,14 @@ def _measure(engine: DockerEngine, work: Path) -> dict[str, Any]:
     }
     times: dict[str, list[float]] = {a: [] for a in ARMS}
     for i in range(ROUNDS):
+        _new_round(store, held, work, data)
         for arm in ARMS[i % len(ARMS) :] + ARMS[: i % len(ARMS)]:
-            times[arm].append(_timed(steps[arm]))
-            shutil.rmtree(reference, ignore_errors=True)
-            store.prune("bench", 2)
+            times[arm].append(_timed(steps[arm], store))
         print(
             f"snapshot, round {i + 1}: " + ", ".join(f"{a} {fmt(v[-1])}" for a, v in times.items()),
             flush=True,
         )
+    held.release()
     return _result(times, written, store.list("bench")[0].size)
 
 
