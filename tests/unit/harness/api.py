@@ -155,9 +155,10 @@ class FakeController:
         self.calls.append(("pause", service))
         self.paused.add(service)
 
-    def resume(self, service: str) -> None:
+    def resume(self, service: str) -> str:
         self.calls.append(("resume", service))
         self.paused.discard(service)
+        return ""
 
     def reconcile_now(self, service: str | None) -> None:
         self.calls.append(("reconcile", service))
