@@ -27,7 +27,7 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.events import EventLog
 from healerd.core.updatedata import UpdateData
 from healerd.core.wiring import build_loop
-from healerd.daemon import restorejournal
+from healerd.daemon import restorejournal, volumecopy
 from healerd.daemon.restorejournal import JOURNAL
 from healerd.daemon.restorestart import Interrupted
 from healerd.daemon.snapshots import Snapshot, SnapshotError, SnapshotStore, cp_a
@@ -451,7 +451,7 @@ def test_an_aside_kept_inside_a_volume_survives_the_next_restore(
     """A volume that is a filesystem of its own keeps its asides inside it; one that a
     given-up restore left (the data of before it, "kept in ...") is neither moved aside
     nor deleted by the next restore: it is said, and stays."""
-    monkeypatch.setattr(restorejournal.volumecopy, "same_filesystem", lambda a, b: False)
+    monkeypatch.setattr(volumecopy, "same_filesystem", lambda a, b: False)
     data = volume(tmp_path / "vol" / "_data")
     store = SnapshotStore(tmp_path / "state" / "snapshots", sync=no_sync)
     snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
