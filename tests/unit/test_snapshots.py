@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +23,7 @@ from healerd.daemon.snapshots import (
     cp_a,
     disk_bytes,
 )
-from healerd.daemon.volumecopy import REMOVALS, Removals
+from healerd.daemon.volumecopy import REMOVALS, Removals, flushed
 from tests.unit.harness.volumes import tree, volume
 
 FROM, TO = "sha256:" + "a" * 64, "sha256:" + "b" * 64
@@ -403,3 +404,48 @@ def test_a_snapshot_is_usable_at_once_and_synced_off_the_updates_downtime(
     store.settling.join(10)
     assert "unsynced_boot" not in json.loads((snap.path / "manifest.json").read_text())
     assert rebooted.list("db") == [snap], "synced: trusted after a reboot"
+
+
+def test_a_flushed_copy_syncs_its_target_while_it_copies(tmp_path: Path) -> None:
+    """A restore's copy is written to disk while it runs (its sync before the service
+    starts then finds little left): the copy here waits for a sync of its target."""
+    synced: list[Path] = []
+    seen = threading.Event()
+
+    def sync(path: Path) -> None:
+        synced.append(path)
+        seen.set()
+
+    def slow_copy(source: Path, target: Path) -> None:
+        assert seen.wait(5.0), "no sync while the copy ran"
+        cp_a(source, target)
+
+    source, target = volume(tmp_path / "src"), tmp_path / "dst"
+    target.mkdir()
+    flushed(slow_copy, sync)(source, target)
+    assert synced and set(synced) == {target}
+    assert tree(target) == tree(source)
+    count = len(synced)
+    seen.clear()
+    assert not seen.wait(0.5)  # the syncs stopped with the copy
+    assert len(synced) == count
+
+
+def test_a_failed_sync_during_a_flushed_copy_fails_nothing(tmp_path: Path) -> None:
+    calls: list[Path] = []
+
+    def broken(path: Path) -> None:
+        calls.append(path)
+        raise SnapshotError("sync of it failed")
+
+    def slow_copy(source: Path, target: Path) -> None:
+        deadline = time.monotonic() + 5.0
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cp_a(source, target)
+
+    source, target = volume(tmp_path / "src"), tmp_path / "dst"
+    target.mkdir()
+    flushed(slow_copy, broken)(source, target)
+    assert calls == [target]  # tried once, then left to the sync after the copy
+    assert tree(target) == tree(source)
