@@ -225,16 +225,17 @@ class UpdateState:
                 ),
             )
             return ""
+        hold = None
         if spec.snapshot:
-            why = self.data.snapshot(spec, pin.digest, digest)
+            why, hold = self.data.snapshot(spec, pin.digest, digest)
             if why:
                 self._hold(spec, digest, Wait(SNAPSHOT, f"{short(digest)} not rolled out: {why}"))
                 return ""
         try:
             return self._pin_new(spec, pin, digest)
         finally:
-            if spec.snapshot:
-                self.data.release(key)  # the new pin is in: the loop may start it
+            if hold is not None:
+                self.data.release(key, hold)  # the new pin is in: the loop may start it
 
     def _pin_new(self, spec: ServiceSpec, pin: Pin, digest: str) -> str:
         key = spec.name

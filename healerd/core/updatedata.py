@@ -65,6 +65,17 @@ class NoSnapshots:
         return None
 
 
+class Hold:
+    """One holder's hold of a service (UpdateData.hold): only its holder releases it, so
+    one holder's end (a rollback whose pin did not move) never ends another's (a restore
+    that a restart cut short and a thread finishes)."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
 class UpdateData:
     """The holds and the copies; thread-safe."""
 
@@ -73,8 +84,8 @@ class UpdateData:
         self._on_change = on_change
         self._lock = threading.Lock()
         # service -> why the loop leaves it alone, one entry per holder (a snapshot, a
-        # restore, a restore that failed): released one by one, the newest said.
-        self._held: dict[str, list[str]] = {}
+        # restore, a restore that failed), each released by its holder, the newest said.
+        self._held: dict[str, list[Hold]] = {}
         self.snapshots: VolumeSnapshots = NoSnapshots()
         # How long a service must stay stopped before its volumes are touched: a start
         # in place already on its way when the hold began shows within it.
@@ -86,21 +97,29 @@ class UpdateData:
     def held(self, key: str) -> str:
         """Why the loop must leave `key` alone now ("" : it need not)."""
         with self._lock:
-            whys = self._held.get(key)
-            return whys[-1] if whys else ""
+            holds = self._held.get(key)
+            return holds[-1].why if holds else ""
 
-    def hold(self, key: str, why: str) -> None:
+    def holds(self, key: str, hold: Hold) -> bool:
+        """Whether `hold` still holds `key` (healerctl resume ends every hold)."""
         with self._lock:
-            self._held.setdefault(key, []).append(why)
+            return any(h is hold for h in self._held.get(key, ()))
+
+    def hold(self, key: str, why: str) -> Hold:
+        """`key` held for `why` until `release(key, <the hold returned>)`."""
+        hold = Hold(why)
+        with self._lock:
+            self._held.setdefault(key, []).append(hold)
         self._on_change(key)  # the status says why
+        return hold
 
-    def release(self, key: str) -> None:
-        """One holder is done (the others, if any, still hold)."""
+    def release(self, key: str, hold: Hold) -> None:
+        """`hold` is done (the others, if any, still hold; nothing if it was ended)."""
         with self._lock:
-            whys = self._held.get(key)
-            if whys:
-                whys.pop()
-            if not whys:
+            holds = [h for h in self._held.get(key, ()) if h is not hold]
+            if holds:
+                self._held[key] = holds
+            else:
                 self._held.pop(key, None)
         self._on_change(key)
 
@@ -122,12 +141,14 @@ class UpdateData:
             self._on_change(key)
         return bool(had)
 
-    def snapshot(self, spec: ServiceSpec, from_digest: str, to_digest: str) -> str:
-        """Hold and stop the service, then copy its volumes: "" when taken (the hold
-        stands: the caller moves the pin, then releases), else why not (released: the
-        loop starts the stopped containers again in place)."""
+    def snapshot(
+        self, spec: ServiceSpec, from_digest: str, to_digest: str
+    ) -> tuple[str, Hold | None]:
+        """Hold and stop the service, then copy its volumes: ("", the hold) when taken
+        (the hold stands: the caller moves the pin, then releases it), else (why not,
+        None) (released: the loop starts the stopped containers again in place)."""
         vols = ", ".join(spec.snapshot)
-        self.hold(spec.name, f"stopped for a snapshot of {vols} before {to_digest[7:19]}")
+        hold = self.hold(spec.name, f"stopped for a snapshot of {vols} before {to_digest[7:19]}")
         try:
             self._stop_all(spec.name, spec.stop_grace_period)
             with self._copy(spec.name):
@@ -135,15 +156,20 @@ class UpdateData:
         except Exception as exc:  # whatever it was, the hold ends: the old digest runs again
             if not isinstance(exc, SnapshotFailed | EngineError):
                 log.exception("%s: the snapshot failed unexpectedly", spec.name)
-            self.release(spec.name)
-            return f"no snapshot of {vols}: {exc}"
+            self.release(spec.name, hold)
+            return f"no snapshot of {vols}: {exc}", None
         log.info("%s: %s", spec.name, said)
-        return ""
+        return "", hold
 
     def restore_later(
-        self, key: str, to_digest: str, grace: float | None, then: Callable[[str], None]
+        self,
+        key: str,
+        hold: Hold,
+        to_digest: str,
+        grace: float | None,
+        then: Callable[[str], None],
     ) -> None:
-        """`key` is held (by the caller, before its pin moved back); in a thread, stop
+        """`key` is held by `hold` (the caller's, before its pin moved back); in a thread, stop
         it, restore the snapshot taken before the update to `to_digest`, release it, and
         tell `then` what happened. A restore that fails keeps the service held, stopped:
         the previous digest is not started on what the failed one left (the issue's
@@ -155,7 +181,7 @@ class UpdateData:
 
         threading.Thread(
             target=self._restore,
-            args=(key, grace, work, then),
+            args=(key, hold, grace, work, then),
             name=f"healerd-restore-{key}",
             daemon=True,
         ).start()
@@ -163,18 +189,19 @@ class UpdateData:
     def finish_interrupted(
         self,
         key: str,
+        hold: Hold,
         work: Callable[[], str],
         then: Callable[[str], None],
         stop: threading.Event,
     ) -> None:
-        """At healerd's start, in the caller's thread: `key` is held (since before the
-        loop ran) for a restore that a restart cut short; once the engine answers, its
+        """At healerd's start, in the caller's thread: `key` is held by `hold` (since
+        before the loop ran) for a restore that a restart cut short; once the engine answers, its
         containers are stopped (someone may have started them meanwhile) and `work`
         finishes the restore, as restore_later's thread does (released, or held with the
         reason), then `then` is told. Nothing while the engine is away: it waits."""
         said = False
         while not stop.is_set():
-            if not self.held(key):
+            if not self.holds(key, hold):
                 return  # healerctl resume gave the restore up meanwhile: nothing to stop
             try:
                 self._stop_all(key, None)
@@ -188,11 +215,12 @@ class UpdateData:
                 break  # said by the restore itself, which tries again
         else:
             return
-        self._restore(key, None, work, then)
+        self._restore(key, hold, None, work, then)
 
     def _restore(
         self,
         key: str,
+        hold: Hold,
         grace: float | None,
         work: Callable[[], str],
         then: Callable[[str], None],
@@ -200,7 +228,7 @@ class UpdateData:
         try:
             self._stop_all(key, grace)
             with self._copy(key):
-                if not self.held(key):  # healerctl resume before the copy began
+                if not self.holds(key, hold):  # healerctl resume before the copy began
                     then("resumed by the operator before the restore began: volumes as they are")
                     return
                 told = work()
@@ -214,9 +242,9 @@ class UpdateData:
             )
             log.error("%s: %s", key, told)
             # The restore's hold stays, saying why, until the operator's resume.
-            self._reword(key, not_restored(key, why))
+            self._reword(key, hold, not_restored(key, why))
         else:
-            self.release(key)
+            self.release(key, hold)
         then(told)
 
     @contextmanager
@@ -229,13 +257,13 @@ class UpdateData:
             with self._lock:
                 self._copying.discard(key)
 
-    def _reword(self, key: str, why: str) -> None:
+    def _reword(self, key: str, hold: Hold, why: str) -> None:
+        """`hold` says `why` now (held again if a resume ended it meanwhile)."""
         with self._lock:
-            whys = self._held.setdefault(key, [])
-            if whys:
-                whys[-1] = why
-            else:
-                whys.append(why)
+            hold.why = why
+            holds = self._held.setdefault(key, [])
+            if not any(h is hold for h in holds):
+                holds.append(hold)
         self._on_change(key)
 
     def _stop_all(self, key: str, grace: float | None) -> None:
@@ -257,6 +285,7 @@ class UpdateData:
 
 
 __all__ = [
+    "Hold",
     "NoSnapshots",
     "SnapshotFailed",
     "UpdateData",

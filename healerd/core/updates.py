@@ -28,6 +28,7 @@ from dataclasses import replace
 from healerd.config import DesiredState
 from healerd.core.persist import StateStore
 from healerd.core.updatecheck import UpdateState
+from healerd.core.updatedata import Hold
 from healerd.core.updatememory import DOWNGRADE, LOOK, NOW, RETRY, Said
 from healerd.core.updatepins import (
     Pin,
@@ -267,11 +268,9 @@ class Updates(UpdateState):
             f"{short(pin.digest)} is not tried again (healerctl update {key} "
             "--retry-failed tries it once more)"
         )
-        restoring = spec is not None and bool(spec.snapshot)
-        if restoring:  # held before the pin moves back: nothing starts before the data
-            self.data.hold(
-                key, f"stopped to restore its volumes as they were before {short(pin.digest)}"
-            )
+        hold = None
+        if spec is not None and spec.snapshot:  # held before the pin moves back: nothing
+            hold = self.data.hold(key, self._restoring(pin))  # starts before the data
         with self._lock:
             moved = self._pins.get(key) == pin
             if moved and back is None:
@@ -279,18 +278,22 @@ class Updates(UpdateState):
             elif moved and back is not None:
                 self._pins[key] = back
         if not moved:
-            if restoring:
-                self.data.release(key)
+            if hold is not None:
+                self.data.release(key, hold)
             return
         self._memory.failed(key, pin.declared, pin.digest)
         self._say(key, pin.declared, note, pin.previous, "rolled back")
         log.warning("%s: %s", key, note)
         self._events.record(EventKind.IMAGE_ROLLBACK, key, note)
-        if spec is not None and restoring:
-            self._restore(spec, pin, note)  # its word comes after the rollback's
+        if spec is not None and hold is not None:
+            self._restore(spec, hold, pin, note)  # its word comes after the rollback's
         self._on_change(key)
 
-    def _restore(self, spec: ServiceSpec, pin: Pin, note: str) -> None:
+    @staticmethod
+    def _restoring(pin: Pin) -> str:
+        return f"stopped to restore its volumes as they were before {short(pin.digest)}"
+
+    def _restore(self, spec: ServiceSpec, hold: Hold, pin: Pin, note: str) -> None:
         """The volumes back as they were before `pin`'s update, then the previous
         digest (the hold keeps it from starting before)."""
 
@@ -299,7 +302,7 @@ class Updates(UpdateState):
             self._say(spec.name, pin.declared, f"{note}; {what}", pin.previous, history=False)
             self._events.record(EventKind.IMAGE_ROLLBACK, spec.name, what)
 
-        self.data.restore_later(spec.name, pin.digest, spec.stop_grace_period, told)
+        self.data.restore_later(spec.name, hold, pin.digest, spec.stop_grace_period, told)
 
     # -- an operator's word (healerctl rollback, pin, unpin) ---------------------------
 
@@ -321,25 +324,23 @@ class Updates(UpdateState):
             f"rolled back to {short(previous)} by healerctl rollback: {short(pin.digest)} "
             f"is not tried again (healerctl update {key} --retry-failed tries it once more)"
         )
+        hold = None
         if spec is not None and spec.snapshot:
-            self.data.hold(
-                key, f"stopped to restore its volumes as they were before {short(pin.digest)}"
-            )
+            hold = self.data.hold(key, self._restoring(pin))
         with self._lock:
             moved = self._pins.get(key) == pin
             if moved:
                 self._pins[key] = Pin(pin.declared, previous)
-        restoring = spec is not None and bool(spec.snapshot)
         if not moved:
-            if restoring:
-                self.data.release(key)
+            if hold is not None:
+                self.data.release(key, hold)
             raise UpdateRefused(f"{key}'s digest changed meanwhile; look and try again")
         self._memory.failed(key, pin.declared, pin.digest)
         self._say(key, pin.declared, note, previous, "rolled back")
         log.warning("%s: %s", key, note)
         self._events.record(EventKind.IMAGE_ROLLBACK, key, note)
-        if spec is not None and restoring:
-            self._restore(spec, replace(pin, previous=previous), note)
+        if spec is not None and hold is not None:
+            self._restore(spec, hold, replace(pin, previous=previous), note)
         self._on_change(key)
         return f"{key}: {note}"
 

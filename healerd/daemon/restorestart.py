@@ -115,8 +115,8 @@ class Interrupted:
     def __init__(self, store: SnapshotStore, data: UpdateData, events: EventLog) -> None:
         self._store, self._data, self._events = store, data, events
         self.found = restorejournal.unfinished(store.root)
+        self._holds = {j.service: data.hold(j.service, j.held()) for j in self.found}
         for journal in self.found:
-            data.hold(journal.service, journal.held())
             log.warning("%s: held: %s", journal.service, journal.held())
         data.on_resume = partial(resumed, store)
 
@@ -134,6 +134,7 @@ class Interrupted:
             if journal.state != FAILED and not stop.is_set():
                 self._data.finish_interrupted(
                     journal.service,
+                    self._holds[journal.service],
                     partial(self._finish, journal),
                     partial(self._told, journal.service),
                     stop,

@@ -463,3 +463,19 @@ def test_an_aside_kept_inside_a_volume_survives_the_next_restore(
     store.restore(snap, {"v": str(data)})
     REMOVALS.wait()
     assert (kept / "the-only-copy").read_text() == "precious\n"
+
+
+def test_each_holder_releases_only_its_own_hold() -> None:
+    """A holder's end ends its own hold only: the restore a restart cut short (which a
+    thread finishes) ending before a rollback's restore leaves the rollback's hold, and
+    its reason, in place; a hold released twice ends nothing else."""
+    data = UpdateData(FakeEngine(allow=LOOP_CALLS), lambda key: None)
+    interrupted = data.hold("app", "finishing the restore of snapshot X (interrupted)")
+    rollback = data.hold("app", "stopped to restore its volumes as they were before 9f8e")
+    data.release("app", interrupted)
+    assert data.held("app") == "stopped to restore its volumes as they were before 9f8e"
+    assert not data.holds("app", interrupted) and data.holds("app", rollback)
+    data.release("app", interrupted)
+    assert data.holds("app", rollback)
+    data.release("app", rollback)
+    assert data.held("app") == ""

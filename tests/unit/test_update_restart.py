@@ -243,10 +243,10 @@ def test_a_restart_in_the_middle_of_a_rollbacks_restore_runs_the_previous_digest
     assert ctrl.updates.data.held("app") and kept(store)["bad"] == [V2]
     try:
         again = restarted(ctrl, engine, clock, store, s)
-        again.updates.data.hold("app", "finishing the restore (interrupted)")  # the journal's
+        journal = again.updates.data.hold("app", "finishing the restore (interrupted)")
         for _ in range(6):
             again.process_once()
-        again.updates.data.release("app")  # V1's data is back
+        again.updates.data.release("app", journal)  # V1's data is back
         engine.crash_images.clear()  # V2 would run now: it must not
         drive(again, clock)
         pin = again.updates.pin("app")
