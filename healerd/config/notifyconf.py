@@ -83,17 +83,26 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
+def quiet_apprise() -> logging.Logger:
+    """Apprise's logger, kept out of healerd's log and stderr (it logs parts of the URLs
+    it tries or refuses): its records reach only the handlers a send adds
+    (healerd.daemon.apprisesend). Set once and left so: a level lowered and put back
+    around a call dropped the log of a send running beside it (its answer then said
+    "refused, without a reason"), and two such calls overlapping could leave it lowered."""
+    quiet = logging.getLogger("apprise")
+    quiet.propagate = False
+    if not any(isinstance(h, logging.NullHandler) for h in quiet.handlers):
+        quiet.addHandler(logging.NullHandler())
+    quiet.setLevel(logging.INFO)
+    return quiet
+
+
 def _apprise_knows(url: str) -> bool:
     """Whether Apprise can make a service of `url` (its scheme, its required parts)."""
     import apprise  # loads 100+ plugins (0.1 s): only when a target is declared
 
-    quiet = logging.getLogger("apprise")
-    level = quiet.level
-    quiet.setLevel(logging.CRITICAL)  # it would log the URL it refuses
-    try:
-        return apprise.Apprise.instantiate(url) is not None
-    finally:
-        quiet.setLevel(level)
+    quiet_apprise()  # it logs the URL it refuses
+    return apprise.Apprise.instantiate(url) is not None
 
 
 def _events(value: object, at: At) -> frozenset[NoticeKind] | None:
@@ -236,6 +245,7 @@ __all__ = [
     "NotifyTarget",
     "check_notifications",
     "masked_url",
+    "quiet_apprise",
     "scrub",
     "secrets_of",
 ]

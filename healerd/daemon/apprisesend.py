@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import logging
 
-from healerd.config.notifyconf import masked_url, scrub
+from healerd.config.notifyconf import masked_url, quiet_apprise, scrub
 
 
 class AppriseSender:
@@ -20,11 +20,7 @@ class AppriseSender:
     the answer, masked, never to healerd's (nor to stderr: a handler that drops it)."""
 
     def __init__(self) -> None:
-        quiet = logging.getLogger("apprise")
-        quiet.propagate = False
-        if not quiet.handlers:
-            quiet.addHandler(logging.NullHandler())
-        quiet.setLevel(logging.INFO)
+        quiet_apprise()
 
     def send(self, url: str, title: str, body: str, failure: bool) -> tuple[bool, str]:
         import apprise  # loads 100+ plugins (0.1 s): only once a target is declared

@@ -47,3 +47,38 @@ def test_what_apprise_logs_is_captured_from_the_send_alone() -> None:
         other.wait(5)
     t.join(5)
     assert mine.lines == ["failed to send to json://alice:my-secret@host/"]
+
+
+def test_a_url_checked_beside_a_send_leaves_the_send_its_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A notification URL checked (a reload, healerctl validate) while a send runs: the
+    send's answer keeps what Apprise logged of it. The check used to raise the logger's
+    level around its own call, and a send's lines were dropped meanwhile (its answer then
+    said "refused, without a reason")."""
+    import apprise
+
+    from healerd.config import notifyconf
+
+    AppriseSender()
+    apprise_log = logging.getLogger("apprise")
+    checking, logged = threading.Event(), threading.Event()
+    real = apprise.Apprise.instantiate
+
+    def slow(url: str, *args: object, **kwargs: object) -> object:
+        checking.set()
+        assert logged.wait(5)
+        return real(url, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(apprise.Apprise, "instantiate", staticmethod(slow))
+    check = threading.Thread(target=notifyconf._apprise_knows, args=("json://127.0.0.1:9/",))
+    check.start()
+    try:
+        assert checking.wait(5)
+        with _SendLog() as captured:
+            apprise_log.warning("Failed to send JSON notification: connection refused")
+    finally:
+        logged.set()
+        check.join(5)
+    assert captured.lines == ["Failed to send JSON notification: connection refused"]
+    assert apprise_log.level == logging.INFO and not apprise_log.propagate
