@@ -20,13 +20,17 @@ def describe_service(s: dict[str, Any]) -> str:
 
 
 def check_problems(data: dict[str, Any]) -> list[str]:
-    """Why `status --check` fails: services not converged, config errors, engine lost."""
+    """Why `status --check` fails: services not converged, config errors, engine lost,
+    a git source whose last fetch or check failed (the host no longer follows it)."""
     problems = [describe_service(s) for s in data["services"] if not service_converged(s)]
     problems += [f"no such service: {n}" for n in data.get("missing", [])]
     for e in data.get("config_errors", []):
         problems.append(f"config error: {e['message']}")
     if data.get("engine", {}).get("reachable") is False:
         problems.append("engine unreachable")
+    for s in data.get("sources") or []:
+        if s.get("last_error"):
+            problems.append(f"source {s['name']}: {s['last_error']}")
     return problems
 
 

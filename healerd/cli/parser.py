@@ -118,7 +118,8 @@ def _add_looking_verbs(verb: AddVerb) -> None:
     sp.add_argument(
         "--check",
         action="store_true",
-        help="exit 0 only if every service is converged (and no config error, engine ok)",
+        help="exit 0 only if every service is converged (and no config error, engine ok, "
+        "no git source failing)",
     )
     sp = verb("get", "one row per container healerd manages")
     sp.add_argument("service", nargs="?", metavar="SERVICE")

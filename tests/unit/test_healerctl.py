@@ -118,6 +118,10 @@ def test_check_problems_names_each_reason() -> None:
             "missing": ["x"],
             "config_errors": [{"message": "f.yaml:1: image: required"}],
             "engine": {"reachable": False},
+            "sources": [
+                {"name": "fleet", "last_error": "commit 1a2b3c refused: no valid signature"},
+                {"name": "ok", "last_error": ""},
+            ],
         }
     )
     assert problems == [
@@ -125,6 +129,7 @@ def test_check_problems_names_each_reason() -> None:
         "no such service: x",
         "config error: f.yaml:1: image: required",
         "engine unreachable",
+        "source fleet: commit 1a2b3c refused: no valid signature",
     ]
 
 
