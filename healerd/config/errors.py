@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,20 @@ class SettingsError(Exception):
     def __init__(self, errors: Iterable[ConfigError]) -> None:
         self.errors = list(errors)
         super().__init__("\n".join(str(e) for e in self.errors) or "invalid settings")
+
+
+# Where the file being read was named (an include's path, an extends' file), set by the
+# reference around the read (healerd.config.keys.named_at): a file that does not exist is
+# then said there, with the line that names it, not only by its own path.
+NAMED_AT: ContextVar[ConfigError | None] = ContextVar("healerd_named_at", default=None)
+
+
+def missing_file(file: str) -> ConfigError:
+    """`file` does not exist: said where it was named, if it was."""
+    named = NAMED_AT.get()
+    if named is None:
+        return ConfigError(file, None, "file", "cannot read: the file does not exist")
+    return replace(named, reason=f"{file}: the file does not exist")
 
 
 def unknown_key_reason(key: object, known: Iterable[str]) -> str:

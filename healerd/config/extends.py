@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from healerd.config.errors import ConfigError, describe
+from healerd.config.errors import ConfigError, describe, missing_file
 from healerd.config.interpolate import Made, interpolate
-from healerd.config.keys import At, Context
+from healerd.config.keys import At, Context, named_at
 from healerd.config.merge import merge_service
 from healerd.config.relpaths import absolutize
 from healerd.config.yamlload import LineDict, load_yaml_bytes, read_config_file
@@ -66,7 +66,9 @@ class _Resolver:
         where = file if other is None else self._relative(file, other)
         others, others_at = here
         if not _same(where, file):
-            found = self._document(where, ext_at)
+            ext = body["extends"]
+            with named_at(ext_at.key(ext, "file") if isinstance(ext, LineDict) else ext_at):
+                found = self._document(where, ext_at)
             if found is None:
                 return None
             others, others_at = found
@@ -173,7 +175,7 @@ def file_reader(
             path, file, "file", strict=context.strict_modes, follow_symlink=True
         )
         if raw is None and not found:
-            found = [ConfigError(file, None, "file", "cannot read: the file does not exist")]
+            found = [missing_file(file)]
         data, more = (None, []) if raw is None else load_yaml_bytes(raw, file)
         errors.extend(found + more)
         if found or more or not isinstance(data, LineDict):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from healerd.config.errors import describe
-from healerd.config.keys import At
+from healerd.config.keys import At, named_at
 from healerd.config.mergedata import empty_dict, put
 from healerd.config.relpaths import absolutize
 from healerd.config.yamlload import LineDict, LineList
@@ -144,8 +144,10 @@ def resolve_include(
             item_at.error(f"is a cycle: {steps}")
             continue
         token = _CHAIN.set(chain)
+        named = item_at.key(item, "path") if isinstance(item, LineDict) else item_at
         try:
-            imported = load_project(paths, project, env_files)
+            with named_at(named):
+                imported = load_project(paths, project, env_files)
         finally:
             _CHAIN.reset(token)
         if isinstance(imported, LineDict):

@@ -11,12 +11,13 @@ is found in one pass.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from healerd.config.errors import ConfigError, describe, unknown_key_reason
+from healerd.config.errors import NAMED_AT, ConfigError, describe, unknown_key_reason
 from healerd.config.yamlload import LineDict, LineList
 
 _log = logging.getLogger("healerd.config")
@@ -89,6 +90,16 @@ class At:
 
     def _in(self, file: str | None) -> At:
         return self if file is None or file == self.file else replace(self, file=file)
+
+
+@contextmanager
+def named_at(at: At) -> Iterator[None]:
+    """Files read in this block were named at `at` (healerd.config.errors.missing_file)."""
+    token = NAMED_AT.set(ConfigError(at.file, at.line, at.field, "", at.column))
+    try:
+        yield
+    finally:
+        NAMED_AT.reset(token)
 
 
 def top_section(data: LineDict, key: str, at: At) -> tuple[LineDict, At] | None:

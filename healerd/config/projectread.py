@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from healerd.config.envfile import EnvFileError, read_env_file
-from healerd.config.errors import ConfigError
+from healerd.config.errors import ConfigError, missing_file
 from healerd.config.extends import resolve_extends
 from healerd.config.include import LoadProject, resolve_include
 from healerd.config.interpolate import Made, interpolate
@@ -58,7 +58,7 @@ class ProjectReader:
             path, file, "file", strict=self.context.strict_modes, follow_symlink=True
         )
         if raw is None and not errors:
-            errors = [ConfigError(file, None, "file", "cannot read: the file does not exist")]
+            errors = [missing_file(file)]
         if raw is None:
             self.errors.extend(errors)
             return None

@@ -287,9 +287,10 @@ def test_extends_from_text_and_an_unreadable_other_file(tmp_path: Path) -> None:
         "services:\n  web:\n    extends: {file: nowhere.yaml, service: x}\n",
         str(tmp_path / "t.yaml"),
     )
-    assert [str(e) for e in result.errors] == [
-        f"{tmp_path}/nowhere.yaml: file: cannot read: the file does not exist",
+    assert [str(e) for e in result.errors] == [  # the missing file said where it is named
         f"{tmp_path}/t.yaml:2:3: services.web.image: is required",
+        f"{tmp_path}/t.yaml:3:15: services.web.extends.file: {tmp_path}/nowhere.yaml: "
+        "the file does not exist",
     ]
 
 

@@ -268,3 +268,21 @@ def test_strict_modes_refuse_a_dockerfile_others_may_change(tmp_path: Path) -> N
     assert errors and "Dockerfile" in errors[0].reason
     (project / "Dockerfile").chmod(0o644)
     assert load_project_dir(project, strict_modes=True).errors == ()
+
+
+def test_a_missing_include_or_extends_file_is_said_at_the_line_that_names_it(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path / "compose.yaml",
+        "include:\n  - path: gone.yaml\nservices:\n  web:\n    image: busybox\n"
+        "    extends:\n      file: nothere.yaml\n      service: base\n",
+    )
+    result = load_project_dir(tmp_path)
+    assert result.services is None
+    assert [str(e) for e in result.errors] == [
+        f"{tmp_path}/compose.yaml:2:5: include[0].path: {tmp_path}/gone.yaml: "
+        "the file does not exist",
+        f"{tmp_path}/compose.yaml:7:7: services.web.extends.file: {tmp_path}/nothere.yaml: "
+        "the file does not exist",
+    ]
