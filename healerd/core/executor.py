@@ -286,9 +286,12 @@ class Executor:
     def build(self, build: BuildSpec, tag: str, *, no_cache: bool = False) -> None:
         """Build an image (raises ImageBuildFailed): beside pull, for the same reason."""
         self._engine.build_image(build, tag, no_cache=no_cache)
+        with self._pulled_lock:  # image GC's: the build it replaces may go, once unused
+            self._pulled.add(tag)
 
     def pulled(self) -> frozenset[str]:
-        """The references pulled since start: image GC may collect their repositories."""
+        """The references pulled or built since start: image GC may collect their
+        repositories, and the images they named (healerd.core.imagegc `mine`)."""
         with self._pulled_lock:
             return frozenset(self._pulled)
 

@@ -104,14 +104,17 @@ class Inventory:
         return frozenset(i.id for i in self.images if any(names(i, r) for r in refs))
 
     def collectable(self, extra_repositories: AbstractSet[str] = frozenset()) -> list[LocalImage]:
-        """The images nothing keeps: every repository of theirs healerd's, no container
-        using them, named by no declared service nor protected reference."""
+        """The images nothing keeps: every repository of theirs healerd's (or none left,
+        for one healerd pulled or built itself: a build that a rebuild of its tag
+        replaced), no container using them, named by no declared service nor protected
+        reference."""
         known = self.known | extra_repositories
         kept = self.named((*self.declared, *self.protected))
         out = []
         for image in self.images:
             repos = repositories(image)
-            if repos and repos <= known and image.id not in self.in_use and image.id not in kept:
+            ours = repos <= known if repos else image.id in self.mine
+            if ours and image.id not in self.in_use and image.id not in kept:
                 out.append(image)
         return out
 

@@ -9,10 +9,12 @@ Under the thresholds, as with kubelet, an image may go when every repository it 
 named in (its tags and digests) is the repository of a declared service's image, or of
 an image healerd pulled: an unused image of a declared repository is fair game whoever
 pulled it. An image also named in any other repository, or in none (one built or loaded
-by hand), is someone else's. `trim`, which needs no full disk, is narrower: only images
-healerd pulled itself, by ID. Those IDs are the images the references healerd pulled
-named when it looked (`mine`), kept in `state_dir` across restarts (a store, see
-healerd.core.persist) and forgotten once the engine no longer lists them.
+by hand), is someone else's; but one in none that healerd pulled or built itself (`mine`:
+a build a rebuild of its tag replaced) may go too. `trim`, which needs no full disk, is
+narrower: only images healerd pulled itself, by ID. Those IDs are the images the
+references healerd pulled (or built) named when it looked (`mine`), kept in `state_dir`
+across restarts (a store, see healerd.core.persist) and forgotten once the engine no
+longer lists them.
 
 Never removed, whatever the disk:
 

@@ -169,7 +169,8 @@ def test_foreign_repositories_are_never_removed() -> None:
         size=MB,
     )
     ours = image(4)
-    inv = inventory(foreign, hand_built, both, ours, declared=set(), pulled={f"{APP}:1"})
+    mine = {foreign.id, both.id, ours.id}  # healerd never pulled nor built the hand-built one
+    inv = inventory(foreign, hand_built, both, ours, declared=set(), pulled={f"{APP}:1"}, mine=mine)
     assert ids(for_space(inv, 10**12, now=1.0, min_age=0.0)) == [ours.id]
     assert ids(for_trim(inv, APP, keep=(), now=1.0, min_age=0.0)) == [ours.id]
     # trim's repository counts as healerd's, but only that one.
@@ -521,3 +522,35 @@ def test_a_built_image_a_declared_service_names_is_kept() -> None:
     inv = inventory(built, declared={"shop-app"})
     assert built.id not in ids(for_space(inv, 10**12, now=1.0, min_age=0.0))
     assert built.id not in ids(for_trim(inv, "shop-app", keep=(), now=1.0, min_age=0.0))
+
+
+def test_a_build_a_rebuild_replaced_goes_once_unused_and_a_hand_built_one_stays() -> None:
+    """A rebuild moves the service's tag to a new image: the one it replaced is left in
+    no repository. healerd built it (its ID is `mine`), so a threshold run may remove it
+    once unused for min_age; an image in no repository healerd never made stays."""
+    current = image(3, tags=("shop-app:latest",), repo=None)
+    replaced = image(2, repo=None)  # healerd's earlier build of shop-app
+    hand_built = image(1, repo=None)
+    inv = inventory(
+        hand_built, replaced, current, declared={"shop-app"}, mine={replaced.id, current.id}
+    )
+    assert ids(for_space(inv, 10**12, now=1.0, min_age=0.0)) == [replaced.id]
+    assert ids(for_space(inv, 10**12, now=1.0, min_age=5.0)) == []
+    used = dataclasses.replace(inv, in_use={replaced.id})
+    assert ids(for_space(used, 10**12, now=1.0, min_age=0.0)) == []
+
+
+def test_what_healerd_builds_counts_as_its_own_for_image_gc() -> None:
+    """The executor's references for image GC (`pulled`) hold the tags it built, so the
+    IDs they name are `mine` (and kept across restarts); a failed build adds nothing."""
+    from healerd.core.executor import Executor
+    from healerd.engine import ImageBuildFailed
+    from healerd.model.build import BuildSpec
+
+    engine = FakeEngine(allow={"build_image"})
+    engine.build_failures["shop-bad:latest"] = "no such file"
+    ex = Executor(engine, 1)
+    ex.build(BuildSpec(context="/srv/shop"), "shop-app:latest")
+    with pytest.raises(ImageBuildFailed):
+        ex.build(BuildSpec(context="/srv/shop"), "shop-bad:latest")
+    assert ex.pulled() == {"shop-app:latest"}
