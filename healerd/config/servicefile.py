@@ -211,7 +211,10 @@ def checked_result(
     subs = tuple(dict.fromkeys(m.substitution for m in made if not m.number))
     if subs:
         specs = {name: dataclasses.replace(s, substitutions=subs) for name, s in specs.items()}
-    return FileResult(file, specs, (), lines, columns, sources)
+    # Its env_files too: the config watcher watches what a result read, so an edit of
+    # one reloads now (a new digest, a rollout), not at the next resync.
+    env = (f for s in specs.values() for f in s.env_files)
+    return FileResult(file, specs, (), lines, columns, tuple(dict.fromkeys((*sources, *env))))
 
 
 def _masked(error: ConfigError, made: tuple[Made, ...]) -> ConfigError:

@@ -229,3 +229,35 @@ def test_a_directory_reached_by_two_paths_is_one_watch_and_stays_quiet(tmp_path:
         wait_until("the edit", lambda: calls.count > before, timeout=2.0)
     finally:
         watcher.stop()
+
+
+def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
+    """A service file's env_file (beside it or elsewhere) is among what its result read,
+    so the watcher is told of it: an edit reloads now (a new digest, a rollout), not at
+    the next resync; other files beside it stay quiet."""
+    from healerd.config import DesiredStore, load_conf_dir
+
+    root = tmp_path / "etc"
+    conf = root / "conf.d"
+    shared = tmp_path / "shared"
+    conf.mkdir(parents=True)
+    shared.mkdir()
+    (shared / "app.env").write_text("A=1\n")
+    (conf / "app.yaml").write_text(
+        f"services:\n  app:\n    image: busybox\n    env_file: {shared / 'app.env'}\n"
+    )
+    store = DesiredStore()
+    state = store.update(load_conf_dir(conf, strict_modes=False))
+    assert state.errors == () and str(shared / "app.env") in store.sources()
+    calls = Calls()
+    watcher = ConfigWatcher(root, calls, use_inotify=True)
+    watcher.start()
+    try:
+        watcher.watch_also(store.sources())
+        before = settle(calls, watcher)
+        (shared / "notes.txt").write_text("not read by any service")
+        assert settle(calls, watcher) == before
+        (shared / "app.env").write_text("A=2\n")
+        wait_until("the env_file edit", lambda: calls.count > before, timeout=2.0)
+    finally:
+        watcher.stop()

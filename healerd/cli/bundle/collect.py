@@ -147,8 +147,11 @@ def collect(paths: list[Path]) -> Contents:
         out.entries.append(entry.name)
         own = [entry.result.file] if not entry.project else []
         why = "project file" if entry.project else "service file"
+        services = (entry.result.services or {}).values()
+        env = {f for spec in services for f in spec.env_files}  # added below, as secrets
         for file in (*own, *entry.result.sources):
-            _add(out, entry, Path(file), why)
+            if file not in env:
+                _add(out, entry, Path(file), why)
         for spec in (entry.result.services or {}).values():
             try:
                 for source, why in _needed(spec):
