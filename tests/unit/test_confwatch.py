@@ -243,8 +243,9 @@ def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
     conf.mkdir(parents=True)
     shared.mkdir()
     (shared / "app.env").write_text("A=1\n")
+    (conf / "beside.env").write_text("B=1\n")
     (conf / "app.yaml").write_text(
-        f"services:\n  app:\n    image: busybox\n    env_file: {shared / 'app.env'}\n"
+        f"services:\n  app:\n    image: busybox\n    env_file: [{shared / 'app.env'}, beside.env]\n"
     )
     store = DesiredStore()
     state = store.update(load_conf_dir(conf, strict_modes=False))
@@ -259,5 +260,8 @@ def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
         assert settle(calls, watcher) == before
         (shared / "app.env").write_text("A=2\n")
         wait_until("the env_file edit", lambda: calls.count > before, timeout=2.0)
+        before = settle(calls, watcher)
+        (conf / "beside.env").write_text("B=2\n")  # in conf.d itself, beside the file
+        wait_until("the edit in conf.d", lambda: calls.count > before, timeout=2.0)
     finally:
         watcher.stop()
