@@ -204,6 +204,11 @@ def checked_result(
     specs, positions = _document(data, At(found, file, "", None, None, context))
     lines = {name: line for name, (line, _) in positions.items()}
     columns = {name: col for name, (_, col) in positions.items() if col is not None}
+    # Its env_files too: the config watcher watches what a result read, so an edit of
+    # one reloads now (a new digest, a rollout; or the fix of a broken one), not at the
+    # next resync.
+    env = (f for s in specs.values() for f in s.env_files)
+    sources = tuple(dict.fromkeys((*sources, *env)))
     if found:
         masked = [_masked(e, made) for e in found]
         errors = _capped(sort_errors(masked), file)
@@ -211,10 +216,7 @@ def checked_result(
     subs = tuple(dict.fromkeys(m.substitution for m in made if not m.number))
     if subs:
         specs = {name: dataclasses.replace(s, substitutions=subs) for name, s in specs.items()}
-    # Its env_files too: the config watcher watches what a result read, so an edit of
-    # one reloads now (a new digest, a rollout), not at the next resync.
-    env = (f for s in specs.values() for f in s.env_files)
-    return FileResult(file, specs, (), lines, columns, tuple(dict.fromkeys((*sources, *env))))
+    return FileResult(file, specs, (), lines, columns, sources)
 
 
 def _masked(error: ConfigError, made: tuple[Made, ...]) -> ConfigError:

@@ -65,9 +65,13 @@ class ProjectFiles:
         if directory == self.conf_d:
             path = directory / name
             # An installed bundle is a link swapped whole (healerctl bundle load).
-            return is_bundle_name(name) or (
-                is_entry_name(name)
-                and (mask_is_dir or name in self._projects or is_project_dir(path))
+            return (
+                is_bundle_name(name)
+                or path in self._files  # an env file beside the service file
+                or (
+                    is_entry_name(name)
+                    and (mask_is_dir or name in self._projects or is_project_dir(path))
+                )
             )
         return (directory / name) in self._files or name in _PROJECT_NAMES
 

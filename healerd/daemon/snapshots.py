@@ -316,7 +316,7 @@ class SnapshotStore:
             journal,
             source,
             [sizes.get(v.name, 0) for v in journal.volumes],
-            flushed(self._copy),
+            flushed(self._copy, self._sync),
             self._sync,
             self._removals,
             weigh,

@@ -243,9 +243,9 @@ def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
     conf.mkdir(parents=True)
     shared.mkdir()
     (shared / "app.env").write_text("A=1\n")
-    (conf / "beside.env").write_text("B=1\n")
+    (conf / "secrets").write_text("B=1\n")
     (conf / "app.yaml").write_text(
-        f"services:\n  app:\n    image: busybox\n    env_file: [{shared / 'app.env'}, beside.env]\n"
+        f"services:\n  app:\n    image: busybox\n    env_file: [{shared / 'app.env'}, secrets]\n"
     )
     store = DesiredStore()
     state = store.update(load_conf_dir(conf, strict_modes=False))
@@ -261,7 +261,27 @@ def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
         (shared / "app.env").write_text("A=2\n")
         wait_until("the env_file edit", lambda: calls.count > before, timeout=2.0)
         before = settle(calls, watcher)
-        (conf / "beside.env").write_text("B=2\n")  # in conf.d itself, beside the file
+        (conf / "secrets").write_text("B=2\n")  # in conf.d itself, under any name
         wait_until("the edit in conf.d", lambda: calls.count > before, timeout=2.0)
     finally:
         watcher.stop()
+
+
+def test_an_env_file_that_breaks_stays_watched_so_its_fix_reloads(tmp_path: Path) -> None:
+    """A broken (or missing) env file refuses the service file, and is still among what
+    its result read: the edit that fixes it reloads at once."""
+    from healerd.config import DesiredStore, load_conf_dir
+
+    conf = tmp_path / "etc" / "conf.d"
+    conf.mkdir(parents=True)
+    (conf / "app.yaml").write_text(
+        f"services:\n  app:\n    image: busybox\n    env_file: {tmp_path / 'app.env'}\n"
+    )
+    for broken in ("A=1\nnot a pair\n", None):
+        if broken is None:
+            (tmp_path / "app.env").unlink()
+        else:
+            (tmp_path / "app.env").write_text(broken)
+        store = DesiredStore()
+        state = store.update(load_conf_dir(conf, strict_modes=False))
+        assert state.errors and str(tmp_path / "app.env") in store.sources()
