@@ -44,10 +44,12 @@ class DaemonSnapshots:
             snap = self._store.before(service, to_digest)
             if snap is None:
                 return None
-            self._store.restore(snap, self._paths([name for name, _ in snap.volumes]))
+            moved = self._store.restore(snap, self._paths([name for name, _ in snap.volumes]))
         except SnapshotError as exc:
             raise SnapshotFailed(str(exc)) from None
-        return f"volumes restored from snapshot {snap.id} ({', '.join(n for n, _ in snap.volumes)})"
+        names = ", ".join(n for n, _ in snap.volumes)
+        spent = "; moved into place, so no longer listed" if moved else ""
+        return f"volumes restored from snapshot {snap.id} ({names}{spent})"
 
 
 __all__ = ["DaemonSnapshots"]
