@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from healerd.daemon import volumecopy
 from healerd.daemon.snapshots import (
     MANIFEST,
     NoRoom,
@@ -465,3 +468,65 @@ def test_a_failed_sync_during_a_flushed_copy_fails_nothing(tmp_path: Path) -> No
     flushed(slow_copy, broken)(source, target)
     assert calls == [target]  # tried once, then left to the sync after the copy
     assert tree(target) == tree(source)
+
+
+class CountedRuns:
+    """subprocess.Popen, with each cp's sources recorded."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sources: list[list[str]] = []
+        real = subprocess.Popen
+
+        def popen(args: list[str], **kw: Any) -> Any:
+            self.sources.append(list(args[4:-1]))
+            return real(args, **kw)
+
+        monkeypatch.setattr(subprocess, "Popen", popen)
+
+
+def test_a_copy_runs_a_cp_per_group_of_about_equal_bytes_and_is_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = volume(tmp_path / "v")
+    os.unlink(data / "hardlink")  # no hard links: the entries may go to two cps
+    (data / "big").write_bytes(os.urandom(1 << 20))
+    os.setxattr(data, "user.healerd", b"kept")
+    os.utime(data, ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
+    runs = CountedRuns(monkeypatch)
+    target = tmp_path / "copy"
+    target.mkdir()
+    volumecopy.cp_a(data, target, workers=2)
+    groups = sorted(sorted(os.path.basename(a) for a in g) for g in runs.sources)
+    assert groups == [["PG_VERSION", "base", "conf", "current"], ["big"]]
+    assert tree(target) == tree(data)
+    st, copied = os.lstat(data), os.lstat(target)
+    assert (copied.st_mtime_ns, copied.st_mode, copied.st_uid) == (
+        st.st_mtime_ns,
+        st.st_mode,
+        st.st_uid,
+    )
+    assert os.getxattr(target, "user.healerd") == b"kept"
+
+
+def test_a_tree_with_hard_links_is_copied_by_one_cp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = volume(tmp_path / "v")  # PG_VERSION and hardlink: one file
+    runs = CountedRuns(monkeypatch)
+    target = tmp_path / "copy"
+    target.mkdir()
+    volumecopy.cp_a(data, target, workers=2)
+    assert runs.sources == [[f"{data}/."]]
+    assert tree(target) == tree(data)
+    assert os.lstat(target / "hardlink").st_ino == os.lstat(target / "PG_VERSION").st_ino
+
+
+def test_a_failing_cp_of_a_group_fails_the_copy_with_its_reason(tmp_path: Path) -> None:
+    data = volume(tmp_path / "v")
+    os.unlink(data / "hardlink")
+    target = tmp_path / "copy"
+    target.mkdir()
+    (target / "conf").mkdir()  # a file cannot replace a directory
+    (target / "conf" / "x").write_text("x")
+    with pytest.raises(SnapshotError, match=r"copy of .* failed: cp: cannot overwrite directory"):
+        volumecopy.cp_a(data, target, workers=2)
