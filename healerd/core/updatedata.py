@@ -177,10 +177,7 @@ class UpdateData:
 
         def work() -> str:
             said = self.snapshots.restore(key, to_digest)
-            return said or (
-                f"no snapshot of the update to {to_digest[7:19]} is kept (none was taken, or "
-                "an earlier restore spent it): volumes as they are"
-            )
+            return said or f"no snapshot was taken before {to_digest[7:19]}: volumes as they are"
 
         threading.Thread(
             target=self._restore,

@@ -20,16 +20,7 @@ filesystem), the mount point's owner, mode and times before, and the phase it is
 So whatever was cut short, one procedure (`fill`) finishes it: the moves completed, the
 copies deleted and made again from scratch, every filesystem synced. Then `state` is
 `restored`: what was moved aside may go (`finish`: in the background beside the volume,
-at once inside it), and the file goes last.
-
-A restore whose snapshot is on the filesystem of every volume (`moves: true`: state_dir
-and the engine's data root share one disk on most hosts) spends its snapshot instead of
-copying it: in the copying phase the snapshot's entries are renamed into the mount
-point, each in one place or the other, so a restore cut short renames the rest (never
-clears), one undone renames them back (the snapshot whole again), and one that completed
-removes the emptied snapshot before its journal. A rollback's downtime is then a few
-renames and a sync, not a copy of the volume; the snapshot, now the volume's data, is
-no longer listed. A restore that fails puts every volume back
+at once inside it), and the file goes last. A restore that fails puts every volume back
 (`undo`: its copies deleted and that synced before the journal says `moving` again,
 then the entries renamed back) and the journal says `failed`, with the reason: the
 service stays held, across restarts of healerd too, until `healerctl resume`, which
@@ -54,7 +45,6 @@ from healerd.core.updatedata import not_restored
 from healerd.daemon import volumecopy
 from healerd.daemon.atomicfile import write_atomic
 from healerd.daemon.volumecopy import (
-    ASIDE,
     DROP,
     ID_RE,
     SERVICE_RE,
@@ -70,6 +60,7 @@ from healerd.daemon.volumecopy import (
 log = logging.getLogger("healerd.snapshots")
 
 JOURNAL = "restoring.json"
+ASIDE = ".healerd-restore-"
 RESTORING, RESTORED, FAILED = "restoring", "restored", "failed"
 MAX_JOURNAL = 1 << 16
 
@@ -98,28 +89,6 @@ class Volume:
             os.rename(entry, self.aside / entry.name)
         for path in (self.mount, self.aside, self.aside.parent):
             fsync_dir(path)
-
-    def move_in(self, source: Path) -> None:
-        """The snapshot's entries (`source`: its copy of this volume) renamed into the
-        mount point (also the rest of a move cut short), and its owner, mode and times,
-        as cp -a of `source/.` would give them."""
-        real_dir(source, f"snapshot of volume {self.name}:")
-        for entry in os.scandir(source):
-            os.rename(entry.path, self.mount / entry.name)
-        st = os.lstat(source)
-        os.chown(self.mount, st.st_uid, st.st_gid, follow_symlinks=False)
-        os.chmod(self.mount, st.st_mode & 0o7777)
-        os.utime(self.mount, ns=(st.st_atime_ns, st.st_mtime_ns))
-        fsync_dir(source)
-        fsync_dir(self.mount)
-
-    def move_back(self, source: Path) -> None:
-        """The snapshot's entries (all the mount point holds: the copying phase of a
-        restore that moves) renamed back into `source`."""
-        for entry in self._entries():
-            os.rename(entry, source / entry.name)
-        fsync_dir(self.mount)
-        fsync_dir(source)
 
     def clear(self) -> None:
         """Delete what the mount point holds (copies of the snapshot's files only, in the
@@ -172,12 +141,6 @@ class Journal:
     volumes: list[Volume]
     state: str = RESTORING
     reason: str = ""  # why it failed
-    moves: bool = False  # the snapshot's entries renamed in (spent), not copied
-
-    @property
-    def source(self) -> Path:
-        """The snapshot's copies of the volumes."""
-        return self.path.parent / self.snapshot / "volumes"
 
     def save(self) -> None:
         doc = {
@@ -186,7 +149,6 @@ class Journal:
             "snapshot": self.snapshot,
             "state": self.state,
             "reason": self.reason,
-            "moves": self.moves,
             "volumes": [
                 {
                     "name": v.name,
@@ -218,11 +180,9 @@ class Journal:
         )
 
 
-def begin(
-    home: Path, service: str, snapshot: str, mounts: Mapping[str, Path], moves: bool = False
-) -> Journal:
+def begin(home: Path, service: str, snapshot: str, mounts: Mapping[str, Path]) -> Journal:
     """The journal of a new restore of `snapshot` into `mounts` (engine name -> mount
-    point), on disk before any volume is touched; `moves`: its entries renamed in."""
+    point), on disk before any volume is touched."""
     volumes = []
     for name, mount in mounts.items():
         inside = not volumecopy.same_filesystem(mount.parent, mount)
@@ -236,7 +196,7 @@ def begin(
         st = os.lstat(mount)
         owner = (st.st_uid, st.st_gid, st.st_mode, st.st_atime_ns, st.st_mtime_ns)
         volumes.append(Volume(name, mount, aside, owner))
-    journal = Journal(home / JOURNAL, service, snapshot, volumes, moves=moves)
+    journal = Journal(home / JOURNAL, service, snapshot, volumes)
     journal.save()
     return journal
 
@@ -256,7 +216,7 @@ def run(
     fit), per filesystem, with `sizes` the bytes of each volume's copy."""
     if journal.state == RESTORING:
         try:
-            if weigh is not None and not journal.moves:
+            if weigh is not None:
                 needed: dict[int, tuple[int, Path]] = {}
                 for v, size in zip(journal.volumes, sizes, strict=True):
                     dev = os.stat(v.mount).st_dev
@@ -288,9 +248,6 @@ def fill(
             v.move_aside()
             v.copying = True
             journal.save()
-        if journal.moves:
-            v.move_in(source / v.name)
-            continue
         v.clear()  # what a restore cut short copied: made again from scratch
         copy(source / v.name, v.mount)
     # On disk before the service starts on it and before what it replaced goes: a
@@ -314,15 +271,6 @@ def finish(journal: Journal, removals: Removals) -> None:
             v.drop(removals)
         except OSError as exc:
             log.warning("%s (what volume %s held before) not removed: %s", v.aside, v.name, exc)
-    spent = journal.source.parent
-    if journal.moves and os.path.lexists(spent):
-        trash = spent.with_name(f".gone-{journal.snapshot}")
-        try:  # no longer listed (an emptied snapshot must never be restored)
-            spent.rename(trash)
-            fsync_dir(trash.parent)
-            removals.later(trash)  # a crash leaves it to the next take's sweep
-        except OSError:
-            remove_tree(spent)
     journal.remove()
 
 
@@ -332,12 +280,9 @@ def undo(journal: Journal, reason: str) -> bool:
     got to (the next start finishes the restore; nothing is deleted)."""
     try:
         for v in reversed(journal.volumes):
-            if v.copying and journal.moves:
-                v.move_back(journal.source / v.name)
-            elif v.copying:
+            if v.copying:
                 v.clear()
                 fsync_dir(v.mount)
-            if v.copying:
                 v.copying = False
                 journal.save()
             v.put_back()
@@ -413,14 +358,28 @@ def _parse(path: Path, service: str, doc: dict[str, Any]) -> Journal:
             )
         )
     return Journal(
-        path,
-        service,
-        str(doc["snapshot"]),
-        volumes,
-        str(doc["state"]),
-        str(doc["reason"]),
-        doc.get("moves") is True,
+        path, service, str(doc["snapshot"]), volumes, str(doc["state"]), str(doc["reason"])
     )
+
+
+def leftovers(mount: Path) -> list[Path]:
+    """The aside directories beside the volume at `mount` (a restore is about to begin,
+    so no journal names them): what the volume held before a restore that nothing
+    records completed. Kept, and said, never deleted."""
+    prefix = f"{ASIDE}{mount.name}-"
+    found: list[Path] = []
+    for where, start in ((mount.parent, prefix), (mount, ASIDE)):  # beside, or inside
+        with contextlib.suppress(OSError):
+            found += [Path(e.path) for e in os.scandir(where) if e.name.startswith(start)]
+    for path in found:
+        log.warning(
+            "%s holds what the volume at %s held before a restore that no journal records "
+            "(healerctl resume ended it, or an older healerd crashed): kept; delete it "
+            "once you have checked it",
+            path,
+            mount,
+        )
+    return found
 
 
 __all__ = [
@@ -433,6 +392,7 @@ __all__ = [
     "begin",
     "fill",
     "finish",
+    "leftovers",
     "read",
     "run",
     "said",

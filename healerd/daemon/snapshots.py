@@ -21,16 +21,15 @@ Copies are coreutils' `cp -a --reflink=auto` (owners, modes, times, hard links, 
 and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it needs
 (the blocks in use, a du) are held against the free space of where it goes
 (`disk_usage`), with MARGIN to spare: short of it, nothing is copied (NoRoom).
-A restore moves a volume's entries aside (renames, on the same filesystem), moves the
-snapshot's in (renames: the snapshot is spent) where it shares the volume's filesystem
-(`move`), else copies them in, syncs, and only then deletes what it moved aside (in the
-background beside the volume, while the service starts again); a restore that fails
-puts them back, so no volume is left empty or half-restored. Each step is written
-down first in the service's restore journal (healerd.daemon.restorejournal): one a
-crash or a power cut cut short is finished at healerd's next start
-(healerd.daemon.restorestart) before the service may run again. What a crash left to
-delete is removed at that volume's next take or restore; a copy that finds too little
-room waits for those removals before it gives up.
+A restore moves a volume's entries aside (renames, on the same filesystem), copies the
+snapshot in, syncs, and only then deletes what it moved aside (in the background beside
+the volume, while the service starts again: a deletion of a GiB is seconds of downtime a
+plain copy does not pay); a restore that fails puts them back, so no volume is left
+empty or half-restored. Each step is written down first in the service's restore
+journal (healerd.daemon.restorejournal): one a crash or a power cut cut short is
+finished at healerd's next start (healerd.daemon.restorestart) before the service may
+run again. What a crash left to delete is removed at that volume's next take or
+restore; a copy that finds too little room waits for those removals before it gives up.
 """
 
 from __future__ import annotations
@@ -60,13 +59,11 @@ from healerd.daemon.volumecopy import (
     VOLUME_RE,
     Removals,
     SnapshotError,
-    can_rename,
     cp_a,
     disk_bytes,
     flushed,
     fsync_dir,
     gib,
-    leftovers,
     real_dir,
     remove_tree,
     sync_filesystem,
@@ -173,10 +170,8 @@ class SnapshotStore:
         clock: Callable[[], float] = time.time,
         removals: Removals = REMOVALS,
         boot_id: Callable[[], str] = current_boot,
-        move: bool = True,
     ) -> None:
         self.root = root
-        self._move = move  # a restore spends its snapshot where it can (False: copies)
         self._boot_id = boot_id
         self.settling: threading.Thread | None = None  # the last take's sync (tests)
         self._copy = copy
@@ -232,8 +227,13 @@ class SnapshotStore:
             target=self._settle, args=(snapshot,), name="healerd-snapshot-sync", daemon=True
         )
         self.settling.start()
-        names = ", ".join(mounts)
-        log.info("snapshot %s of %s taken: %s (%s)", snap_id, service, names, gib(snapshot.size))
+        log.info(
+            "snapshot %s of %s taken: %s (%s)",
+            snap_id,
+            service,
+            ", ".join(mounts),
+            gib(snapshot.size),
+        )
         return snapshot
 
     def _fill(self, tmp: Path, mounts: Mapping[str, Path], snapshot: Snapshot) -> None:
@@ -278,15 +278,18 @@ class SnapshotStore:
 
     # -- restoring --------------------------------------------------------------------
 
-    def restore(self, snapshot: Snapshot, volumes: Mapping[str, str]) -> bool:
+    def restore(self, snapshot: Snapshot, volumes: Mapping[str, str]) -> None:
         """Make each of the snapshot's volumes (engine name -> mount point; the service
-        stopped) hold exactly what the snapshot holds. On any failure every volume keeps
-        what it held before, and SnapshotError says why (so does the journal: the
-        service stays held across restarts until healerctl resume). True: spent (moved)."""
+        stopped) hold exactly what the snapshot holds. On any failure every volume
+        keeps what it held before, and SnapshotError says why (the journal too: the
+        service stays held across a restart until healerctl resume)."""
         mounts = _mountpoints(volumes)
+        missing = [name for name, _ in snapshot.volumes if name not in mounts]
+        if missing:
+            raise SnapshotError(
+                f"restore of snapshot {snapshot.id}: no mount point for {', '.join(missing)}"
+            )
         what = f"restore of snapshot {snapshot.id} of {snapshot.service}"
-        if missing := [name for name, _ in snapshot.volumes if name not in mounts]:
-            raise SnapshotError(f"{what}: no mount point for {', '.join(missing)}")
         with _lock(self.root, snapshot.service), _as_snapshot_error(what):
             real_dir(snapshot.path / "volumes", f"snapshot {snapshot.id}:")
             home = self._service_dir(snapshot.service)
@@ -295,15 +298,12 @@ class SnapshotStore:
                 raise SnapshotError(f"{what}: that of {earlier.snapshot} is not finished yet")
             for path in mounts.values():
                 self._removals.sweep(path)
-                leftovers(path)  # said, kept
+                restorejournal.leftovers(path)  # said, kept
             ours = {name: mounts[name] for name, _ in snapshot.volumes}
-            source = snapshot.path / "volumes"
-            moves = self._move and all(can_rename(source / n, p) for n, p in ours.items())
-            journal = restorejournal.begin(home, snapshot.service, snapshot.id, ours, moves)
+            journal = restorejournal.begin(home, snapshot.service, snapshot.id, ours)
             self.replay(journal, snapshot, what, room=True)
-        names = ", ".join(n for n, _ in snapshot.volumes) + (" (moved in: spent)" if moves else "")
+        names = ", ".join(n for n, _ in snapshot.volumes)
         log.info("snapshot %s of %s restored: %s", snapshot.id, snapshot.service, names)
-        return moves
 
     def replay(self, journal: Journal, snapshot: Snapshot | None, what: str, room: bool) -> None:
         """The restore `journal` records, from where it got to (the service's lock held;

@@ -44,12 +44,10 @@ class DaemonSnapshots:
             snap = self._store.before(service, to_digest)
             if snap is None:
                 return None
-            moved = self._store.restore(snap, self._paths([name for name, _ in snap.volumes]))
+            self._store.restore(snap, self._paths([name for name, _ in snap.volumes]))
         except SnapshotError as exc:
             raise SnapshotFailed(str(exc)) from None
-        names = ", ".join(n for n, _ in snap.volumes)
-        spent = "; moved into place, so no longer listed" if moved else ""
-        return f"volumes restored from snapshot {snap.id} ({names}{spent})"
+        return f"volumes restored from snapshot {snap.id} ({', '.join(n for n, _ in snap.volumes)})"
 
 
 __all__ = ["DaemonSnapshots"]

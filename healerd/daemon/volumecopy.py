@@ -9,7 +9,6 @@ import contextlib
 import logging
 import os
 import re
-import secrets
 import shutil
 import stat
 import subprocess
@@ -199,7 +198,6 @@ def remove_tree(path: Path) -> None:
 
 
 DROP = ".healerd-drop-"  # beside a mount point: what a restore replaced, to delete
-ASIDE = ".healerd-restore-"  # beside or in one: its entries during a restore
 
 
 class Removals:
@@ -269,25 +267,6 @@ def same_filesystem(a: Path, b: Path) -> bool:
     return os.lstat(a).st_dev == os.lstat(b).st_dev
 
 
-def can_rename(source: Path, mount: Path) -> bool:
-    """Whether `source`'s entries can be renamed into `mount` (a restore that spends its
-    snapshot): one filesystem, and one mount of it (a bind mount of the same disk
-    answers EXDEV), tried with an empty directory renamed beside `mount` under DROP's
-    name (the sweep's, should a crash leave it)."""
-    if not (same_filesystem(source, mount) and same_filesystem(mount.parent, mount)):
-        return False
-    probe = source.parent / f".probe-{secrets.token_hex(4)}"
-    probe.mkdir(mode=0o700)
-    target = mount.parent / f"{DROP}{mount.name}-probe-{secrets.token_hex(4)}"
-    try:
-        os.rename(probe, target)
-    except OSError:
-        probe.rmdir()
-        return False
-    target.rmdir()
-    return True
-
-
 def unlink_any(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
@@ -303,28 +282,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def leftovers(mount: Path) -> list[Path]:
-    """The aside directories beside the volume at `mount` (a restore is about to begin,
-    so no journal names them): what the volume held before a restore that nothing
-    records completed. Kept, and said, never deleted."""
-    prefix = f"{ASIDE}{mount.name}-"
-    found: list[Path] = []
-    for where, start in ((mount.parent, prefix), (mount, ASIDE)):  # beside, or inside
-        with contextlib.suppress(OSError):
-            found += [Path(e.path) for e in os.scandir(where) if e.name.startswith(start)]
-    for path in found:
-        log.warning(
-            "%s holds what the volume at %s held before a restore that no journal records "
-            "(healerctl resume ended it, or an older healerd crashed): kept; delete it "
-            "once you have checked it",
-            path,
-            mount,
-        )
-    return found
-
-
 __all__ = [
-    "ASIDE",
     "DROP",
     "ID_RE",
     "REMOVALS",
@@ -332,14 +290,12 @@ __all__ = [
     "VOLUME_RE",
     "Removals",
     "SnapshotError",
-    "can_rename",
     "cp_a",
     "disk_bytes",
     "flushed",
     "flushing",
     "fsync_dir",
     "gib",
-    "leftovers",
     "real_dir",
     "remove_tree",
     "same_filesystem",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,14 +43,8 @@ def run(api: docker.APIClient, image: str, volume: str, script: str) -> str:
         api.remove_container(cid, force=True)
 
 
-@pytest.mark.parametrize("move", [True, False], ids=["in-the-data-root", "beside-it"])
 def test_a_volume_restored_through_the_engines_mount_point(
-    dockerd: PrivateDockerd,
-    api: docker.APIClient,
-    image: str,
-    volume: str,
-    tmp_path: Path,
-    move: bool,
+    dockerd: PrivateDockerd, api: docker.APIClient, image: str, volume: str, tmp_path: Path
 ) -> None:
     engine = DockerEngine(dockerd.url)
     run(api, image, volume, "echo v1 > /data/a && mkdir /data/d && echo one > /data/d/b")
@@ -62,24 +55,17 @@ def test_a_volume_restored_through_the_engines_mount_point(
     before = run(api, image, volume, LISTING)
     assert " 999 " in before and "drwx------" in before
 
-    # dockerd makes its data root a mount of its own, so a rename into a volume from
-    # anywhere else answers EXDEV: a store inside the data root spends its snapshot (a
-    # restore moves it in), one beside it (on the same disk) copies it back.
-    where = dockerd.root / "data" if move else dockerd.root
-    root = where / f"healerd-state-{secrets.token_hex(3)}" / "snapshots"
-    store = SnapshotStore(root)
+    store = SnapshotStore(tmp_path / "state" / "snapshots")
     snap = store.take("db", {volume: mountpoint}, from_digest="sha256:1", to_digest="sha256:2")
     assert store.list("db") == [snap] and snap.size > 0
     # The new image's run: a file gone, one changed, one new.
     run(api, image, volume, "rm /data/a && echo two > /data/d/b && echo new > /data/c")
     assert run(api, image, volume, "ls /data") == "c\nd\n"
 
-    assert store.restore(snap, {volume: engine.volume_path(volume)}) is move
+    store.restore(snap, {volume: engine.volume_path(volume)})
     assert run(api, image, volume, LISTING) == before
     REMOVALS.wait()  # what the restore replaced is deleted in the background
     assert sorted(os.listdir(Path(mountpoint).parent)) == ["_data"]  # nothing left aside
-    assert store.list("db") == ([] if move else [snap])
-    shutil.rmtree(root.parent)
 
 
 def test_a_volume_whose_files_are_not_on_this_host_is_refused(

@@ -90,7 +90,7 @@ class Setup:
         return sorted(p.name for p in self.data.parent.iterdir())
 
     def restore_dies(self, copy: Callable[[Path, Path], None] = cp_a) -> None:
-        store = SnapshotStore(self.root, copy=copy, move=False, sync=no_sync)
+        store = SnapshotStore(self.root, copy=copy, sync=no_sync)
         dies(lambda: store.restore(self.snap, {"v": str(self.data)}))
 
     def restore_dies_mid_copy(self) -> None:
@@ -156,8 +156,7 @@ def test_a_restore_killed_mid_copy_is_finished_at_the_next_start(tmp_path: Path)
     assert "a restart of healerd interrupted" in event.message
 
 
-@pytest.mark.parametrize("move", [False, True])
-def test_a_restore_killed_mid_move_aside_is_finished_too(tmp_path: Path, move: bool) -> None:
+def test_a_restore_killed_mid_move_aside_is_finished_too(tmp_path: Path) -> None:
     s = Setup(tmp_path)
     renames = 0
     rename = os.rename
@@ -165,13 +164,13 @@ def test_a_restore_killed_mid_move_aside_is_finished_too(tmp_path: Path, move: b
     def third_rename_killed(a: object, b: object) -> None:
         nonlocal renames
         renames += 1
-        if renames == 3 + move:  # a store that moves tried one rename first (can_rename)
+        if renames == 3:
             crash()
         rename(a, b)  # type: ignore[arg-type]
 
     def child() -> None:
         setattr(os, "rename", third_rename_killed)  # noqa: B010 (the child's own os)
-        SnapshotStore(s.root, sync=no_sync, move=move).restore(s.snap, {"v": str(s.data)})
+        SnapshotStore(s.root, sync=no_sync).restore(s.snap, {"v": str(s.data)})
 
     dies(child)
     # Two entries moved aside, the rest of v2's data still in the volume.
@@ -179,14 +178,12 @@ def test_a_restore_killed_mid_move_aside_is_finished_too(tmp_path: Path, move: b
     assert len(os.listdir(s.data.parent / aside)) == 2
     assert len(os.listdir(s.data)) == len([k for k in s.replaced if "/" not in k and k != "."]) - 2
     assert json.loads(s.journal.read_text())["volumes"][0]["copying"] is False
-    assert json.loads(s.journal.read_text())["moves"] is move
     data, events = holder()
     Interrupted(SnapshotStore(s.root, sync=no_sync), data, events).run(threading.Event())
     assert tree(s.data) == s.before
     assert not data.held("db") and not s.journal.exists()
     REMOVALS.wait()
     assert s.beside() == ["_data"]
-    assert os.path.exists(s.snap.path) is not move, "a restore that moves spends its snapshot"
 
 
 def test_a_crash_after_the_restore_completed_only_drops_what_was_set_aside(
@@ -197,7 +194,7 @@ def test_a_crash_after_the_restore_completed_only_drops_what_was_set_aside(
     def synced_then_killed(path: Path) -> None:
         crash()  # the copies are in: killed at the sync, before the journal says so
 
-    store = SnapshotStore(s.root, sync=synced_then_killed, move=False)
+    store = SnapshotStore(s.root, sync=synced_then_killed)
     dies(lambda: store.restore(s.snap, {"v": str(s.data)}))
     assert json.loads(s.journal.read_text())["state"] == "restoring"
     copies: list[Path] = []
@@ -207,18 +204,18 @@ def test_a_crash_after_the_restore_completed_only_drops_what_was_set_aside(
         cp_a(source, target)
 
     data, events = holder()
-    Interrupted(SnapshotStore(s.root, copy=counted, move=False, sync=no_sync), data, events).run(
+    Interrupted(SnapshotStore(s.root, copy=counted, sync=no_sync), data, events).run(
         threading.Event()
     )
     assert tree(s.data) == s.before and copies == [s.data]
     # And once the journal said `restored`: nothing is copied again, the aside goes.
     s2 = Setup(tmp_path / "again")
-    done = SnapshotStore(s2.root, sync=no_sync, removals=KilledAtTheDrop(), move=False)
+    done = SnapshotStore(s2.root, sync=no_sync, removals=KilledAtTheDrop())
     dies(lambda: done.restore(s2.snap, {"v": str(s2.data)}))
     assert json.loads(s2.journal.read_text())["state"] == "restored"
     copies.clear()
     data2, events2 = holder()
-    Interrupted(SnapshotStore(s2.root, copy=counted, move=False, sync=no_sync), data2, events2).run(
+    Interrupted(SnapshotStore(s2.root, copy=counted, sync=no_sync), data2, events2).run(
         threading.Event()
     )
     assert copies == [] and tree(s2.data) == s2.before
@@ -250,9 +247,7 @@ def test_a_snapshot_lost_with_the_power_keeps_the_service_held_and_the_data_kept
         shutil.copy2(source / "PG_VERSION", target / "PG_VERSION")
         crash()
 
-    store = SnapshotStore(
-        root, copy=half_then_killed, move=False, sync=no_sync, boot_id=lambda: "boot-1"
-    )
+    store = SnapshotStore(root, copy=half_then_killed, sync=no_sync, boot_id=lambda: "boot-1")
     dies(lambda: store.restore(snap, {"v": str(data)}))
     assert sorted(os.listdir(data)) == ["PG_VERSION"]
 
@@ -318,9 +313,7 @@ def test_the_loop_starts_nothing_of_the_service_until_its_restore_is_finished(
         cp_a(source, target)
 
     start = Interrupted(
-        SnapshotStore(s.root, copy=watched, move=False, sync=no_sync),
-        ctrl.updates.data,
-        ctrl.events,
+        SnapshotStore(s.root, copy=watched, sync=no_sync), ctrl.updates.data, ctrl.events
     )
     ctrl.set_desired(desired(DB))
     drive(ctrl, clock)
@@ -350,9 +343,7 @@ def test_a_failed_restore_stays_held_across_a_restart_until_resume(tmp_path: Pat
         raise SnapshotError("copy failed: Input/output error")
 
     with pytest.raises(SnapshotError, match="Input/output"):
-        SnapshotStore(s.root, copy=fails, move=False, sync=no_sync).restore(
-            s.snap, {"v": str(s.data)}
-        )
+        SnapshotStore(s.root, copy=fails, sync=no_sync).restore(s.snap, {"v": str(s.data)})
     assert tree(s.data) == s.replaced and s.beside() == ["_data"]
     data, _ = holder()
     start = Interrupted(SnapshotStore(s.root, sync=no_sync), data, EventLog(FakeClock()))
@@ -488,144 +479,3 @@ def test_each_holder_releases_only_its_own_hold() -> None:
     assert data.holds("app", rollback)
     data.release("app", rollback)
     assert data.held("app") == ""
-
-
-def _renames_from(source: Path, then: Callable[[int], None]) -> Callable[[object, object], None]:
-    """os.rename, with `then(n)` called before the n-th rename out of `source`."""
-    rename, count = os.rename, 0
-
-    def renamed(a: object, b: object) -> None:
-        nonlocal count
-        if Path(str(a)).parent == source:
-            count += 1
-            then(count)
-        rename(a, b)  # type: ignore[arg-type]
-
-    return renamed
-
-
-def test_a_restore_that_moves_spends_its_snapshot_and_copies_nothing(tmp_path: Path) -> None:
-    s = Setup(tmp_path)
-
-    def no_copy(source: Path, target: Path) -> None:
-        raise AssertionError("a restore on the snapshot's filesystem copies nothing")
-
-    synced: list[Path] = []
-    store = SnapshotStore(s.root, copy=no_copy, sync=synced.append)
-    store.restore(s.snap, {"v": str(s.data)})
-    assert tree(s.data) == s.before and synced == [s.data]
-    assert store.list() == [] and not s.journal.exists()
-    REMOVALS.wait()
-    assert os.listdir(s.root / "db") == [] and s.beside() == ["_data"]
-
-
-def test_a_restore_killed_mid_move_in_is_finished_without_a_copy(tmp_path: Path) -> None:
-    s = Setup(tmp_path)
-    source = s.snap.path / "volumes" / "v"
-
-    def child() -> None:
-        renamed = _renames_from(source, lambda n: crash() if n == 3 else None)
-        setattr(os, "rename", renamed)  # noqa: B010 (the child's own os)
-        SnapshotStore(s.root, sync=no_sync).restore(s.snap, {"v": str(s.data)})
-
-    dies(child)
-    # Two of the snapshot's entries in the volume, the other three still in the snapshot.
-    assert len(os.listdir(s.data)) == 2 and len(os.listdir(source)) == 3
-    doc = json.loads(s.journal.read_text())
-    assert (doc["moves"], doc["volumes"][0]["copying"], doc["state"]) == (
-        True,
-        True,
-        "restoring",
-    )
-
-    def no_copy(source: Path, target: Path) -> None:
-        raise AssertionError("finished by moving the rest: never cleared, never copied")
-
-    data, events = holder()
-    Interrupted(SnapshotStore(s.root, copy=no_copy, sync=no_sync), data, events).run(
-        threading.Event()
-    )
-    assert tree(s.data) == s.before
-    assert not data.held("db") and not s.journal.exists()
-    REMOVALS.wait()
-    assert s.beside() == ["_data"] and os.listdir(s.root / "db") == []
-
-
-def test_a_move_in_that_fails_puts_the_volume_and_the_snapshot_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    s = Setup(tmp_path)
-    source = s.snap.path / "volumes" / "v"
-    in_snapshot = tree(source)
-
-    def fails(n: int) -> None:
-        if n == 3:
-            raise OSError(5, "Input/output error", str(source))
-
-    monkeypatch.setattr(os, "rename", _renames_from(source, fails))
-    store = SnapshotStore(s.root, sync=no_sync)
-    with pytest.raises(SnapshotError, match="Input/output error"):
-        store.restore(s.snap, {"v": str(s.data)})
-    monkeypatch.undo()
-    assert tree(s.data) == s.replaced, "the volume as the failed digest left it"
-    assert tree(source) == in_snapshot and store.list() == [s.snap], "the snapshot whole"
-    assert s.beside() == ["_data"]
-    assert json.loads(s.journal.read_text())["state"] == "failed"
-    store.restore(s.snap, {"v": str(s.data)})  # and usable again
-    assert tree(s.data) == s.before
-
-
-def test_a_power_cut_mid_move_in_with_an_unsynced_snapshot_moves_it_back(
-    tmp_path: Path,
-) -> None:
-    """The snapshot, not yet on disk when the power went, is not trusted on the next
-    boot: what was moved in goes back into it, and the volume gets back what it held."""
-    data = volume(tmp_path / "vol" / "_data")
-    root = tmp_path / "state" / "snapshots"
-
-    def never_synced(path: Path) -> None:
-        raise SnapshotError("sync cut by the power")
-
-    taker = SnapshotStore(root, sync=never_synced, boot_id=lambda: "boot-1")
-    snap = taker.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
-    assert taker.settling is not None
-    taker.settling.join(10)
-    (data / "v2-table").write_text("migrated\n")
-    replaced = tree(data)
-    source = snap.path / "volumes" / "v"
-
-    def child() -> None:
-        setattr(os, "rename", _renames_from(source, lambda n: crash() if n == 2 else None))  # noqa: B010
-        SnapshotStore(root, sync=no_sync, boot_id=lambda: "boot-1").restore(snap, {"v": str(data)})
-
-    dies(child)
-    booted = SnapshotStore(root, sync=no_sync, boot_id=lambda: "boot-2")
-    held, events = holder()
-    Interrupted(booted, held, events).run(threading.Event())
-    assert held.held("db").startswith(f"volumes NOT restored (snapshot {snap.id} cannot be used")
-    assert tree(data) == replaced
-    assert len(os.listdir(source)) == 5, "every entry back in the snapshot"
-    assert sorted(p.name for p in data.parent.iterdir()) == ["_data"]
-
-
-def test_a_snapshot_that_cannot_be_renamed_in_is_copied_and_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another filesystem, or another mount of the same one (a bind mount answers EXDEV
-    where st_dev agrees): the probe says so, leaves nothing, and the restore copies."""
-    s = Setup(tmp_path)
-    rename = os.rename
-
-    def cross(a: object, b: object) -> None:
-        if ".probe-" in str(a):
-            raise OSError(18, "Invalid cross-device link")
-        rename(a, b)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "rename", cross)
-    source = s.snap.path / "volumes" / "v"
-    assert not volumecopy.can_rename(source, s.data)
-    assert os.listdir(s.snap.path / "volumes") == ["v"] and s.beside() == ["_data"]
-    store = SnapshotStore(s.root, sync=no_sync)
-    store.restore(s.snap, {"v": str(s.data)})
-    assert tree(s.data) == s.before and store.list() == [s.snap], "copied: the snapshot stays"
-    assert not s.journal.exists()

@@ -95,9 +95,7 @@ def test_a_failed_restore_leaves_every_volume_as_it_was(tmp_path: Path) -> None:
         if len(copies) == 2:
             raise SnapshotError("disk gone")
 
-    failing = SnapshotStore(
-        tmp_path / "snapshots", copy=second_fails, move=False, sync=lambda _: None
-    )
+    failing = SnapshotStore(tmp_path / "snapshots", copy=second_fails, sync=lambda _: None)
     with pytest.raises(SnapshotError, match="disk gone"):
         failing.restore(snap, {"va": str(a), "vb": str(b)})
     assert copies == [a, b]
@@ -114,9 +112,7 @@ def test_no_partial_snapshot_after_a_failing_copy(tmp_path: Path) -> None:
         if source == other:
             raise SnapshotError("copy failed: No space left on device")
 
-    store = SnapshotStore(
-        tmp_path / "snapshots", copy=fails_on_other, move=False, sync=lambda _: None
-    )
+    store = SnapshotStore(tmp_path / "snapshots", copy=fails_on_other, sync=lambda _: None)
     with pytest.raises(SnapshotError, match="No space left"):
         store.take("db", {"v1": str(data), "v2": str(other)}, from_digest=FROM, to_digest=TO)
     assert store.list() == []
@@ -158,20 +154,15 @@ def test_a_copy_that_does_not_fit_is_refused_before_copying(tmp_path: Path) -> N
 
 def test_a_restore_that_does_not_fit_touches_nothing(tmp_path: Path) -> None:
     data = volume(tmp_path / "vol" / "_data")
-    before = tree(data)
     snap = SnapshotStore(tmp_path / "s", sync=lambda _: None).take(
         "db", {"v": str(data)}, from_digest=FROM, to_digest=TO
     )
     (data / "new").write_text("x")
     now = tree(data)
-    tight = SnapshotStore(tmp_path / "s", disk_usage=lambda _: room(1 << 20), move=False)
+    tight = SnapshotStore(tmp_path / "s", disk_usage=lambda _: room(1 << 20))
     with pytest.raises(NoRoom, match=r"restore of snapshot .* needs"):
         tight.restore(snap, {"v": str(data)})
     assert tree(data) == now
-    # A restore that moves the snapshot in needs no room: it copies nothing.
-    moves = SnapshotStore(tmp_path / "s", disk_usage=lambda _: room(1 << 20), sync=lambda _: None)
-    moves.restore(snap, {"v": str(data)})
-    assert tree(data) == before and moves.list() == []
 
 
 def test_list_is_newest_first_with_sizes_and_prune_keeps_n(tmp_path: Path) -> None:
@@ -300,13 +291,12 @@ class Recorded(Removals):
         self._pending = False
 
 
-@pytest.mark.parametrize("move", [False, True])
 def test_what_a_restore_replaced_is_deleted_after_it_returns_outside_the_volume(
-    tmp_path: Path, move: bool
+    tmp_path: Path,
 ) -> None:
     data = volume(tmp_path / "vol" / "_data")
     removals = Recorded()
-    store = SnapshotStore(tmp_path / "s", sync=lambda _: None, removals=removals, move=move)
+    store = SnapshotStore(tmp_path / "s", sync=lambda _: None, removals=removals)
     before = tree(data)
     snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
     (data / "v2-table").write_text("migrated\n")
@@ -314,12 +304,7 @@ def test_what_a_restore_replaced_is_deleted_after_it_returns_outside_the_volume(
     store.restore(snap, {"v": str(data)})
     # The volume holds the snapshot at once; what it held waits beside it, not in it.
     assert tree(data) == before
-    if move:  # the spent snapshot: no longer listed, deleted in the background too
-        trash, spent = removals.handed
-        assert spent == snap.path.with_name(f".gone-{snap.id}") and store.list() == []
-    else:
-        [trash] = removals.handed
-        assert store.list() == [snap]
+    [trash] = removals.handed
     assert trash.parent == data.parent and trash.name.startswith(".healerd-drop-_data-")
     assert sorted(p.name for p in data.parent.iterdir()) == sorted(["_data", trash.name])
     assert {k: v for k, v in tree(trash).items() if k != "."} == {
@@ -354,8 +339,7 @@ def test_a_deletion_a_crash_cut_short_is_swept_at_the_next_restore_or_take(
     last = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
     REMOVALS.wait()
     assert sorted(p.name for p in data.parent.iterdir()) == sorted(["_data", other.name])
-    # The restore spent `snap` (moved in); its `.gone-` went with the take's sweep.
-    assert sorted(p.name for p in (store.root / "db").iterdir()) == [last.id]
+    assert sorted(p.name for p in (store.root / "db").iterdir()) == sorted([snap.id, last.id])
 
 
 def test_entries_moved_aside_inside_the_volume_are_deleted_before_restore_returns(
