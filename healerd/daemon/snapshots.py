@@ -18,9 +18,9 @@ runs while an update holds the service stopped). The leftovers of a crash (`.tmp
 `.gone-*`) go, in the background too, at the service's next take or prune.
 
 Copies are coreutils' `cp -a --reflink=auto` (owners, modes, times, hard links, ACLs
-and xattrs kept; a clone where the filesystem can). Before a copy, the bytes it needs
-(the blocks in use, a du) are held against the free space of where it goes
-(`disk_usage`), with MARGIN to spare: short of it, nothing is copied (NoRoom).
+and xattrs kept; a clone where the filesystem can; several side by side: cp_a). The
+bytes a copy needs (the blocks in use, a du) are held against the free space of where
+it goes (`disk_usage`), with MARGIN to spare: short of it, nothing is copied (NoRoom).
 A restore moves a volume's entries aside (renames, on the same filesystem), copies the
 snapshot in, syncs, and only then deletes what it moved aside (in the background beside
 the volume, while the service starts again: a deletion of a GiB is seconds of downtime a

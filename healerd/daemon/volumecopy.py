@@ -14,6 +14,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,31 +30,39 @@ class SnapshotError(Exception):
     """A snapshot could not be taken, restored or read; the message says why."""
 
 
-CP = ["cp", "-a", "--reflink=auto", "--"]
+CP = ["cp", "-a", "--reflink=auto"]
 WORKERS = max(1, min(os.cpu_count() or 1, 4))  # cp -a processes of one copy at most
+SPLITS = 32  # directories opened up at most to balance a copy's groups
 
 
 def cp_a(source: Path, target: Path, workers: int = WORKERS) -> None:
-    """coreutils' cp -a of `source`'s contents (and its own attributes) onto `target`:
-    its top-level entries in up to `workers` groups of about equal bytes, one cp -a
-    each, side by side (one cp is one core's memory copy and one file at a time; a
-    volume of a big file and many small ones copies in about the time of the bigger
-    part), then the directory's own owner, mode, times and xattrs. One cp -a of the
-    whole where a group would not help, or where a file has hard links (cp keeps those
-    only within one run)."""
-    groups = _groups(source, workers)
+    """coreutils' cp -a of `source`'s contents (and its own attributes) onto `target`,
+    in up to `workers` cp -a side by side: one cp is one core's memory copy, one file
+    at a time, and a volume of a big file and many small ones, or a database's tables,
+    copies in about the time of its biggest group. The groups (Groups) are the tree's
+    entries, of about equal bytes each; the directories they open up are made first,
+    and given their owners, modes, times and xattrs last, as cp -a gives its own. One
+    cp -a of the whole where a file has hard links (cp keeps those only within one run)
+    or nothing would go side by side."""
+    groups = Groups.of(source, workers)
     if groups is None:
-        runs = [subprocess.Popen([*CP, f"{source}/.", str(target)], **_QUIET)]
+        runs = [subprocess.Popen([*CP, "--", f"{source}/.", str(target)], **_QUIET)]
     else:
-        runs = [subprocess.Popen([*CP, *g, str(target)], **_QUIET) for g in groups]
+        for rel in groups.opened:
+            (target / rel).mkdir(mode=0o700)
+        runs = [
+            subprocess.Popen([*CP, "--parents", "--", *g, str(target)], cwd=source, **_QUIET)
+            for g in groups.groups
+        ]
     failed = [line for run in runs for line in _errors(run)]
     if failed:
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         raise SnapshotError(f"copy of {source} to {target} failed: {failed[0]}{more}")
     if groups is not None:
-        st = os.lstat(source)
-        os.chown(target, st.st_uid, st.st_gid, follow_symlinks=False)
-        shutil.copystat(source, target, follow_symlinks=False)
+        for rel in [*reversed(groups.opened), "."]:  # the deepest first: times last
+            st = os.lstat(source / rel)
+            os.chown(target / rel, st.st_uid, st.st_gid, follow_symlinks=False)
+            shutil.copystat(source / rel, target / rel, follow_symlinks=False)
 
 
 _QUIET: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}
@@ -66,24 +75,53 @@ def _errors(run: subprocess.Popen[str]) -> list[str]:
     return err.strip().splitlines() or [f"exit code {run.returncode}"]
 
 
-def _groups(source: Path, workers: int) -> list[list[str]] | None:
-    """`source`'s top-level entries (paths) in groups of about equal bytes on disk,
-    biggest first into the lightest; None for one cp -a of the whole."""
-    if workers < 2:
-        return None
-    sizes: list[tuple[int, str]] = []
-    with os.scandir(source) as entries:
+@dataclass
+class Groups:
+    """A copy's side-by-side groups of paths (relative to its source), and the
+    directories opened up to balance them (each before what it holds)."""
+
+    groups: list[list[str]]
+    opened: list[str]
+
+    @classmethod
+    def of(cls, source: Path, workers: int) -> Groups | None:
+        """The entries of `source` in up to `workers` groups of about equal bytes on
+        disk (biggest first into the lightest); a directory that holds more than a
+        group's share is opened up (its entries instead, SPLITS at most). None: one
+        cp -a of the whole."""
+        if workers < 2:
+            return None
+        units = _entries(source, "")
+        opened: list[str] = []
+        while units is not None and len(opened) < SPLITS:
+            size, rel, is_dir = max(units)
+            if not is_dir or size * workers <= sum(u[0] for u in units):
+                break
+            units.remove((size, rel, is_dir))
+            opened.append(rel)
+            inner = _entries(source, rel)
+            units = None if inner is None else units + inner
+        if units is None:
+            return None
+        bins: list[tuple[int, list[str]]] = [(0, []) for _ in range(workers)]
+        for size, rel, _ in sorted(units, reverse=True):
+            bins.sort(key=lambda b: b[0])
+            bins[0] = (bins[0][0] + size, [*bins[0][1], rel])
+        groups = [rels for _, rels in bins if rels]
+        return cls(groups, opened) if len(groups) > 1 else None
+
+
+def _entries(source: Path, rel: str) -> list[tuple[int, str, bool]] | None:
+    """The entries of `source/rel`: bytes on disk, path relative to `source`, and
+    whether a directory; None where a file in them has hard links."""
+    out = []
+    with os.scandir(source / rel) as entries:
         for entry in entries:
             size, linked = _weigh(entry)
             if linked:
                 return None
-            sizes.append((size, entry.path))
-    bins: list[tuple[int, list[str]]] = [(0, []) for _ in range(workers)]
-    for size, path in sorted(sizes, reverse=True):
-        bins.sort(key=lambda b: b[0])
-        bins[0] = (bins[0][0] + size, [*bins[0][1], path])
-    groups = [paths for _, paths in bins if paths]
-    return groups if len(groups) > 1 else None
+            out.append((size, os.path.join(rel, entry.name), entry.is_dir(follow_symlinks=False)))
+    return out
 
 
 def _weigh(entry: os.DirEntry[str]) -> tuple[int, bool]:
@@ -122,9 +160,9 @@ def flushing(
     writes a copy's pages while the copy makes the next ones (on two cores: the copy on
     one, the kernel's writeback on the other), so a sync after the copy finds little
     left, and the copy is not throttled at the kernel's dirty limit: a restore synced
-    before its service starts costs about a plain cp -a, not a cp -a and then a sync
-    (BENCHMARKS.md). Only a speed-up: a failed sync here stops it, unsaid; the sync
-    after the copy is the one that counts and says why it failed."""
+    before its service starts costs about a cp -a and a sync side by side, not one
+    after the other (BENCHMARKS.md). Only a speed-up: a failed sync here stops it,
+    unsaid; the sync after the copy is the one that counts and says why it failed."""
     stop = threading.Event()
 
     def run() -> None:

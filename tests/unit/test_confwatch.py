@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from healerd.daemon.confwatch import ConfigWatcher
-from tests.unit.harness.confwatch import GOOD, Calls, settle, wait_until
+from tests.unit.harness.confwatch import GOOD, Calls, settle, wait_until, watching
 
 
 @pytest.fixture(params=["inotify", "polling"])
@@ -218,17 +218,10 @@ def test_a_directory_reached_by_two_paths_is_one_watch_and_stays_quiet(tmp_path:
     store = DesiredStore()
     state = store.update(load_conf_dir(conf, strict_modes=False))
     assert state.errors == () and {"b", "x"} <= set(state.services)
-    calls = Calls()
-    watcher = ConfigWatcher(root, calls, use_inotify=True)
-    watcher.start()
-    try:
-        watcher.watch_also(store.sources())
-        before = settle(calls, watcher)
+    with watching(root, store.sources()) as (calls, watcher, before):
         assert settle(calls, watcher) == before  # quiet: nothing changed
         (stacks / "b" / "extra.yaml").write_text("services:\n  x:\n    image: busybox:2\n")
         wait_until("the edit", lambda: calls.count > before, timeout=2.0)
-    finally:
-        watcher.stop()
 
 
 def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
@@ -250,12 +243,7 @@ def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
     store = DesiredStore()
     state = store.update(load_conf_dir(conf, strict_modes=False))
     assert state.errors == () and str(shared / "app.env") in store.sources()
-    calls = Calls()
-    watcher = ConfigWatcher(root, calls, use_inotify=True)
-    watcher.start()
-    try:
-        watcher.watch_also(store.sources())
-        before = settle(calls, watcher)
+    with watching(root, store.sources()) as (calls, watcher, before):
         (shared / "notes.txt").write_text("not read by any service")
         assert settle(calls, watcher) == before
         (shared / "app.env").write_text("A=2\n")
@@ -263,8 +251,6 @@ def test_an_edit_of_an_env_file_triggers_a_reload(tmp_path: Path) -> None:
         before = settle(calls, watcher)
         (conf / "secrets").write_text("B=2\n")  # in conf.d itself, under any name
         wait_until("the edit in conf.d", lambda: calls.count > before, timeout=2.0)
-    finally:
-        watcher.stop()
 
 
 def test_an_env_file_that_breaks_stays_watched_so_its_fix_reloads(tmp_path: Path) -> None:

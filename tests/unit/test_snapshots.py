@@ -462,7 +462,7 @@ class CountedRuns:
         real = subprocess.Popen
 
         def popen(args: list[str], **kw: Any) -> Any:
-            self.sources.append(list(args[4:-1]))
+            self.sources.append(list(args[args.index("--") + 1 : -1]))
             return real(args, **kw)
 
         monkeypatch.setattr(subprocess, "Popen", popen)
@@ -514,3 +514,36 @@ def test_a_failing_cp_of_a_group_fails_the_copy_with_its_reason(tmp_path: Path) 
     (target / "conf" / "x").write_text("x")
     with pytest.raises(SnapshotError, match=r"copy of .* failed: cp: cannot overwrite directory"):
         volumecopy.cp_a(data, target, workers=2)
+
+
+def test_a_directory_that_holds_most_of_a_volume_is_opened_up_for_the_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database's volume: nearly everything under base/16384 (its tables). The groups
+    are made of the tables, and every directory opened up for them gets back its own
+    owner, mode, times and xattrs, as one cp -a gives them."""
+    data = volume(tmp_path / "v")
+    os.unlink(data / "hardlink")
+    tables = data / "base" / "16384"
+    tables.mkdir(mode=0o700)
+    for n in range(4):
+        (tables / f"{1259 + n}").write_bytes(os.urandom(256 << 10))
+    os.setxattr(data / "base", "user.healerd", b"base")
+    for d in (tables, data / "base", data):
+        os.utime(d, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    runs = CountedRuns(monkeypatch)
+    target = tmp_path / "copy"
+    target.mkdir()
+    volumecopy.cp_a(data, target, workers=2)
+    tables_in = sorted(len([a for a in g if a.startswith("base/16384/")]) for g in runs.sources)
+    assert tables_in == [2, 2], runs.sources
+    assert tree(target) == tree(data)
+    for rel in ("base/16384", "base", "."):
+        st, copied = os.lstat(data / rel), os.lstat(target / rel)
+        assert (copied.st_mtime_ns, copied.st_mode, copied.st_uid, copied.st_gid) == (
+            st.st_mtime_ns,
+            st.st_mode,
+            st.st_uid,
+            st.st_gid,
+        ), rel
+    assert os.getxattr(target / "base", "user.healerd") == b"base"

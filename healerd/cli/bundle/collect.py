@@ -147,12 +147,12 @@ def collect(paths: list[Path]) -> Contents:
         out.entries.append(entry.name)
         own = [entry.result.file] if not entry.project else []
         why = "project file" if entry.project else "service file"
-        services = (entry.result.services or {}).values()
+        services = list((entry.result.services or {}).values())
         env = {f for spec in services for f in spec.env_files}  # added below, as secrets
         for file in (*own, *entry.result.sources):
             if file not in env:
                 _add(out, entry, Path(file), why)
-        for spec in (entry.result.services or {}).values():
+        for spec in services:
             try:
                 for source, why in _needed(spec):
                     _add(out, entry, source, why)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 from healerd.daemon.confwatch import ConfigWatcher
 
@@ -45,6 +47,20 @@ def settle(calls: Calls, watcher: ConfigWatcher) -> int:
         while time.monotonic() < deadline and calls.count == before:
             time.sleep(0.02)
     return calls.count
+
+
+@contextlib.contextmanager
+def watching(root: Path, also: Iterable[str]) -> Iterator[tuple[Calls, ConfigWatcher, int]]:
+    """An inotify watcher of `root` that watches `also` too (a DesiredStore's sources),
+    settled: its calls, itself and their count so far; stopped after the block."""
+    calls = Calls()
+    watcher = ConfigWatcher(root, calls, use_inotify=True)
+    watcher.start()
+    try:
+        watcher.watch_also(also)
+        yield calls, watcher, settle(calls, watcher)
+    finally:
+        watcher.stop()
 
 
 class Clock:
