@@ -12,7 +12,8 @@ A snapshot is made in `<service>/.tmp-<id>` and renamed to `<id>` only once ever
 volume is copied and its manifest written, so no partial one is ever listed. It is
 synced to disk in a thread after (off the update's downtime: the new digest does not
 wait for the disk); until then its manifest names the boot it was taken in, and a
-snapshot that was not on disk when the host went down (another boot id) is never used.
+snapshot that was not on disk when the host went down (another boot id) is never used,
+and goes at the service's next prune (the record: healerd.daemon.snapshotrecord).
 One is removed by renaming it to `.gone-<id>` first, then deleted in a thread (a prune
 runs while an update holds the service stopped). The leftovers of a crash (`.tmp-*`,
 `.gone-*`) go, in the background too, at the service's next take or prune.
@@ -37,7 +38,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import secrets
@@ -45,13 +45,20 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from healerd.daemon import restorejournal
 from healerd.daemon.atomicfile import write_atomic
 from healerd.daemon.restorejournal import FAILED, Journal
+from healerd.daemon.snapshotrecord import (
+    MANIFEST,
+    Snapshot,
+    Unsynced,
+    current_boot,
+    manifest,
+    read,
+)
 from healerd.daemon.volumecopy import (
     ID_RE,
     REMOVALS,
@@ -72,9 +79,7 @@ from healerd.daemon.volumecopy import (
 log = logging.getLogger("healerd.snapshots")
 
 DIRECTORY = "snapshots"
-MANIFEST = "manifest.json"
 MARGIN = 64 << 20  # what a copy leaves free at least (bytes)
-MAX_MANIFEST = 1 << 16
 
 # copy(source directory, existing target directory): the source's entries and its own
 # owner, mode and times onto the target.
@@ -84,36 +89,6 @@ DiskUsage = Callable[[str], Any]  # shutil.disk_usage: .free in bytes
 
 class NoRoom(SnapshotError):
     """Not enough free space for the copy: nothing was copied."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    service: str
-    id: str
-    created: float  # wall clock
-    from_digest: str  # the image the service ran when it was taken
-    to_digest: str  # the image the update it was taken before went to
-    volumes: tuple[tuple[str, int], ...]  # (engine volume name, bytes on disk)
-    path: Path
-    # The boot it was taken in, while it is not synced to disk yet ("" once it is): on
-    # another boot such a snapshot may hold empty files, and is never used.
-    unsynced_boot: str = field(default="", compare=False)
-
-    @property
-    def size(self) -> int:
-        return sum(b for _, b in self.volumes)
-
-    def view(self) -> dict[str, Any]:
-        """The API's document of it (no path: where it sits is root's business)."""
-        return {
-            "service": self.service,
-            "id": self.id,
-            "created": self.created,
-            "from_digest": self.from_digest,
-            "to_digest": self.to_digest,
-            "volumes": [{"name": n, "bytes": b} for n, b in self.volumes],
-            "bytes": self.size,
-        }
 
 
 def check_service(name: str) -> str:
@@ -145,14 +120,6 @@ def _lock(root: Path, service: str) -> threading.Lock:
     """One take, restore or prune of a service at a time (in this process)."""
     with _LOCKS_LOCK:
         return _LOCKS.setdefault((root, service), threading.Lock())
-
-
-def current_boot() -> str:
-    """The kernel's id of this boot: a snapshot not synced in it is not trusted after."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
 
 
 class SnapshotStore:
@@ -247,7 +214,7 @@ class SnapshotStore:
             self._copy(path, target)
         fd = os.open(tmp / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(_manifest(snapshot))
+            f.write(manifest(snapshot))
 
     def _settle(self, snapshot: Snapshot) -> None:
         """In a thread: the snapshot's filesystem synced, then its manifest rewritten
@@ -258,7 +225,7 @@ class SnapshotStore:
             with _lock(self.root, snapshot.service):
                 if snapshot.path.is_dir():
                     synced = dataclasses.replace(snapshot, unsynced_boot="")
-                    write_atomic(snapshot.path / MANIFEST, _manifest(synced))
+                    write_atomic(snapshot.path / MANIFEST, manifest(synced))
                     fsync_dir(snapshot.path.parent)
         except (OSError, SnapshotError) as exc:
             log.warning(
@@ -324,7 +291,7 @@ class SnapshotStore:
 
     def get(self, service: str, snap_id: str) -> Snapshot:
         """One snapshot by its id (SnapshotError, or OSError, when it cannot be used)."""
-        return _read(self.root / check_service(service) / snap_id, service, self._boot_id())
+        return read(self.root / check_service(service) / snap_id, service, self._boot_id())
 
     def lock(self, service: str) -> threading.Lock:
         """Held by each take, restore and prune of `service` (in this process)."""
@@ -353,20 +320,35 @@ class SnapshotStore:
         return next((s for s in self.list(service) if s.to_digest == to_digest), None)
 
     def prune(self, service: str, keep: int) -> builtins.list[str]:
-        """Remove all but the newest `keep` snapshots of `service`; their ids."""
+        """Remove all but the newest `keep` snapshots of `service`, and those a power cut
+        caught before they were on disk (never used); their ids."""
         with _lock(self.root, check_service(service)):
             pending = restorejournal.read(self.root / service)  # its snapshot stays
             needed = pending.snapshot if pending is not None else ""
-            gone = [s for s in self.list(service)[max(keep, 0) :] if s.id != needed]
-            for s in gone:
-                trash = s.path.with_name(f".gone-{s.id}")
-                s.path.rename(trash)  # no longer listed: deleted in the background
+            gone = [s.path for s in self.list(service)[max(keep, 0) :] if s.id != needed]
+            lost = [p for p in self._lost(service) if p.name != needed]
+            for path in gone + lost:
+                trash = path.with_name(f".gone-{path.name}")
+                path.rename(trash)  # no longer listed: deleted in the background
                 self._removals.later(trash)
+                why = "not on disk when the host went down" if path in lost else f"keep {keep}"
+                log.info("snapshot %s of %s removed (%s)", path.name, service, why)
             if (self.root / service).is_dir():
                 self._sweep(self.root / service)
-        for s in gone:
-            log.info("snapshot %s of %s removed (snapshot_keep %d)", s.id, service, keep)
-        return [s.id for s in gone]
+        return [p.name for p in gone + lost]
+
+    def _lost(self, service: str) -> builtins.list[Path]:
+        """The snapshots of `service` a power cut caught before they were synced."""
+        lost = []
+        for path in sorted((self.root / service).glob("*")):
+            try:
+                if ID_RE.fullmatch(path.name):
+                    read(path, service, self._boot_id())
+            except Unsynced:
+                lost.append(path)
+            except (OSError, ValueError, KeyError, TypeError, SnapshotError):
+                pass  # not listed, and said where it is listed (a broken one is kept)
+        return lost
 
     def _of(self, service: str) -> builtins.list[Snapshot]:
         home = self.root / service
@@ -377,7 +359,7 @@ class SnapshotStore:
         out = []
         for name in names:
             try:
-                out.append(_read(home / name, service, self._boot_id()))
+                out.append(read(home / name, service, self._boot_id()))
             except (OSError, ValueError, KeyError, TypeError, SnapshotError) as exc:
                 log.warning("snapshot %s of %s not listed: %s", name, service, exc)
         return out
@@ -407,39 +389,8 @@ def _as_snapshot_error(what: str) -> Iterator[None]:
         raise SnapshotError(f"{what}: {restorejournal.said(exc)}") from exc
 
 
-def _manifest(s: Snapshot) -> bytes:
-    doc = {"version": 1, **s.view()}
-    if s.unsynced_boot:
-        doc["unsynced_boot"] = s.unsynced_boot
-    return json.dumps(doc, indent=1).encode() + b"\n"
-
-
-def _read(path: Path, service: str, boot: str) -> Snapshot:
-    real_dir(path, "snapshot")
-    fd = os.open(path / MANIFEST, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        data = json.loads(f.read(MAX_MANIFEST))
-    vols = tuple((str(v["name"]), int(v["bytes"])) for v in data["volumes"])
-    if data["service"] != service or data["id"] != path.name:
-        raise SnapshotError(f"manifest names {data['service']}/{data['id']}")
-    if not all(VOLUME_RE.fullmatch(n) for n, _ in vols):
-        raise SnapshotError("manifest names a volume that is no volume name")
-    unsynced = str(data.get("unsynced_boot") or "")
-    if unsynced and (unsynced != boot or boot == "unknown"):
-        raise SnapshotError("it was not on disk yet when the host went down: not used")
-    return Snapshot(
-        service,
-        path.name,
-        float(data["created"]),
-        str(data["from_digest"]),
-        str(data["to_digest"]),
-        vols,
-        path,
-        unsynced,
-    )
-
-
 __all__ = [
+    "MANIFEST",
     "NoRoom",
     "Snapshot",
     "SnapshotError",

@@ -93,7 +93,7 @@ class Groups:
             return None
         units = _entries(source, "")
         opened: list[str] = []
-        while units is not None and len(opened) < SPLITS:
+        while units and len(opened) < SPLITS:
             size, rel, is_dir = max(units)
             if not is_dir or size * workers <= sum(u[0] for u in units):
                 break
@@ -101,8 +101,8 @@ class Groups:
             opened.append(rel)
             inner = _entries(source, rel)
             units = None if inner is None else units + inner
-        if units is None:
-            return None
+        if not units:
+            return None  # hard links, or nothing to copy
         bins: list[tuple[int, list[str]]] = [(0, []) for _ in range(workers)]
         for size, rel, _ in sorted(units, reverse=True):
             bins.sort(key=lambda b: b[0])

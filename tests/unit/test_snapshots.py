@@ -547,3 +547,55 @@ def test_a_directory_that_holds_most_of_a_volume_is_opened_up_for_the_groups(
             st.st_gid,
         ), rel
     assert os.getxattr(target / "base", "user.healerd") == b"base"
+
+
+def test_an_empty_volume_and_one_without_a_second_group_are_one_cp(tmp_path: Path) -> None:
+    empty, target = tmp_path / "empty", tmp_path / "copy"
+    empty.mkdir(mode=0o750)
+    target.mkdir()
+    assert volumecopy.Groups.of(empty, 2) is None
+    volumecopy.cp_a(empty, target, workers=2)
+    assert tree(target) == tree(empty)
+    (empty / "only").write_text("one file: nothing to go beside it\n")
+    assert volumecopy.Groups.of(empty, 2) is None
+    assert volumecopy.Groups.of(empty, 1) is None
+
+
+def test_a_snapshot_a_power_cut_caught_unsynced_goes_at_the_next_prune(tmp_path: Path) -> None:
+    """Never used after the reboot (its files may be empty), and no longer kept for
+    ever: the service's next prune removes it, whatever snapshot_keep says; a synced one
+    and one a restore's journal names stay."""
+
+    def never(path: Path) -> None:
+        raise SnapshotError("the power went")
+
+    data = volume(tmp_path / "vol")
+    root = tmp_path / "snaps"
+    before = SnapshotStore(root, sync=never, boot_id=lambda: "boot-1")
+    lost = before.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    first = before.settling
+    named = before.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    synced = SnapshotStore(root, sync=lambda _: None)
+    kept = synced.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    for thread in (first, before.settling, synced.settling):  # each take's sync
+        assert thread is not None
+        thread.join(10)
+    (root / "db" / "restoring.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "service": "db",
+                "snapshot": named.id,
+                "state": "failed",
+                "reason": "x",
+                "volumes": [],
+            }
+        )
+    )
+    after = SnapshotStore(root, sync=lambda _: None, boot_id=lambda: "boot-2")
+    assert after.list("db") == [kept]
+    assert after.prune("db", 5) == [lost.id]
+    REMOVALS.wait()
+    assert sorted(p.name for p in (root / "db").iterdir()) == sorted(
+        [named.id, kept.id, "restoring.json"]
+    )
