@@ -25,7 +25,7 @@ from typing import Protocol
 
 from healerd.engine import EngineError
 from healerd.engine.api import ContainerRuntime
-from healerd.model import ServiceSpec
+from healerd.model import ObservedContainer, ServiceSpec
 
 log = logging.getLogger("healerd.updates")
 
@@ -48,6 +48,10 @@ class VolumeSnapshots(Protocol):
         is stopped); returns what was restored, None when there is no such snapshot.
         Raises SnapshotFailed (then every volume holds what it held before)."""
         ...
+
+
+def _no_hooks(spec: ServiceSpec | None, container: ObservedContainer) -> None:
+    pass
 
 
 def not_restored(key: str, reason: str) -> str:
@@ -93,6 +97,9 @@ class UpdateData:
         # Told of healerctl resume (the daemon ends the journal of a failed restore).
         self.on_resume: Callable[[str], None] = lambda key: None
         self._copying: set[str] = set()  # services whose volumes are being copied now
+        # A stop of a running container runs its pre_stop hooks first, as every other
+        # stop of healerd's does (healerd.core.hooks.Hooks.pre_stop; set by the wiring).
+        self.pre_stop: Callable[[ServiceSpec | None, ObservedContainer], None] = _no_hooks
 
     def held(self, key: str) -> str:
         """Why the loop must leave `key` alone now ("" : it need not)."""
@@ -150,7 +157,7 @@ class UpdateData:
         vols = ", ".join(spec.snapshot)
         hold = self.hold(spec.name, f"stopped for a snapshot of {vols} before {to_digest[7:19]}")
         try:
-            self._stop_all(spec.name, spec.stop_grace_period)
+            self._stop_all(spec.name, spec)
             with self._copy(spec.name):
                 said = self.snapshots.take(spec, from_digest, to_digest)
         except Exception as exc:  # whatever it was, the hold ends: the old digest runs again
@@ -163,17 +170,18 @@ class UpdateData:
 
     def restore_later(
         self,
-        key: str,
+        spec: ServiceSpec,
         hold: Hold,
         to_digest: str,
-        grace: float | None,
         then: Callable[[str], None],
     ) -> None:
-        """`key` is held by `hold` (the caller's, before its pin moved back); in a thread, stop
-        it, restore the snapshot taken before the update to `to_digest`, release it, and
-        tell `then` what happened. A restore that fails keeps the service held, stopped:
-        the previous digest is not started on what the failed one left (the issue's
-        whole point); `healerctl resume SERVICE` starts it as it is."""
+        """`spec`'s service is held by `hold` (the caller's, before its pin moved back);
+        in a thread, stop it (its pre_stop hooks first), restore the snapshot taken
+        before the update to `to_digest`, release it, and tell `then` what happened. A
+        restore that fails keeps the service held, stopped: the previous digest is not
+        started on what the failed one left (the issue's whole point); `healerctl
+        resume SERVICE` starts it as it is."""
+        key = spec.name
 
         def work() -> str:
             said = self.snapshots.restore(key, to_digest)
@@ -181,7 +189,7 @@ class UpdateData:
 
         threading.Thread(
             target=self._restore,
-            args=(key, hold, grace, work, then),
+            args=(key, hold, spec, work, then),
             name=f"healerd-restore-{key}",
             daemon=True,
         ).start()
@@ -204,7 +212,7 @@ class UpdateData:
             if not self.holds(key, hold):
                 return  # healerctl resume gave the restore up meanwhile: nothing to stop
             try:
-                self._stop_all(key, None)
+                self._stop_all(key, None)  # no spec known yet: no hooks, the engine's grace
                 break
             except EngineError as exc:
                 if not said:
@@ -221,12 +229,12 @@ class UpdateData:
         self,
         key: str,
         hold: Hold,
-        grace: float | None,
+        spec: ServiceSpec | None,
         work: Callable[[], str],
         then: Callable[[str], None],
     ) -> None:
         try:
-            self._stop_all(key, grace)
+            self._stop_all(key, spec)
             with self._copy(key):
                 if not self.holds(key, hold):  # healerctl resume before the copy began
                     then("resumed by the operator before the restore began: volumes as they are")
@@ -266,10 +274,12 @@ class UpdateData:
                 holds.append(hold)
         self._on_change(key)
 
-    def _stop_all(self, key: str, grace: float | None) -> None:
+    def _stop_all(self, key: str, spec: ServiceSpec | None) -> None:
         """Stop every running container of the service (healerd's own, by its labels),
-        until none has run for `quiet` seconds (a start already on its way when the hold
-        began, or a pass in flight, shows within it)."""
+        each after its pre_stop hooks and within its stop_grace_period, until none has
+        run for `quiet` seconds (a start already on its way when the hold began, or a
+        pass in flight, shows within it)."""
+        grace = spec.stop_grace_period if spec is not None else None
         for _ in range(STOP_TRIES + 1):
             running = [c for c in self._engine.list_managed(key) if c.running]
             if not running:
@@ -280,6 +290,7 @@ class UpdateData:
                     return
                 continue
             for c in running:
+                self.pre_stop(spec, c)
                 self._engine.stop(c, grace)
         raise SnapshotFailed(f"{key}'s containers kept being started again")
 

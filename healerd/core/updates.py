@@ -302,7 +302,7 @@ class Updates(UpdateState):
             self._say(spec.name, pin.declared, f"{note}; {what}", pin.previous, history=False)
             self._events.record(EventKind.IMAGE_ROLLBACK, spec.name, what)
 
-        self.data.restore_later(spec.name, hold, pin.digest, spec.stop_grace_period, told)
+        self.data.restore_later(spec, hold, pin.digest, told)
 
     # -- an operator's word (healerctl rollback, pin, unpin) ---------------------------
 

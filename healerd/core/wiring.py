@@ -170,8 +170,10 @@ def _common(
     t = settings.timings
     queue, events, own = WorkQueue(clock, t.backoff), EventLog(clock), OwnActions(clock)
     parallel = settings.parallel_actions
-    executor = Executor(engine, parallel, name_tag, own, Hooks(engine, events, parallel))
+    hooks_run = Hooks(engine, events, parallel)
+    executor = Executor(engine, parallel, name_tag, own, hooks_run)
     updates = Updates(engine, events, credentials, late.repinned, clock.time)
+    updates.data.pre_stop = hooks_run.pre_stop  # its stops for snapshots and restores
     declared, paused = Declared(updates), Paused()
     book = StatusBook(clock, events)
     shown = Shown(book, declared, paused)

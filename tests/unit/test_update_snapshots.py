@@ -11,6 +11,7 @@ import threading
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
 from healerd.core.updates import pinned_ref
+from healerd.model import Hook, ObservedContainer
 from tests.unit.harness.fake_engine import FakeEngine
 from tests.unit.harness.loop import drive
 from tests.unit.harness.updates import (
@@ -137,3 +138,38 @@ def test_an_unexpected_error_of_the_snapshot_ends_the_hold() -> None:
     drive(ctrl, clock)
     assert not ctrl.updates.data.held("app")
     assert images(engine) == [pinned_ref(TAG, V1)] * 2, "the old digest runs again"
+
+
+def test_the_stops_for_a_snapshot_and_a_restore_run_the_pre_stop_hooks_first() -> None:
+    """A stop of healerd's runs the container's pre_stop hooks (a database's checkpoint)
+    before it, with the service's stop_grace_period: the stops that hold a service for
+    its snapshot and for its restore too, not only a rollout's and a scale-down's."""
+    ctrl, engine, clock = make()
+    snaps = FakeSnapshots(engine)
+    ctrl.updates.data.snapshots = snaps
+    ctrl.updates.data.quiet = 0.0
+    checkpoint = Hook(("checkpoint",))
+    app = follower(snapshot=("app_pgdata",), pre_stop=(checkpoint,), stop_grace_period=7.0)
+    ctrl.set_desired(desired(app))
+    drive(ctrl, clock)
+    v1 = {c.id for c in engine.containers.values() if c.running}
+    graces: list[float | None] = []
+    stop = engine.stop
+
+    def stopped(container: ObservedContainer, timeout: float | None = None) -> None:
+        graces.append(timeout)
+        stop(container, timeout)
+
+    engine.stop = stopped  # type: ignore[method-assign]
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == ["app"]
+    assert snaps.taken == [(V1, V2, 0)]
+    assert {cid for cid, hook, _ in engine.hooks_run if hook == checkpoint} == v1
+    drive(ctrl, clock)
+    v2 = {c.id for c in engine.containers.values() if c.running}
+    engine.hooks_run.clear()
+    ctrl.updates.rollback_now("app", ctrl.desired.services["app"])
+    restores_done()
+    assert snaps.restored == [(V2, 0)]
+    assert {cid for cid, hook, _ in engine.hooks_run if hook == checkpoint} == v2
+    assert graces and set(graces) == {7.0}
