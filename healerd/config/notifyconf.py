@@ -12,7 +12,7 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from healerd.config.errors import describe, unknown_key_reason
 from healerd.config.keys import At, Key
@@ -60,8 +60,8 @@ def masked_url(url: str) -> str:
 
 def secrets_of(url: str) -> list[str]:
     """The parts of `url` that must never be shown: the URL, its user and password, each
-    path segment and query value (longest first, so that a part inside another is not
-    left half-masked)."""
+    path segment and query value, percent-decoded too (longest first, so that a part
+    inside another is not left half-masked)."""
     out = {url}
     try:
         parts = urlsplit(url)
@@ -73,6 +73,9 @@ def secrets_of(url: str) -> list[str]:
             out.add(pair.partition("=")[2])
     except ValueError:
         pass
+    # As written and as a target's library reads them (and may echo them): `p%40ss` is
+    # the password `p@ss`, `a+b` in a query the value `a b`.
+    out |= {unquote(s) for s in out} | {unquote_plus(s) for s in out}
     return sorted((s for s in out if len(s) >= 3), key=len, reverse=True)
 
 

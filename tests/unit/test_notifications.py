@@ -140,6 +140,14 @@ def test_a_url_is_shown_masked(url: str, masked: str) -> None:
         assert secret not in said or secret not in url
 
 
+def test_a_percent_encoded_secret_is_masked_as_the_target_reads_it_too() -> None:
+    """Apprise decodes a URL's user, password and query before it uses them (and may
+    say them back in an error): the decoded forms are masked as well."""
+    url = "json://bot:p%40ss%2Fw0rd@127.0.0.1:8080/hook?token=a%2Bb+c%3D"
+    said = scrub("401 for bot with password p@ss/w0rd, token a+b c=", url)
+    assert "p@ss/w0rd" not in said and "a+b c=" not in said, said
+
+
 def write_settings(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
     path = tmp_path / "healerd.yaml"
     path.write_text(text)
