@@ -24,6 +24,8 @@ def _source(image: dict[str, Any], now: float) -> str:
         said.append(f"loaded from {loaded['file']} {human_age(now - float(loaded['at']))} ago")
     if image.get("pulled"):
         said.append("pulled")
+    if image.get("built"):
+        said.append("built here")
     return "; ".join(said) or "-"
 
 

@@ -71,6 +71,7 @@ class Controller:
         self.flush_log, self.shutdown = dispatcher.flush_log, dispatcher.shutdown
         self.prune_volumes = dispatcher.prune_volumes
         self.pulled_images = parts.executor.pulled  # healerd pulled since it started
+        self.built_images = parts.executor.built  # healerd built since it started (a subset)
         self.build_now, self.build_mark = parts.images.build_now, parts.images.build_mark
         self.images = parts.images  # told of images_dir's archives (healerd.daemon.imagework)
         # Reads (healerd.core.reads).

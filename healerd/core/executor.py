@@ -88,6 +88,7 @@ class Executor:
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="healerd-act")
         self._pulled_lock = threading.Lock()
         self._pulled: set[str] = set()
+        self._built: set[str] = set()
         self._flight_lock = threading.Lock()
         self._in_flight: set[Future[None]] = set()  # starts of start_later, to drain
         # What a create names for a service's image: a digest only an archive in
@@ -288,6 +289,12 @@ class Executor:
         self._engine.build_image(build, tag, no_cache=no_cache)
         with self._pulled_lock:  # image GC's: the build it replaces may go, once unused
             self._pulled.add(tag)
+            self._built.add(tag)
+
+    def built(self) -> frozenset[str]:
+        """The tags built since start (healerctl images says "built", not "pulled")."""
+        with self._pulled_lock:
+            return frozenset(self._built)
 
     def pulled(self) -> frozenset[str]:
         """The references pulled or built since start: image GC may collect their

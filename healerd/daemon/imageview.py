@@ -22,8 +22,9 @@ class Known:
     declared: Mapping[str, str]  # service -> the image it names (pinned where it follows)
     pinned: Mapping[str, str]  # service -> its auto-update pin's reference
     book: ArchiveBook
-    pulled_refs: frozenset[str]
+    pulled_refs: frozenset[str]  # pulled or built
     pulled_ids: frozenset[str]
+    built_refs: frozenset[str] = frozenset()
 
 
 def _names(image: LocalImage, ref: str, book: ArchiveBook) -> bool:
@@ -39,6 +40,7 @@ def _row(image: LocalImage, known: Known, by_id: Mapping[str, Archive]) -> dict[
     pulled = image.id in known.pulled_ids or any(names(image, r) for r in known.pulled_refs)
     if not (services or pinned or archive or pulled):
         return None
+    built = any(names(image, r) for r in known.built_refs)
     loaded = None
     if archive is not None:
         carried = sorted(m for m, i in archive.manifests.items() if i == image.id)
@@ -57,7 +59,8 @@ def _row(image: LocalImage, known: Known, by_id: Mapping[str, Archive]) -> dict[
         "services": services,
         "pinned": pinned,
         "loaded": loaded,
-        "pulled": pulled,
+        "pulled": pulled and not built,
+        "built": built,
     }
 
 

@@ -188,6 +188,7 @@ class ImageWork:
             book=self.dir.book(),
             pulled_refs=frozenset(self._controller.pulled_images() | updates.pulled()),
             pulled_ids=self.gc.mine(),
+            built_refs=self._controller.built_images(),
         )
         listed = self._controller.local_images(reader)
         return images_payload(listed, known, self.dir.refused_here(), self._images_dir)

@@ -429,19 +429,24 @@ def test_the_image_list_says_what_healerd_knows_of_each_image() -> None:
         declared={"app": TAG, "web": "nginx:1", "db": "postgres:16"},
         pinned={"web": "nginx:1@sha256:" + "c" * 64},
         book=book,
-        pulled_refs=frozenset({"nginx:1"}),
+        pulled_refs=frozenset({"nginx:1", "site/built:1"}),
         pulled_ids=frozenset({"sha256:4"}),
+        built_refs=frozenset({"site/built:1"}),
     )
     images = [
         _image("sha256:1", TAG, size=10),
         _image("sha256:2", "nginx:1", size=300),
         _image("sha256:3", "someone/else:1", size=999),
         _image("sha256:4", size=5),
+        _image("sha256:5", "site/built:1", size=1),
     ]
     refused = book.refused({"sha256:g"})
     data = images_payload(images, known, refused, "/var/lib/healerd/images")
     rows = {r["id"]: r for r in data["images"]}
-    assert [r["id"] for r in data["images"]] == ["sha256:2", "sha256:1", "sha256:4"]
+    assert [r["id"] for r in data["images"]] == ["sha256:2", "sha256:1", "sha256:4", "sha256:5"]
+    assert (rows := {r["id"]: r for r in data["images"]})["sha256:5"]["built"] is True
+    assert rows["sha256:5"]["pulled"] is False, "built here, not pulled"
+    assert rows["sha256:2"]["built"] is False
     assert rows["sha256:1"]["services"] == ["app"] and rows["sha256:1"]["pulled"] is False
     assert rows["sha256:1"]["loaded"] == {
         "file": "app.tar",
@@ -492,3 +497,11 @@ def test_the_api_and_healerctl_show_the_list(tmp_path: Path) -> None:
     assert lines[1].startswith(TAG) and "app" in lines[1] and "loaded from app.tar" in lines[1]
     assert "missing: postgres:16 (declared by db)" in lines
     assert "refused: /images/bad.tar: x" in lines
+
+
+def test_healerctl_images_says_built_for_an_image_healerd_built() -> None:
+    from healerd.cli.images_verb import rows
+
+    built = {"id": "sha256:" + "5" * 64, "tags": ["site/built:1"], "digests": [], "size": 1}
+    said = rows([{**built, "services": ["app"], "pinned": [], "pulled": False, "built": True}], 0.0)
+    assert "built here" in [str(cell) for cell in said[0]]
