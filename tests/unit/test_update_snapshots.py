@@ -156,11 +156,11 @@ def test_the_stops_for_a_snapshot_and_a_restore_run_the_pre_stop_hooks_first() -
     graces: list[float | None] = []
     stop = engine.stop
 
-    def stopped(container: ObservedContainer, timeout: float | None = None) -> None:
-        graces.append(timeout)
-        stop(container, timeout)
+    def stopped(container: ObservedContainer, stop_timeout: float | None) -> None:
+        graces.append(stop_timeout)
+        stop(container, stop_timeout)
 
-    engine.stop = stopped  # type: ignore[method-assign]
+    engine.stop = stopped  # type: ignore[method-assign,assignment]
     engine.registry[TAG] = V2
     assert ctrl.check_updates() == ["app"]
     assert snaps.taken == [(V1, V2, 0)]
