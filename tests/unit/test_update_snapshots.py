@@ -160,7 +160,7 @@ def test_the_stops_for_a_snapshot_and_a_restore_run_the_pre_stop_hooks_first() -
         graces.append(stop_timeout)
         stop(container, stop_timeout)
 
-    engine.stop = stopped  # type: ignore[method-assign,assignment]
+    engine.stop = stopped  # type: ignore[method-assign]
     engine.registry[TAG] = V2
     assert ctrl.check_updates() == ["app"]
     assert snaps.taken == [(V1, V2, 0)]
