@@ -22,6 +22,11 @@ class LoopMemory:
         with self.lock:
             yield self.mem
 
+    def starting(self, service: str) -> bool:
+        """Whether a start in place of one of `service`'s containers is on its way."""
+        with self.lock:
+            return any(row.service == service for row in self.mem.start_rows.values())
+
     def snapshot(self, service: str, listed: Iterable[str]) -> Memory:
         """What a pass of `service` reads of the memory, copied under the lock (the
         pass then works without it: healerd.core.memdelta)."""

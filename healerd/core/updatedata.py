@@ -31,6 +31,7 @@ log = logging.getLogger("healerd.updates")
 
 STOP_TRIES = 3  # a pass in flight when the hold began may start what was stopped
 ENGINE_RETRY = 2.0  # seconds between looks while the engine is away at a start
+SETTLE_POLL = 0.01  # seconds between looks at a pass or a start under way
 
 
 class SnapshotFailed(Exception):
@@ -91,8 +92,10 @@ class UpdateData:
         # restore, a restore that failed), each released by its holder, the newest said.
         self._held: dict[str, list[Hold]] = {}
         self.snapshots: VolumeSnapshots = NoSnapshots()
-        # How long a service must stay stopped before its volumes are touched: a start
-        # in place already on its way when the hold began shows within it.
+        # Whether a pass of a service runs, or a start of it is on its way (the loop's:
+        # set by the wiring): either may have begun before the hold, and start a
+        # container after the stop. The stop waits for them, `quiet` seconds at most.
+        self.busy: Callable[[str], bool] = lambda key: False
         self.quiet = 1.0
         # Told of healerctl resume (the daemon ends the journal of a failed restore).
         self.on_resume: Callable[[str], None] = lambda key: None
@@ -276,23 +279,31 @@ class UpdateData:
 
     def _stop_all(self, key: str, spec: ServiceSpec | None) -> None:
         """Stop every running container of the service (healerd's own, by its labels),
-        each after its pre_stop hooks and within its stop_grace_period, until none has
-        run for `quiet` seconds (a start already on its way when the hold began, or a
-        pass in flight, shows within it)."""
+        each after its pre_stop hooks and within its stop_grace_period, until none runs
+        and nothing of the loop is under way for it (a pass, a start in place, begun
+        before the hold: waited for, `quiet` seconds at most, then looked at again).
+        Before, it always waited `quiet` (1 s) of an update's downtime."""
         grace = spec.stop_grace_period if spec is not None else None
         for _ in range(STOP_TRIES + 1):
             running = [c for c in self._engine.list_managed(key) if c.running]
             if not running:
-                if self.quiet <= 0:
-                    return
-                time.sleep(self.quiet)
-                if not any(c.running for c in self._engine.list_managed(key)):
+                if self._settled(key) or not any(c.running for c in self._engine.list_managed(key)):
                     return
                 continue
             for c in running:
                 self.pre_stop(spec, c)
                 self._engine.stop(c, grace)
         raise SnapshotFailed(f"{key}'s containers kept being started again")
+
+    def _settled(self, key: str) -> bool:
+        """True when nothing of the loop is under way for `key`; else False once it
+        ended, or `quiet` seconds passed (the caller lists again)."""
+        if not self.busy(key):
+            return True
+        end = time.monotonic() + self.quiet
+        while self.busy(key) and time.monotonic() < end:
+            time.sleep(SETTLE_POLL)
+        return False
 
 
 __all__ = [

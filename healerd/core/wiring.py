@@ -174,6 +174,8 @@ def _common(
     executor = Executor(engine, parallel, name_tag, own, hooks_run)
     updates = Updates(engine, events, credentials, late.repinned, clock.time)
     updates.data.pre_stop = hooks_run.pre_stop  # its stops for snapshots and restores
+    memory = LoopMemory()
+    updates.data.busy = lambda key: queue.processing(key) or memory.starting(key)
     declared, paused = Declared(updates), Paused()
     book = StatusBook(clock, events)
     shown = Shown(book, declared, paused)
@@ -202,7 +204,7 @@ def _common(
         updates=updates,
         declared=declared,
         paused=paused,
-        memory=LoopMemory(),
+        memory=memory,
         book=book,
         shown=shown,
         images=images,

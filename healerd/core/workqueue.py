@@ -156,6 +156,11 @@ class WorkQueue:
                 self._queue.append(key)
                 self._cond.notify_all()
 
+    def processing(self, key: str) -> bool:
+        """Whether a pass of `key` runs now (taken, not yet done)."""
+        with self._cond:
+            return key in self._processing
+
     def queued_at(self, key: str) -> float | None:
         """When `key` was last queued (monotonic), None if never."""
         with self._cond:

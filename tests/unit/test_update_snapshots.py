@@ -7,6 +7,7 @@ own: test_snapshots.py); the engine is the FakeEngine."""
 from __future__ import annotations
 
 import threading
+import time
 
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
@@ -173,3 +174,51 @@ def test_the_stops_for_a_snapshot_and_a_restore_run_the_pre_stop_hooks_first() -
     assert snaps.restored == [(V2, 0)]
     assert {cid for cid, hook, _ in engine.hooks_run if hook == checkpoint} == v2
     assert graces and set(graces) == {7.0}
+
+
+def test_the_stop_for_a_snapshot_waits_only_for_what_is_under_way() -> None:
+    """The stop before a snapshot used to wait a whole `quiet` (1 s) of the update's
+    downtime, in case a start in place begun before the hold was on its way. It waits for
+    such a start (or a pass) itself now: none under way, no wait; one that lands after
+    the stop is seen, and its container stopped too, before the copy."""
+    ctrl, engine, clock = make()
+    snaps = FakeSnapshots(engine)
+    data = ctrl.updates.data
+    data.snapshots = snaps
+    data.quiet = 30.0  # never waited out here: the test would take 30 s
+    ctrl.set_desired(desired(follower(snapshot=("app_pgdata",))))
+    drive(ctrl, clock)
+    assert not data.busy("app")
+    engine.registry[TAG] = V2
+    began = time.monotonic()
+    assert ctrl.check_updates() == ["app"]
+    assert time.monotonic() - began < 5.0 and snaps.taken == [(V1, V2, 0)]
+    drive(ctrl, clock)
+    # A start on its way when the hold began: the stop waits for it, then stops it too.
+    under_way = threading.Event()
+    under_way.set()
+    data.busy = lambda key: under_way.is_set()
+    late: list[str] = []
+    stopped_once = threading.Event()
+    stop = engine.stop
+
+    def stopped(container: ObservedContainer, stop_timeout: float | None) -> None:
+        stop(container, stop_timeout)
+        stopped_once.set()
+
+    engine.stop = stopped  # type: ignore[method-assign]
+
+    def lands() -> None:  # the start in place that was on its way lands after the stop
+        stopped_once.wait(5)
+        time.sleep(0.1)
+        c = next(c for c in engine.containers.values() if not c.running)
+        engine.start(c)
+        late.append(c.id)
+        under_way.clear()
+
+    engine.registry[TAG] = V3
+    threading.Thread(target=lands, daemon=True).start()
+    began = time.monotonic()
+    assert ctrl.check_updates() == ["app"]
+    assert time.monotonic() - began < 5.0
+    assert late and snaps.taken[-1] == (V2, V3, 0), "the late start stopped before the copy"
