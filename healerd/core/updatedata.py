@@ -281,8 +281,8 @@ class UpdateData:
         """Stop every running container of the service (healerd's own, by its labels),
         each after its pre_stop hooks and within its stop_grace_period, until none runs
         and nothing of the loop is under way for it (a pass, a start in place, begun
-        before the hold: waited for, `quiet` seconds at most, then looked at again).
-        Before, it always waited `quiet` (1 s) of an update's downtime."""
+        before the hold: waited for, `quiet` seconds at most, then looked at again;
+        nothing is waited for when nothing is under way: that is the update's downtime)."""
         grace = spec.stop_grace_period if spec is not None else None
         for _ in range(STOP_TRIES + 1):
             running = [c for c in self._engine.list_managed(key) if c.running]

@@ -312,8 +312,7 @@ class SnapshotStore:
                 )
             except FileNotFoundError:
                 return []
-        found = [s for name in services for s in self._of(name)]
-        return sorted(found, key=lambda s: (s.created, s.id), reverse=True)
+        return _newest([s for name in services for s in self._of(name)[0]])
 
     def before(self, service: str, to_digest: str) -> Snapshot | None:
         """The newest snapshot taken before `service`'s update to `to_digest`."""
@@ -325,8 +324,9 @@ class SnapshotStore:
         with _lock(self.root, check_service(service)):
             pending = restorejournal.read(self.root / service)  # its snapshot stays
             needed = pending.snapshot if pending is not None else ""
-            gone = [s.path for s in self.list(service)[max(keep, 0) :] if s.id != needed]
-            lost = [p for p in self._lost(service) if p.name != needed]
+            found, lost_all = self._of(service)
+            gone = [s.path for s in _newest(found)[max(keep, 0) :] if s.id != needed]
+            lost = [p for p in lost_all if p.name != needed]
             for path in gone + lost:
                 trash = path.with_name(f".gone-{path.name}")
                 path.rename(trash)  # no longer listed: deleted in the background
@@ -337,32 +337,24 @@ class SnapshotStore:
                 self._sweep(self.root / service)
         return [p.name for p in gone + lost]
 
-    def _lost(self, service: str) -> builtins.list[Path]:
-        """The snapshots of `service` a power cut caught before they were synced."""
-        lost = []
-        for path in sorted((self.root / service).glob("*")):
-            try:
-                if ID_RE.fullmatch(path.name):
-                    read(path, service, self._boot_id())
-            except Unsynced:
-                lost.append(path)
-            except (OSError, ValueError, KeyError, TypeError, SnapshotError):
-                pass  # not listed, and said where it is listed (a broken one is kept)
-        return lost
-
-    def _of(self, service: str) -> builtins.list[Snapshot]:
+    def _of(self, service: str) -> tuple[builtins.list[Snapshot], builtins.list[Path]]:
+        """The snapshots of `service` that can be used, and those a power cut caught
+        before they were synced (never used; the next prune removes them). One that
+        cannot be read is logged and left out."""
         home = self.root / service
         try:
             names = [p.name for p in home.iterdir() if ID_RE.fullmatch(p.name)]
         except (FileNotFoundError, NotADirectoryError):
-            return []
-        out = []
+            return [], []
+        out, lost = [], []
         for name in names:
             try:
                 out.append(read(home / name, service, self._boot_id()))
             except (OSError, ValueError, KeyError, TypeError, SnapshotError) as exc:
                 log.warning("snapshot %s of %s not listed: %s", name, service, exc)
-        return out
+                if isinstance(exc, Unsynced):
+                    lost.append(home / name)
+        return out, lost
 
     def _service_dir(self, service: str) -> Path:
         for path in (self.root, self.root / service):
@@ -378,6 +370,10 @@ class SnapshotStore:
         for p in home.iterdir():
             if p.name.startswith((".tmp-", ".gone-")):
                 self._removals.later(p, leftover=p.name.startswith(".tmp-"))
+
+
+def _newest(snapshots: list[Snapshot]) -> list[Snapshot]:
+    return sorted(snapshots, key=lambda s: (s.created, s.id), reverse=True)
 
 
 @contextlib.contextmanager
