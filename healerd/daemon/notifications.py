@@ -357,6 +357,11 @@ def output_tail(c: Watched, service: str, lines: int, spec: ServiceSpec | None) 
     return [mask_environment(line, spec) for line in text.splitlines()[-lines:]]
 
 
+# What a notice says of a service healerd never saw declared (declared and gone between
+# two of the notifier's looks): what of its text is secret is not known, so none is sent.
+WITHHELD = "(not shown: the service is no longer declared)"
+
+
 def masked_text(text: str, spec: ServiceSpec | None) -> str:
     """A text about a service (a state's reason, an event's message) as the API shows
     it (healerd.daemon.api.views): each value its declaration interpolated masked."""
@@ -381,34 +386,39 @@ def daemon_hooks(
     loop's output read from the engine, reasons masked as the API masks them, and a
     service's conditions forgotten once it is no longer declared."""
 
-    last: dict[str, ServiceSpec] = {}
+    seen: list[DesiredState] = []  # the declaration now and the one before it
 
     def spec_of(service: str) -> ServiceSpec | None:
-        """Its declaration, or the last one seen: a notice may come just after its
-        service went, and is masked (or muted) as the service was."""
-        spec = controller().desired.services.get(service)
-        if spec is not None:
-            last[service] = spec
-        return spec or last.get(service)
+        """Its declaration, or the one before (looked at every step): a notice may come
+        just after its service went, and is masked (or muted) as the service was."""
+        desired = controller().desired
+        if not seen or seen[0] is not desired:
+            seen[:] = [desired, *seen[:1]]
+        return next((d.services[service] for d in seen if service in d.services), None)
 
     def muted(service: str) -> bool:
         spec = spec_of(service)
         return spec is not None and not spec.notify
 
     def tail(service: str, lines: int) -> list[str]:
-        return output_tail(controller(), service, lines, spec_of(service))
+        spec = spec_of(service)
+        return [] if spec is None else output_tail(controller(), service, lines, spec)
 
     def masked(service: str, text: str) -> str:
-        return masked_text(text, spec_of(service))
+        spec = spec_of(service)
+        return WITHHELD if spec is None else masked_text(text, spec)
 
     def declared() -> Collection[str]:
-        return controller().desired.services.keys()
+        services = controller().desired.services
+        spec_of("")  # every declaration seen, for its services' last notices
+        return services.keys()
 
     return Hooks(targets, muted, tail, count, masked=masked, declared=declared)
 
 
 __all__ = [
     "TEST_URL_TARGET",
+    "WITHHELD",
     "AppriseSender",
     "Hooks",
     "Notifier",

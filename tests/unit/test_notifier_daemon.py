@@ -28,6 +28,7 @@ from healerd.daemon.metrics import LoopMetrics, Metrics
 from healerd.daemon.notifications import (
     GATHER,
     TEST_URL_TARGET,
+    WITHHELD,
     Hooks,
     Notifier,
     Watched,
@@ -328,3 +329,32 @@ def test_a_failed_send_is_counted_under_the_masked_name_in_the_metrics(tmp_path:
     assert f'healerd_notifications_total{{result="failed",target="{name}"}} 1.0' in text
     for secret in URL_SECRETS:
         assert secret not in text
+
+
+def test_a_reason_of_a_service_declared_and_gone_between_two_looks_is_withheld() -> None:
+    """Never seen declared by the notifier, its values are unknown: nothing of the text
+    is sent (nor its output), rather than the text unmasked."""
+    sender, clock = Sender(), Clock()
+    controller = Declared(desired())
+    n = wired(controller, [NotifyTarget("json://h/", "h")], sender, clock)
+    flush(n, clock)
+    controller.desired = desired(secret_spec())
+    n.offer(StateChange("db", PROG, CRASH, f"--requirepass {SECRET}", clock.t))
+    controller.desired = desired()  # declared and removed before the notifier's next step
+    flush(n, clock)
+    ((_, _, body),) = sender.sent
+    assert SECRET not in body and WITHHELD in body
+
+
+def test_a_reason_told_after_a_second_reload_of_a_seen_service_is_masked_or_withheld() -> None:
+    sender, clock = Sender(), Clock()
+    controller = Declared(desired(secret_spec()))
+    n = wired(controller, [NotifyTarget("json://h/", "h")], sender, clock)
+    flush(n, clock)  # seen declared
+    controller.desired = desired(spec("other"))
+    flush(n, clock)
+    n.offer(StateChange("db", PROG, CRASH, f"--requirepass {SECRET}", clock.t))
+    controller.desired = desired(spec("third"))
+    flush(n, clock)
+    ((_, _, body),) = sender.sent
+    assert SECRET not in body
