@@ -66,7 +66,8 @@ class ImageWork:
         snaps = SnapshotStore.at(state)
         updates.data.snapshots = DaemonSnapshots(snaps, engine, docker_host(settings()))
         # Restores a restart cut short: held now, before the loop may start them.
-        self.interrupted = Interrupted(snaps, updates.data, controller.events)
+        self.engine_ours = threading.Event()  # set by the daemon once the engine is its own
+        self.interrupted = Interrupted(snaps, updates.data, controller.events, self.engine_ours)
         self.gc = ImageCollector(
             engine,
             clock,

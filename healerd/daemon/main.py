@@ -202,6 +202,7 @@ class Daemon:
         taken = self.handoff.take_back()
         if taken is not None:
             log.info("took back the engine's restart policy from %d container(s)", taken)
+        self.images.engine_ours.set()
 
     def _hand_off(self) -> None:
         """At a clean stop of a healerd that had the engine (see core/handoff.py)."""

@@ -3,8 +3,9 @@ in the middle), found at its next start in their journals (healerd.daemon.restor
 
 Each such service is held when the daemon is built, before the loop may start anything
 of it ("finishing the restore of its volumes from snapshot ID, interrupted by a restart
-of healerd"). Then, in a thread of its own, once the engine answers: its containers are
-stopped (someone may have started them meanwhile), the restore is finished from its
+of healerd"). Then, in a thread of its own, once the engine answers and is this
+healerd's (its ID locked: another healerd may manage it by another address), its
+containers are stopped (someone may have started them meanwhile), the restore is finished from its
 snapshot (the moves completed, the half copies deleted and made again from scratch,
 synced), what the volumes held before is deleted, and the hold ends; the log and an
 `image-rollback` event say so. A snapshot that cannot be used any more (gone, or not on
@@ -29,6 +30,8 @@ from healerd.daemon.volumecopy import SnapshotError, real_dir
 from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.snapshots")
+# How often the finishing thread looks whether healerd may act on the engine yet.
+GUARD_WAIT = 0.5
 
 
 def finish(store: SnapshotStore, journal: Journal) -> str:
@@ -112,8 +115,21 @@ class Interrupted:
     """The restores found unfinished when the daemon is built: their services held at
     once, then finished by `run` (in the thread `threads` gives)."""
 
-    def __init__(self, store: SnapshotStore, data: UpdateData, events: EventLog) -> None:
+    def __init__(
+        self,
+        store: SnapshotStore,
+        data: UpdateData,
+        events: EventLog,
+        engine_ours: threading.Event | None = None,
+    ) -> None:
+        """`engine_ours`: set once this healerd holds the engine (its ID locked, the loop's
+        guard passed); until then nothing is stopped nor copied: another healerd may be
+        the one that manages it. None: at once (tests)."""
         self._store, self._data, self._events = store, data, events
+        if engine_ours is None:
+            engine_ours = threading.Event()
+            engine_ours.set()
+        self._engine_ours = engine_ours
         self.found = restorejournal.unfinished(store.root)
         self._holds = {j.service: data.hold(j.service, j.held()) for j in self.found}
         for journal in self.found:
@@ -130,6 +146,9 @@ class Interrupted:
         ]
 
     def run(self, stop: threading.Event) -> None:
+        while not self._engine_ours.wait(GUARD_WAIT):
+            if stop.is_set():
+                return
         for journal in self.found:
             if journal.state != FAILED and not stop.is_set():
                 self._data.finish_interrupted(

@@ -27,7 +27,7 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.events import EventLog
 from healerd.core.updatedata import UpdateData
 from healerd.core.wiring import build_loop
-from healerd.daemon import restorejournal, volumecopy
+from healerd.daemon import restorejournal, restorestart, volumecopy
 from healerd.daemon.restorejournal import JOURNAL
 from healerd.daemon.restorestart import Interrupted
 from healerd.daemon.snapshots import Snapshot, SnapshotError, SnapshotStore, cp_a
@@ -479,3 +479,43 @@ def test_each_holder_releases_only_its_own_hold() -> None:
     assert data.holds("app", rollback)
     data.release("app", rollback)
     assert data.held("app") == ""
+
+
+def test_nothing_is_stopped_or_copied_until_the_engine_is_this_healerd_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another healerd may manage the engine (reached by another address): until this one
+    holds the engine's ID lock, the finishing thread touches neither containers nor data."""
+    s = Setup(tmp_path)
+    s.restore_dies_mid_copy()
+    half = tree(s.data)
+    engine = FakeEngine(allow=LOOP_CALLS)
+    data, events = holder(engine)
+    ours = threading.Event()
+    monkeypatch.setattr(restorestart, "GUARD_WAIT", 0.01)
+    start = Interrupted(SnapshotStore(s.root, sync=no_sync), data, events, ours)
+    stop = threading.Event()
+    [thread] = start.threads(stop)
+    thread.start()
+    thread.join(0.3)
+    assert thread.is_alive() and tree(s.data) == half and s.journal.exists()
+    assert engine.calls == [], "no call to the engine either"
+    ours.set()
+    thread.join(10)
+    assert tree(s.data) == s.before and not data.held("db")
+
+
+def test_a_stop_ends_a_finishing_thread_still_waiting_for_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = Setup(tmp_path)
+    s.restore_dies_mid_copy()
+    data, events = holder()
+    monkeypatch.setattr(restorestart, "GUARD_WAIT", 0.01)
+    start = Interrupted(SnapshotStore(s.root, sync=no_sync), data, events, threading.Event())
+    stop = threading.Event()
+    [thread] = start.threads(stop)
+    thread.start()
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive() and s.journal.exists() and data.held("db")
