@@ -1,5 +1,5 @@
 """Run the benchmarks (from the repo): `python -m bench.run [all|heal|fleet|scale|reload|
-restart|slowpull|autoupdate|notify|snapshot|updatedowntime|engines]`.
+restart|slowpull|autoupdate|notify|snapshot|updatedowntime|rmfloor|engines]`.
 
 Writes bench/results.json (the suites run replace theirs; the others' stay, each with
 the date and commit it ran on) and prints the figures with their ratios and goals.
@@ -22,6 +22,7 @@ from bench import (
     heal,
     notify,
     restart,
+    rm_floor,
     slow_pull,
     snapshot,
     update_downtime,
@@ -39,6 +40,7 @@ SUITES: dict[str, Callable[[], dict[str, Any]]] = {
     "notify": notify.run,
     "snapshot": snapshot.run,
     "updatedowntime": update_downtime.run,
+    "rmfloor": rm_floor.run,
 }
 # Suites that start their engines themselves (one per engine kind): not part of "all".
 OWN_ENGINES: dict[str, Callable[[], dict[str, Any]]] = {"engines": engines.run}

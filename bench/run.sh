@@ -2,7 +2,7 @@
 # The benchmark suite from a clean checkout, as root on Debian 12:
 #   bash bench/run.sh            # all of them (about 15 minutes)
 #   bash bench/run.sh heal       # or one of: heal fleet scale reload restart slowpull
-#                                # autoupdate notify snapshot updatedowntime
+#                                # autoupdate notify snapshot updatedowntime rmfloor
 #   bash bench/run.sh engines    # heal after kill per engine (docker 20.10, 26.1, podman)
 # Installs what is missing (docker.io, busybox-static, Debian's docker-compose for the
 # compose reference, the venv), runs everything on a private dockerd that it removes at
