@@ -146,6 +146,7 @@ class SnapshotStore:
         self._sync = sync
         self._clock = clock
         self._removals = removals
+        self._told: set[tuple[str, str, str]] = set()  # unreadable snapshots warned of
 
     @classmethod
     def at(cls, state_dir: Path) -> SnapshotStore:
@@ -351,7 +352,10 @@ class SnapshotStore:
             try:
                 out.append(read(home / name, service, self._boot_id()))
             except (OSError, ValueError, KeyError, TypeError, SnapshotError) as exc:
-                log.warning("snapshot %s of %s not listed: %s", name, service, exc)
+                told = (service, name, str(exc))  # once (each healerctl snapshots lists)
+                level = logging.DEBUG if told in self._told else logging.WARNING
+                self._told.add(told)
+                log.log(level, "snapshot %s of %s not listed: %s", name, service, exc)
                 if isinstance(exc, Unsynced):
                     lost.append(home / name)
         return out, lost

@@ -5,6 +5,7 @@ empty by a failed restore, never a copy that does not fit."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -196,6 +197,19 @@ def test_a_broken_manifest_is_left_out(tmp_path: Path, store: SnapshotStore) -> 
     good = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
     (snap.path / MANIFEST).write_text("{not json")
     assert store.list() == [good]
+
+
+def test_a_broken_snapshot_is_warned_about_once_not_at_every_list(
+    tmp_path: Path, store: SnapshotStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = volume(tmp_path / "vol" / "_data")
+    snap = store.take("db", {"v": str(data)}, from_digest=FROM, to_digest=TO)
+    (snap.path / MANIFEST).write_text("{not json")
+    with caplog.at_level(logging.DEBUG, logger="healerd.snapshots"):
+        for _ in range(3):
+            assert store.list() == []
+    said = [r for r in caplog.records if "not listed" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
 
 
 @pytest.mark.parametrize("service", ["../etc", "a/b", ".hidden", "", "x" * 51])
