@@ -67,7 +67,13 @@ class ImageWork:
         updates.data.snapshots = DaemonSnapshots(snaps, engine, docker_host(settings()))
         # Restores a restart cut short: held now, before the loop may start them.
         self.engine_ours = threading.Event()  # set by the daemon once the engine is its own
-        self.interrupted = Interrupted(snaps, updates.data, controller.events, self.engine_ours)
+        self.interrupted = Interrupted(
+            snaps,
+            updates.data,
+            controller.events,
+            self.engine_ours,
+            spec_of=lambda service: controller.desired.services.get(service),
+        )
         self.gc = ImageCollector(
             engine,
             clock,

@@ -5,7 +5,8 @@ Each such service is held when the daemon is built, before the loop may start an
 of it ("finishing the restore of its volumes from snapshot ID, interrupted by a restart
 of healerd"). Then, in a thread of its own, once the engine answers and is this
 healerd's (its ID locked: another healerd may manage it by another address), its
-containers are stopped (someone may have started them meanwhile), the restore is finished from its
+containers are stopped (someone may have started them meanwhile; after their pre_stop
+hooks, within their grace, as the declaration says now), the restore is finished from its
 snapshot (the moves completed, the half copies deleted and made again from scratch,
 synced), what the volumes held before is deleted, and the hold ends; the log and an
 `image-rollback` event say so. A snapshot that cannot be used any more (gone, or not on
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from functools import partial
 
 from healerd.core.events import EventLog
@@ -27,6 +29,7 @@ from healerd.daemon import restorejournal
 from healerd.daemon.restorejournal import FAILED, RESTORING, Journal
 from healerd.daemon.snapshots import Snapshot, SnapshotStore
 from healerd.daemon.volumecopy import SnapshotError, real_dir
+from healerd.model import ServiceSpec
 from healerd.vocabulary import EventKind
 
 log = logging.getLogger("healerd.snapshots")
@@ -121,11 +124,14 @@ class Interrupted:
         data: UpdateData,
         events: EventLog,
         engine_ours: threading.Event | None = None,
+        spec_of: Callable[[str], ServiceSpec | None] = lambda _service: None,
     ) -> None:
         """`engine_ours`: set once this healerd holds the engine (its ID locked, the loop's
         guard passed); until then nothing is stopped nor copied: another healerd may be
-        the one that manages it. None: at once (tests)."""
+        the one that manages it. None: at once (tests). `spec_of`: a service's
+        declaration now (its pre_stop hooks and grace for the stop before the copy)."""
         self._store, self._data, self._events = store, data, events
+        self._spec_of = spec_of
         if engine_ours is None:
             engine_ours = threading.Event()
             engine_ours.set()
@@ -157,6 +163,7 @@ class Interrupted:
                     partial(self._finish, journal),
                     partial(self._told, journal.service),
                     stop,
+                    self._spec_of(journal.service),
                 )
 
     def _finish(self, journal: Journal) -> str:

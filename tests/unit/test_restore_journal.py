@@ -32,6 +32,7 @@ from healerd.daemon.restorejournal import JOURNAL
 from healerd.daemon.restorestart import Interrupted
 from healerd.daemon.snapshots import Snapshot, SnapshotError, SnapshotStore, cp_a
 from healerd.daemon.volumecopy import REMOVALS, Removals
+from healerd.model import Hook, ObservedContainer
 from healerd.vocabulary import EventKind
 from tests.unit.harness.builders import spec
 from tests.unit.harness.daemon import daemon
@@ -519,3 +520,38 @@ def test_a_stop_ends_a_finishing_thread_still_waiting_for_the_engine(
     stop.set()
     thread.join(5)
     assert not thread.is_alive() and s.journal.exists() and data.held("db")
+
+
+def test_the_stop_before_a_finished_restore_runs_the_pre_stop_hooks_within_the_grace(
+    tmp_path: Path,
+) -> None:
+    """Someone started the service while healerd was down: the stop before its restore is
+    finished is a stop of healerd's like any other (its declaration is known by then)."""
+    s = Setup(tmp_path)
+    checkpoint = Hook(("checkpoint",))
+    db = spec("db", 1, "img:1", pre_stop=(checkpoint,), stop_grace_period=7.0)
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=LOOP_CALLS | {"exec_hook"})
+    ctrl: Controller = build_loop(engine, clock, LoopSettings(workers=2))
+    ctrl.set_desired(desired(db))
+    drive(ctrl, clock)
+    [c] = engine.running("db")
+    s.restore_dies_mid_copy()
+    ctrl.updates.data.quiet = 0.0
+    graces: list[float | None] = []
+    stop_call = engine.stop
+
+    def stopped(container: ObservedContainer, stop_timeout: float | None) -> None:
+        graces.append(stop_timeout)
+        stop_call(container, stop_timeout)
+
+    engine.stop = stopped  # type: ignore[method-assign]
+    Interrupted(
+        SnapshotStore(s.root, sync=no_sync),
+        ctrl.updates.data,
+        ctrl.events,
+        spec_of=lambda service: ctrl.desired.services.get(service),
+    ).run(threading.Event())
+    assert [cid for cid, hook, _ in engine.hooks_run if hook == checkpoint] == [c.id]
+    assert graces == [7.0] and engine.running("db") == []
+    assert tree(s.data) == s.before
