@@ -194,7 +194,8 @@ class Notifier:
         if self._hooks.declared is not None:
             self._book.keep_only(self._hooks.declared())
         found += self._book.tick(self._wall())
-        found = [self._masked(n) for n in found]
+        # Muted and masked as the service is declared now (or was just before it went).
+        found = [self._masked(n) for n in found if not (n.service and self._hooks.muted(n.service))]
         now = self._mono()
         if found:
             if not self._gathered:
@@ -223,7 +224,6 @@ class Notifier:
 
     def _post(self, notices: list[Notice]) -> None:
         """One message per target of what it wants of `notices`."""
-        notices = [n for n in notices if not (n.service and self._hooks.muted(n.service))]
         tails = {n.service: self._tail(n.service) for n in notices if n.tail and n.service}
         for target in self._hooks.targets():
             mine = [n for n in notices if target.wants(n.kind, n.service)]
@@ -392,8 +392,13 @@ def daemon_hooks(
         """Its declaration, or the one before (looked at every step): a notice may come
         just after its service went, and is masked (or muted) as the service was."""
         desired = controller().desired
-        if not seen or seen[0] is not desired:
-            seen[:] = [desired, *seen[:1]]
+        if not seen:
+            seen.append(desired)
+        elif seen[0] is not desired:
+            if seen[0].services != desired.services:
+                seen[:] = [desired, seen[0]]
+            else:
+                seen[0] = desired  # a resync's or a repin's copy: no news
         return next((d.services[service] for d in seen if service in d.services), None)
 
     def muted(service: str) -> bool:

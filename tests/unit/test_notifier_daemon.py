@@ -346,7 +346,8 @@ def test_a_reason_of_a_service_declared_and_gone_between_two_looks_is_withheld()
     assert SECRET not in body and WITHHELD in body
 
 
-def test_a_reason_told_after_a_second_reload_of_a_seen_service_is_masked_or_withheld() -> None:
+def test_a_reason_told_two_declarations_after_its_service_went_is_withheld() -> None:
+    """The declaration before the current one is kept, not every one ever seen."""
     sender, clock = Sender(), Clock()
     controller = Declared(desired(secret_spec()))
     n = wired(controller, [NotifyTarget("json://h/", "h")], sender, clock)
@@ -357,4 +358,21 @@ def test_a_reason_told_after_a_second_reload_of_a_seen_service_is_masked_or_with
     controller.desired = desired(spec("third"))
     flush(n, clock)
     ((_, _, body),) = sender.sent
-    assert SECRET not in body
+    assert SECRET not in body and WITHHELD in body
+
+
+def test_a_removed_quiet_service_stays_muted_across_a_resync_in_the_gather() -> None:
+    """A resync (or a repin) makes a new declaration object of the same services: no
+    news, so the removed service's declaration is still the one before."""
+    quiet = spec("quiet", notify=False)
+    sender, clock = Sender(), Clock()
+    controller = Declared(desired(quiet))
+    n = wired(controller, [NotifyTarget("json://h/", "h")], sender, clock)
+    flush(n, clock)
+    controller.desired = desired()  # removed
+    n.offer(StateChange("quiet", CRASH, ServiceState.FAILED, "exit code 1", clock.t))
+    n.step(0)
+    controller.desired = desired()  # a resync's copy, within the gather
+    clock.t += GATHER
+    n.step(0)
+    assert sender.sent == []
