@@ -204,21 +204,23 @@ class UpdateData:
         work: Callable[[], str],
         then: Callable[[str], None],
         stop: threading.Event,
-        spec: ServiceSpec | None = None,
+        spec: Callable[[], ServiceSpec | None] = lambda: None,
     ) -> None:
         """At healerd's start, in the caller's thread: `key` is held by `hold` (since
         before the loop ran) for a restore that a restart cut short; once the engine
         answers, its containers are stopped (someone may have started them meanwhile:
-        after the pre_stop hooks and within the stop_grace_period of `spec`, its
-        declaration now, if any) and `work` finishes the restore, as restore_later's
+        after the pre_stop hooks and within the stop_grace_period of `spec()`, its
+        declaration at that moment, if any) and `work` finishes the restore, as restore_later's
         thread does (released, or held with the reason), then `then` is told. Nothing
         while the engine is away: it waits."""
         said = False
+        current: ServiceSpec | None = None
         while not stop.is_set():
             if not self.holds(key, hold):
                 return  # healerctl resume gave the restore up meanwhile: nothing to stop
             try:
-                self._stop_all(key, spec)
+                current = spec()
+                self._stop_all(key, current)
                 break
             except EngineError as exc:
                 if not said:
@@ -229,7 +231,7 @@ class UpdateData:
                 break  # said by the restore itself, which tries again
         else:
             return
-        self._restore(key, hold, spec, work, then)
+        self._restore(key, hold, current, work, then)
 
     def _restore(
         self,

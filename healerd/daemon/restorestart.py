@@ -163,7 +163,7 @@ class Interrupted:
                     partial(self._finish, journal),
                     partial(self._told, journal.service),
                     stop,
-                    self._spec_of(journal.service),
+                    partial(self._spec_of, journal.service),
                 )
 
     def _finish(self, journal: Journal) -> str:

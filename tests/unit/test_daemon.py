@@ -144,10 +144,15 @@ def test_a_second_daemon_on_the_same_engine_identity_stops_before_acting(tmp_pat
     with pytest.raises(EngineError, match="already manages the engine fake-engine-id"):
         second.guard_engine()
     assert second.exit_code == 3 and second._stop_requested
-    # Through the loop: the refused daemon never lists, so never acts.
+    # Through the loop: the refused daemon never lists, so never acts; nor may it finish
+    # a restore a restart cut short (healerd.daemon.restorestart): the gate stays shut.
     second.controller.enqueue_all(force=True)
     second.controller.process_once()
     assert "list" not in engine.calls
+    assert not second.images.engine_ours.is_set()
+    first.controller.enqueue_all(force=True)
+    first.controller.process_once()
+    assert first.images.engine_ours.is_set(), "opened by the first look's guard"
     # While the engine is away the check waits for it, and nothing is locked.
     (tmp_path / "other").mkdir()
     _, down = daemon(tmp_path / "other")
