@@ -127,8 +127,10 @@ class Interrupted:
         spec_of: Callable[[str], ServiceSpec | None] = lambda _service: None,
     ) -> None:
         """`engine_ours`: set once this healerd holds the engine (its ID locked, the loop's
-        guard passed); until then nothing is stopped nor copied: another healerd may be
-        the one that manages it. None: at once (tests). `spec_of`: a service's
+        guard passed); until then the finishing thread stops and copies nothing: another
+        healerd may be the one that manages it (a `healerctl resume` meanwhile still puts
+        the volumes back at once, as `resumed` says). None: at once (tests). `spec_of`: a
+        service's
         declaration now (its pre_stop hooks and grace for the stop before the copy)."""
         self._store, self._data, self._events = store, data, events
         self._spec_of = spec_of
