@@ -32,7 +32,7 @@ from healerd.daemon.restorejournal import JOURNAL
 from healerd.daemon.restorestart import Interrupted
 from healerd.daemon.snapshots import Snapshot, SnapshotError, SnapshotStore, cp_a
 from healerd.daemon.volumecopy import REMOVALS, Removals
-from healerd.model import Hook, ObservedContainer
+from healerd.model import Hook
 from healerd.vocabulary import EventKind
 from tests.unit.harness.builders import spec
 from tests.unit.harness.daemon import daemon
@@ -538,14 +538,7 @@ def test_the_stop_before_a_finished_restore_runs_the_pre_stop_hooks_within_the_g
     [c] = engine.running("db")
     s.restore_dies_mid_copy()
     ctrl.updates.data.quiet = 0.0
-    graces: list[float | None] = []
-    stop_call = engine.stop
-
-    def stopped(container: ObservedContainer, stop_timeout: float | None) -> None:
-        graces.append(stop_timeout)
-        stop_call(container, stop_timeout)
-
-    engine.stop = stopped  # type: ignore[method-assign]
+    engine.stop_timeouts.clear()
     Interrupted(
         SnapshotStore(s.root, sync=no_sync),
         ctrl.updates.data,
@@ -553,5 +546,5 @@ def test_the_stop_before_a_finished_restore_runs_the_pre_stop_hooks_within_the_g
         spec_of=lambda service: ctrl.desired.services.get(service),
     ).run(threading.Event())
     assert [cid for cid, hook, _ in engine.hooks_run if hook == checkpoint] == [c.id]
-    assert graces == [7.0] and engine.running("db") == []
+    assert engine.stop_timeouts == [7.0] and engine.running("db") == []
     assert tree(s.data) == s.before

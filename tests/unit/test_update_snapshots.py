@@ -154,14 +154,7 @@ def test_the_stops_for_a_snapshot_and_a_restore_run_the_pre_stop_hooks_first() -
     ctrl.set_desired(desired(app))
     drive(ctrl, clock)
     v1 = {c.id for c in engine.containers.values() if c.running}
-    graces: list[float | None] = []
-    stop = engine.stop
-
-    def stopped(container: ObservedContainer, stop_timeout: float | None) -> None:
-        graces.append(stop_timeout)
-        stop(container, stop_timeout)
-
-    engine.stop = stopped  # type: ignore[method-assign]
+    engine.stop_timeouts.clear()
     engine.registry[TAG] = V2
     assert ctrl.check_updates() == ["app"]
     assert snaps.taken == [(V1, V2, 0)]
@@ -173,7 +166,7 @@ def test_the_stops_for_a_snapshot_and_a_restore_run_the_pre_stop_hooks_first() -
     restores_done()
     assert snaps.restored == [(V2, 0)]
     assert {cid for cid, hook, _ in engine.hooks_run if hook == checkpoint} == v2
-    assert graces and set(graces) == {7.0}
+    assert engine.stop_timeouts and set(engine.stop_timeouts) == {7.0}
 
 
 def test_the_stop_for_a_snapshot_waits_only_for_what_is_under_way() -> None:

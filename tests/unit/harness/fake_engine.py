@@ -176,6 +176,7 @@ class FakeEngine:
         # ends, by its command's first word (else exit 0, no output); `on_hook` is
         # called with each run's container id and hook before it ends (a test's probe).
         self.hooks_run: list[tuple[str, Hook, float]] = []
+        self.stop_timeouts: list[float | None] = []  # each stop's grace, in order
         self.hook_answers: dict[str, HookRun] = {}
         self.on_hook: Callable[[str, Hook], None] | None = None
         # The event stream: every event so far, in order (`watch` delivers them).
@@ -385,6 +386,7 @@ class FakeEngine:
     def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
         self._allowed("stop", container.name)
         self.calls.append("stop")
+        self.stop_timeouts.append(stop_timeout)
         self._check()
         c = self.containers.get(container.id)
         if c is not None and c.state in (ContainerState.RUNNING, ContainerState.PAUSED):
