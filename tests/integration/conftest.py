@@ -40,6 +40,10 @@ def dockerd() -> Iterator[PrivateDockerd]:
     # engines left behind by runs that died are stopped first.
     engines.reap_stale(PRIVATE_ROOT)
     d = engines.private_engine(PRIVATE_ROOT / f"run-{os.getpid()}")
+    # A dockerd gives a pull up after two tries, not five: 5 s of its own retries before
+    # healerd's backoff takes over, not 50 (test_pull_faults); one retry still resumes a
+    # cut layer. (Podman's service takes no such flag.)
+    d.extra_args.append("--max-download-attempts=2")
     d.start()
     yield d
     d.teardown()
