@@ -24,7 +24,7 @@ from collections.abc import Callable
 from functools import partial
 
 from healerd.core.events import EventLog
-from healerd.core.updatedata import SnapshotFailed, UpdateData
+from healerd.core.updatedata import Hold, SnapshotFailed, UpdateData
 from healerd.daemon import restorejournal
 from healerd.daemon.restorejournal import FAILED, RESTORING, Journal
 from healerd.daemon.snapshots import Snapshot, SnapshotStore
@@ -35,6 +35,7 @@ from healerd.vocabulary import EventKind
 log = logging.getLogger("healerd.snapshots")
 # How often the finishing thread looks whether healerd may act on the engine yet.
 GUARD_WAIT = 0.5
+RESUME_WAITS = "resumed by the operator: its volumes are put back once healerd holds the engine"
 
 
 def finish(store: SnapshotStore, journal: Journal) -> str:
@@ -127,11 +128,10 @@ class Interrupted:
         spec_of: Callable[[str], ServiceSpec | None] = lambda _service: None,
     ) -> None:
         """`engine_ours`: set once this healerd holds the engine (its ID locked, the loop's
-        guard passed); until then the finishing thread stops and copies nothing: another
-        healerd may be the one that manages it (a `healerctl resume` meanwhile still puts
-        the volumes back at once, as `resumed` says). None: at once (tests). `spec_of`: a
-        service's
-        declaration now (its pre_stop hooks and grace for the stop before the copy)."""
+        guard passed); until then nothing is stopped nor moved nor copied (a `healerctl
+        resume` meanwhile is carried out then): another healerd may be the one that
+        manages it. None: at once (tests). `spec_of`: a service's declaration now (its
+        pre_stop hooks and grace for the stop before the copy)."""
         self._store, self._data, self._events = store, data, events
         self._spec_of = spec_of
         if engine_ours is None:
@@ -142,7 +142,21 @@ class Interrupted:
         self._holds = {j.service: data.hold(j.service, j.held()) for j in self.found}
         for journal in self.found:
             log.warning("%s: held: %s", journal.service, journal.held())
-        data.on_resume = partial(resumed, store)
+        # A failed restore's resume only removes its journal; an unfinished one's moves data.
+        self._unfinished = {j.service for j in self.found if j.state != FAILED}
+        self._gate = threading.Lock()
+        self._early: dict[str, Hold] = {}  # resumed before the engine was this healerd's
+        data.on_resume = self._on_resume
+
+    def _on_resume(self, service: str) -> None:
+        """healerctl resume (every hold of `service` ended): its journal goes now, or, if
+        this healerd does not hold the engine yet, once it does, the service held till
+        then so that the loop starts nothing on volumes about to be put back."""
+        with self._gate:
+            if not self._engine_ours.is_set() and service in self._unfinished:
+                self._early[service] = self._data.hold(service, RESUME_WAITS)
+                return
+        resumed(self._store, service)
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
         if not any(j.state != FAILED for j in self.found):
@@ -157,6 +171,11 @@ class Interrupted:
         while not self._engine_ours.wait(GUARD_WAIT):
             if stop.is_set():
                 return
+        with self._gate:
+            early, self._early = self._early, {}
+        for service, hold in early.items():
+            resumed(self._store, service)
+            self._data.release(service, hold)
         for journal in self.found:
             if journal.state != FAILED and not stop.is_set():
                 self._data.finish_interrupted(

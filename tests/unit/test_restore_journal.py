@@ -548,3 +548,29 @@ def test_the_stop_before_a_finished_restore_runs_the_pre_stop_hooks_within_the_g
     assert [cid for cid, hook, _ in engine.hooks_run if hook == checkpoint] == [c.id]
     assert engine.stop_timeouts == [7.0] and engine.running("db") == []
     assert tree(s.data) == s.before
+
+
+def test_a_resume_before_the_engine_is_this_healerd_s_is_carried_out_once_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """healerctl resume gives an unfinished restore up, which moves the volumes' data
+    back: not while another healerd may manage the engine. The service stays held (the
+    loop starts nothing) until this healerd holds the engine; then the data is put back
+    and the service released."""
+    s = Setup(tmp_path)
+    s.restore_dies_mid_copy()
+    half = tree(s.data)
+    data, events = holder()
+    ours = threading.Event()
+    monkeypatch.setattr(restorestart, "GUARD_WAIT", 0.01)
+    start = Interrupted(SnapshotStore(s.root, sync=no_sync), data, events, ours)
+    stop = threading.Event()
+    [thread] = start.threads(stop)
+    thread.start()
+    assert data.release_all("db")  # healerctl resume
+    assert tree(s.data) == half and s.journal.exists()
+    assert data.held("db") == restorestart.RESUME_WAITS
+    ours.set()
+    thread.join(10)
+    assert tree(s.data) == s.replaced, "what it held before the restore, all of it, back"
+    assert not s.journal.exists() and not data.held("db")
