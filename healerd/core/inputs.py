@@ -171,6 +171,9 @@ class Inputs:
             self._events.record(EventKind.RESUMED, service, f"resume deferred: {why}")
             return why
         held = self._updates.data.release_all(service)
+        if still := self._updates.data.held(service):  # an interrupted restore's give-up
+            self._events.record(EventKind.RESUMED, service, f"resume deferred: {still}")
+            return f"{service}: {still}"
         why = " (its update's hold ended: it runs on its volumes as they are)" if held else ""
         self._events.record(EventKind.RESUMED, service, f"resumed by operator{why}")
         self._queue.add(service, force=True)

@@ -80,26 +80,26 @@ def _usable(store: SnapshotStore, journal: Journal) -> Snapshot:
         raise SnapshotError(why) from None
 
 
-def resumed(store: SnapshotStore, service: str) -> None:
+def resumed(store: SnapshotStore, service: str) -> bool:
     """healerctl resume: the service runs on its volumes as they are, and the journal of
     its restore goes; what a volume held before, wherever it still is, stays (said). Not
-    while a restore runs: that one ends its own journal."""
+    while a restore runs: that one ends its own journal. False when a journal stays."""
     try:
         lock = store.lock(service)
     except SnapshotError:
-        return  # no service name of the store's
+        return True  # no service name of the store's: no journal
     if not lock.acquire(blocking=False):
-        return
+        return False
     try:
         journal = restorejournal.read(store.root / service)
         if journal is None:
-            return
+            return True
         # A restore cut short (its copy failed and could not be undone, or it waits for
         # the engine): each volume gets back what it held before, never a mix.
         if journal.state == restorejournal.RESTORING and not restorejournal.undo(
             journal, "given up by healerctl resume"
         ):
-            return  # said by undo; the journal stays: the next start finishes it
+            return False  # said by undo; the journal stays: the next start finishes it
         journal.remove()
         kept = journal.asides()
         log.warning(
@@ -111,6 +111,7 @@ def resumed(store: SnapshotStore, service: str) -> None:
             if kept
             else "",
         )
+        return True
     finally:
         lock.release()
 
@@ -156,7 +157,7 @@ class Interrupted:
             if not self._engine_ours.is_set() and service in self._unfinished:
                 self._early[service] = self._data.hold(service, RESUME_WAITS)
                 return
-        resumed(self._store, service)
+        resumed(self._store, service)  # a journal that stays is said by resumed
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
         if not any(j.state != FAILED for j in self.found):
@@ -173,28 +174,41 @@ class Interrupted:
                 return
         with self._gate:
             early, self._early = self._early, {}
-        for service, hold in early.items():
-            resumed(self._store, service)
-            self._data.release(service, hold)
-        for journal in self.found:
-            if journal.state != FAILED and not stop.is_set():
+        # A resume given before then: given up as a restore is finished (its containers
+        # stopped first, held until the data is back, a second resume deferred meanwhile).
+        work = [(s, h, partial(self._give_up, s), EventKind.RESUMED) for s, h in early.items()]
+        work += [
+            (j.service, self._holds[j.service], partial(self._finish, j), EventKind.IMAGE_ROLLBACK)
+            for j in self.found
+            if j.state != FAILED
+        ]
+        for service, hold, do, kind in work:
+            if not stop.is_set():
                 self._data.finish_interrupted(
-                    journal.service,
-                    self._holds[journal.service],
-                    partial(self._finish, journal),
-                    partial(self._told, journal.service),
+                    service,
+                    hold,
+                    do,
+                    partial(self._told, kind, service),
                     stop,
-                    partial(self._spec_of, journal.service),
+                    partial(self._spec_of, service),
                 )
+
+    def _told(self, kind: EventKind, service: str, what: str) -> None:
+        self._events.record(kind, service, what)
+
+    def _give_up(self, service: str) -> str:
+        if not resumed(self._store, service):
+            raise SnapshotFailed("giving its interrupted restore up failed (see the log)")
+        return (
+            "resumed by the operator: the interrupted restore is given up, its volumes "
+            "hold what they held before it"
+        )
 
     def _finish(self, journal: Journal) -> str:
         try:
             return finish(self._store, journal)
         except SnapshotError as exc:
             raise SnapshotFailed(str(exc)) from None
-
-    def _told(self, service: str, what: str) -> None:
-        self._events.record(EventKind.IMAGE_ROLLBACK, service, what)
 
 
 __all__ = ["Interrupted", "finish", "resumed"]

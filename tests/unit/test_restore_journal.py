@@ -554,23 +554,41 @@ def test_a_resume_before_the_engine_is_this_healerd_s_is_carried_out_once_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """healerctl resume gives an unfinished restore up, which moves the volumes' data
-    back: not while another healerd may manage the engine. The service stays held (the
-    loop starts nothing) until this healerd holds the engine; then the data is put back
-    and the service released."""
+    back: not while another healerd may manage the engine. The operator is told so, the
+    service stays held (the loop starts nothing) until this healerd holds the engine;
+    then what someone started meanwhile is stopped (its pre_stop hooks first), the data
+    put back, and the service released."""
     s = Setup(tmp_path)
+    checkpoint = Hook(("checkpoint",))
+    db = spec("db", 1, "img:1", pre_stop=(checkpoint,))
+    clock = FakeClock()
+    engine = FakeEngine(clock, allow=LOOP_CALLS | {"exec_hook"})
+    ctrl: Controller = build_loop(engine, clock, LoopSettings(workers=2))
+    ctrl.set_desired(desired(db))
+    drive(ctrl, clock)
+    [c] = engine.running("db")  # started by someone while healerd was down
     s.restore_dies_mid_copy()
     half = tree(s.data)
-    data, events = holder()
+    ctrl.updates.data.quiet = 0.0
     ours = threading.Event()
     monkeypatch.setattr(restorestart, "GUARD_WAIT", 0.01)
-    start = Interrupted(SnapshotStore(s.root, sync=no_sync), data, events, ours)
+    start = Interrupted(
+        SnapshotStore(s.root, sync=no_sync),
+        ctrl.updates.data,
+        ctrl.events,
+        ours,
+        spec_of=lambda service: ctrl.desired.services.get(service),
+    )
     stop = threading.Event()
     [thread] = start.threads(stop)
     thread.start()
-    assert data.release_all("db")  # healerctl resume
-    assert tree(s.data) == half and s.journal.exists()
-    assert data.held("db") == restorestart.RESUME_WAITS
+    told = ctrl.resume("db")
+    assert told == f"db: {restorestart.RESUME_WAITS}"
+    assert tree(s.data) == half and s.journal.exists() and engine.running("db") == [c]
+    assert ctrl.updates.data.held("db") == restorestart.RESUME_WAITS
     ours.set()
     thread.join(10)
+    assert [cid for cid, hook, _ in engine.hooks_run if hook == checkpoint] == [c.id]
     assert tree(s.data) == s.replaced, "what it held before the restore, all of it, back"
-    assert not s.journal.exists() and not data.held("db")
+    assert not s.journal.exists() and not ctrl.updates.data.held("db")
+    assert "the interrupted restore is given up" in ctrl.events.since()[-1].message
