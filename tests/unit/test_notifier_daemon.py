@@ -376,3 +376,20 @@ def test_a_removed_quiet_service_stays_muted_across_a_resync_in_the_gather() -> 
     clock.t += GATHER
     n.step(0)
     assert sender.sent == []
+
+
+def test_a_removed_quiet_service_is_muted_when_its_notice_comes_in_not_when_it_goes() -> None:
+    """The gathered message goes seconds later; a real change of the declaration in
+    between (another service's) must not unmute what came in muted."""
+    quiet = spec("quiet", notify=False)
+    sender, clock = Sender(), Clock()
+    controller = Declared(desired(quiet, spec("other")))
+    n = wired(controller, [NotifyTarget("json://h/", "h")], sender, clock)
+    flush(n, clock)
+    controller.desired = desired(spec("other"))  # quiet removed
+    n.offer(StateChange("quiet", CRASH, ServiceState.FAILED, "exit code 1", clock.t))
+    n.step(0)
+    controller.desired = desired(spec("other", replicas=2))  # a real change, in the gather
+    clock.t += GATHER
+    n.step(0)
+    assert sender.sent == []
