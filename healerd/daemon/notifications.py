@@ -388,9 +388,9 @@ def daemon_hooks(
 
     seen: list[DesiredState] = []  # the declaration now and the one before it
 
-    def spec_of(service: str) -> ServiceSpec | None:
-        """Its declaration, or the one before (looked at every step): a notice may come
-        just after its service went, and is masked (or muted) as the service was."""
+    def looked() -> DesiredState:
+        """The declaration now, kept in `seen` with the one before (a resync's or a
+        repin's copy of the same services is no news)."""
         desired = controller().desired
         if not seen:
             seen.append(desired)
@@ -398,7 +398,13 @@ def daemon_hooks(
             if seen[0].services != desired.services:
                 seen[:] = [desired, seen[0]]
             else:
-                seen[0] = desired  # a resync's or a repin's copy: no news
+                seen[0] = desired
+        return desired
+
+    def spec_of(service: str) -> ServiceSpec | None:
+        """Its declaration, or the one before (looked at every step): a notice may come
+        just after its service went, and is masked (or muted) as the service was."""
+        looked()
         return next((d.services[service] for d in seen if service in d.services), None)
 
     def muted(service: str) -> bool:
@@ -414,9 +420,7 @@ def daemon_hooks(
         return WITHHELD if spec is None else masked_text(text, spec)
 
     def declared() -> Collection[str]:
-        services = controller().desired.services
-        spec_of("")  # every declaration seen, for its services' last notices
-        return services.keys()
+        return looked().services.keys()
 
     return Hooks(targets, muted, tail, count, masked=masked, declared=declared)
 

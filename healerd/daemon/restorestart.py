@@ -160,7 +160,7 @@ class Interrupted:
         resumed(self._store, service)  # a journal that stays is said by resumed
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
-        if not any(j.state != FAILED for j in self.found):
+        if not self._unfinished:
             return []
         return [
             threading.Thread(
@@ -180,7 +180,7 @@ class Interrupted:
         work += [
             (j.service, self._holds[j.service], partial(self._finish, j), EventKind.IMAGE_ROLLBACK)
             for j in self.found
-            if j.state != FAILED
+            if j.service in self._unfinished
         ]
         for service, hold, do, kind in work:
             if not stop.is_set():
