@@ -28,7 +28,7 @@ from healerd.daemon.flags import docker_host
 from healerd.daemon.imagesdir import STATE_FILE, ImagesDir
 from healerd.daemon.imageview import Known, images_payload
 from healerd.daemon.metrics import ImageGcMetrics
-from healerd.daemon.restorestart import Interrupted
+from healerd.daemon.restorestart import Interrupted, wait_ours
 from healerd.daemon.snapshots import SnapshotStore
 from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
@@ -105,18 +105,25 @@ class ImageWork:
         self.updates = UpdateChecker(controller, clock, lambda: settings().auto_update_interval)
 
     def threads(self, stop: threading.Event) -> list[threading.Thread]:
+        works = [
+            ("image-gc", self.gc.run),
+            ("updates", self.updates.run),
+            ("images-dir", self.dir.run),
+        ]
         return [
-            threading.Thread(
-                target=self.gc.run, args=(stop,), name="healerd-image-gc", daemon=True
-            ),
-            threading.Thread(
-                target=self.updates.run, args=(stop,), name="healerd-updates", daemon=True
-            ),
-            threading.Thread(
-                target=self.dir.run, args=(stop,), name="healerd-images-dir", daemon=True
+            *(
+                threading.Thread(
+                    target=self._once_ours, args=(run, stop), name=f"healerd-{name}", daemon=True
+                )
+                for name, run in works
             ),
             *self.interrupted.threads(stop),
         ]
+
+    def _once_ours(self, run: Callable[[threading.Event], None], stop: threading.Event) -> None:
+        """Image work removes, pulls and loads: only once the engine is this healerd's."""
+        if wait_ours(self.engine_ours, stop):
+            run(stop)
 
     def stop(self) -> None:
         """Wake the threads' waits once `stop` (of `threads`) is set."""

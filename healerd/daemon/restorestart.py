@@ -116,6 +116,16 @@ def resumed(store: SnapshotStore, service: str) -> bool:
         lock.release()
 
 
+def wait_ours(ours: threading.Event, stop: threading.Event) -> bool:
+    """Until the engine is this healerd's (`ours`: its ID locked at the first look); False
+    when `stop` comes first. A second healerd on the same engine stops at that look: what
+    waits here never acts on the other one's containers, images or volumes."""
+    while not ours.wait(GUARD_WAIT):
+        if stop.is_set():
+            return False
+    return not stop.is_set()
+
+
 class Interrupted:
     """The restores found unfinished when the daemon is built: their services held at
     once, then finished by `run` (in the thread `threads` gives)."""
@@ -169,9 +179,8 @@ class Interrupted:
         ]
 
     def run(self, stop: threading.Event) -> None:
-        while not self._engine_ours.wait(GUARD_WAIT):
-            if stop.is_set():
-                return
+        if not wait_ours(self._engine_ours, stop):
+            return
         with self._gate:
             early, self._early = self._early, {}
         # A resume given before then: given up as a restore is finished (its containers

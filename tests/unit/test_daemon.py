@@ -1,9 +1,11 @@
-"""Daemon wiring without threads: settings precedence, reload, signals as flags."""
+"""Daemon wiring without threads: settings precedence, reload, signals as flags (and the
+gate the image threads wait at, with threads)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -163,6 +165,43 @@ def test_a_second_daemon_on_the_same_engine_identity_stops_before_acting(tmp_pat
     with pytest.raises(EngineError):
         third.guard_engine()
     assert third.exit_code == 0
+
+
+def test_image_work_waits_until_the_engine_is_this_healerd_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Image GC removes, the checker pulls, images_dir loads: in a second healerd that its
+    first look's guard stops, none of them may have begun."""
+    from healerd.daemon import restorestart
+
+    monkeypatch.setattr(restorestart, "GUARD_WAIT", 0.01)
+    d, _ = daemon(tmp_path)
+    began: dict[str, threading.Event] = {}
+    for name in ("gc", "updates", "dir"):
+        began[name] = threading.Event()
+        monkeypatch.setattr(getattr(d.images, name), "run", lambda _stop, e=began[name]: e.set())
+    stop = threading.Event()
+    threads = d.images.threads(stop)
+    for t in threads:
+        t.start()
+    assert not any(e.wait(0.3) for e in began.values()), "image work began before the guard"
+    d.images.engine_ours.set()
+    assert all(e.wait(3.0) for e in began.values())
+    # A stop before the engine was this healerd's: nothing begins, the threads end.
+    (tmp_path / "second").mkdir()
+    d2, _ = daemon(tmp_path / "second")
+    ran: list[str] = []
+    for name in ("gc", "updates", "dir"):
+        monkeypatch.setattr(getattr(d2.images, name), "run", lambda _stop, n=name: ran.append(n))
+    stop2 = threading.Event()
+    threads += d2.images.threads(stop2)
+    for t in threads[-3:]:
+        t.start()
+    stop2.set()
+    for t in threads:
+        t.join(3.0)
+        assert not t.is_alive()
+    assert ran == []
 
 
 def test_after_a_restart_a_service_declared_twice_keeps_the_declaration_that_runs(
