@@ -3,8 +3,8 @@
 update_delay say (never past update_lock or pre_update), or only looks (`--check`); it
 also allows, once, what the auto-updater never does alone: go back to a digest the
 service ran before when the tag moved back (`--allow-downgrade`), or try again one that
-failed (`--retry-failed`). `rollback` goes back to the digest before; `pin` runs a
-digest until `unpin`."""
+failed (`--retry-failed`). `rollback` goes back to the digest before (pulled first if
+it is gone); `pin` runs a digest until `unpin`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from urllib.parse import quote
 from healerd.cli.client import service_path
 from healerd.cli.output import dump
 from healerd.cli.postmortem import CtlLike
+
+ROLLBACK_WAIT = 1800.0
 
 
 def _say(ctl: CtlLike, data: dict[str, Any]) -> int:
@@ -38,7 +40,9 @@ def update(ctl: CtlLike) -> int:
 
 
 def rollback(ctl: CtlLike) -> int:
-    return _say(ctl, ctl.client.post(service_path(ctl.args.service, "rollback")))
+    # healerd pulls the previous image first when it is gone: a pull may take minutes.
+    path = service_path(ctl.args.service, "rollback")
+    return _say(ctl, ctl.client.request("POST", path, timeout=ROLLBACK_WAIT))
 
 
 def pin(ctl: CtlLike) -> int:

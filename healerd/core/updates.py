@@ -43,7 +43,7 @@ from healerd.core.updatepins import (
     repository,
     short,
 )
-from healerd.engine import EngineError
+from healerd.engine import EngineError, ImagePullFailed
 from healerd.model import (
     ObservedContainer,
     ServiceSpec,
@@ -316,6 +316,7 @@ class Updates(UpdateState):
         previous = pin.previous or self._memory.before(key, pin.declared, pin.digest)
         if not previous:
             raise UpdateRefused(f"{key} ran no digest before {short(pin.digest)}")
+        self._bring_back(key, pin.declared, previous)
         self._memory.pin(key, pin.declared, "")
         if pin.trying and pin.previous:
             self._roll_back(key, pin, "healerctl rollback", spec)
@@ -343,6 +344,31 @@ class Updates(UpdateState):
             self._restore(spec, hold, replace(pin, previous=previous), note)
         self._on_change(key)
         return f"{key}: {note}"
+
+    def _bring_back(self, key: str, declared: str, digest: str) -> None:
+        """The previous image here before anything of the rollback is done: a `docker
+        rmi` may have removed it, and a rollback with snapshot volumes stops the service
+        before its data goes back. Pulled now, or the rollback is refused as it stands."""
+        ref = pinned_ref(declared, digest)
+        try:
+            if self._engine.image_present(ref):
+                return
+            log.info("%s: pulling %s for the rollback", key, ref)
+            with self._lock:
+                self._pulling[key] = ref  # image GC keeps it
+            try:
+                self._engine.pull(f"{repository(declared)}@{digest}", self._auth_for(declared))
+            finally:
+                with self._lock:
+                    self._pulling.pop(key, None)
+        except (ImagePullFailed, EngineError) as exc:
+            raise UpdateRefused(
+                f"{key} not rolled back: {ref} is not on this host and cannot be pulled "
+                f"({exc}); nothing was changed"
+            ) from None
+        with self._lock:
+            self._pulled.add(ref)
+        self._events.record(EventKind.PULLED, key, f"pulled {ref} for the rollback")
 
     def set_pin(self, key: str, declared: str, digest: str) -> str:
         """healerctl pin (digest) or unpin (""): kept in state_dir, so a restart keeps it.

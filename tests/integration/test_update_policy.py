@@ -101,9 +101,12 @@ def test_notify_a_lock_rollback_pin_and_unpin(
     assert "update-requested" in healerd.ctl("events", "--service", "app")[1]
     wait_for("v2 proven", lambda: f"updated to {short(v2)}" in line(healerd), timeout=20)
 
-    # rollback: v1 again, said on the converged line with its age, and in describe.
+    # rollback: v1 again, said on the converged line with its age, and in describe; v1's
+    # image removed by hand before, pulled again by the rollback (v2 runs till then).
+    api.remove_image(f"{registry.host}/app@{v1}")
     code, out, err = healerd.ctl("rollback", "app")
     assert code == 0 and f"rolled back to {short(v1)}" in out, (out, err)
+    assert "for the rollback" in healerd.ctl("events", "--service", "app")[1]
     wait_for("app back on v1", lambda: digests(cluster) == [v1], timeout=30)
     wait_for("converged", lambda: service(healerd)["state"] == "Converged", timeout=20)
     row = line(healerd)

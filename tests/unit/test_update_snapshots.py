@@ -9,13 +9,16 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from healerd.core.clock import FakeClock
 from healerd.core.controller import Controller
-from healerd.core.updates import pinned_ref
+from healerd.core.updates import UpdateRefused, pinned_ref
 from healerd.model import Hook, ObservedContainer
 from tests.unit.harness.fake_engine import FakeEngine
 from tests.unit.harness.loop import drive
 from tests.unit.harness.updates import (
+    REPO,
     TAG,
     V1,
     V2,
@@ -85,6 +88,36 @@ def test_healerctl_rollback_restores_the_snapshot_taken_before_that_update() -> 
     ctrl.updates.rollback_now("app", spec)
     restores_done()
     drive(ctrl, clock)
+    assert snaps.restored == [(V2, 0)]
+    assert images(engine) == [pinned_ref(TAG, V1)] * 2
+
+
+def test_a_rollback_whose_previous_image_is_gone_pulls_it_before_anything_stops() -> None:
+    """A `docker rmi` of the previous image: the rollback stopped the service and put its
+    data back, then could not pull. It pulls first now; a pull that fails refuses the
+    rollback with nothing stopped, no data moved and the digest that runs kept."""
+    ctrl, engine, snaps, clock = started()
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == ["app"]
+    drive(ctrl, clock)
+    spec = ctrl.desired.services["app"]
+    engine.images = {pinned_ref(TAG, V2)}  # V1 removed by hand
+    engine.pullable.discard(f"{REPO}@{V1}")
+    stops = engine.calls.count("stop")
+    with pytest.raises(UpdateRefused, match=r"not on this host and cannot be pulled .*nothing"):
+        ctrl.updates.rollback_now("app", spec)
+    assert not ctrl.updates.data.held("app") and snaps.restored == []
+    assert engine.calls.count("stop") == stops
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V2)] * 2, "the digest that ran runs on"
+    assert ctrl.check_updates() == [], "and nothing of the refused rollback was kept"
+    # The registry back: pulled before the first stop, then restored and rolled back.
+    engine.pullable.add(f"{REPO}@{V1}")
+    del engine.calls[:]
+    ctrl.updates.rollback_now("app", spec)
+    restores_done()
+    drive(ctrl, clock)
+    assert "pull" in engine.calls and engine.calls.index("pull") < engine.calls.index("stop")
     assert snaps.restored == [(V2, 0)]
     assert images(engine) == [pinned_ref(TAG, V1)] * 2
 

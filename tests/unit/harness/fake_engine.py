@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 
 from healerd.core.clock import FakeClock
 from healerd.core.planner import history
+from healerd.core.updatepins import repository
 from healerd.engine import (
     CannotRestart,
     Death,
@@ -265,7 +266,7 @@ class FakeEngine:
             if self.fail_creates:
                 self.fail_creates -= 1
                 raise EngineError("fake create failure")
-            if self.images is not None and spec.image not in self.images:
+            if not self._present(spec.image):
                 raise ImageMissing(f"no such image {spec.image}")
             n = next(self._ids)
             cid = f"id{n:04d}"
@@ -400,7 +401,14 @@ class FakeEngine:
         self._allowed("image_present", image)
         self.calls.append("image_present")
         self._check()
-        return self.images is None or image in self.images
+        return self._present(image)
+
+    def _present(self, image: str) -> bool:
+        """As the engine finds `repo:tag@digest`: by its digest (pulled as `repo@digest`)."""
+        if self.images is None or image in self.images:
+            return True
+        name, at, digest = image.partition("@")
+        return bool(at) and f"{repository(name)}@{digest}" in self.images
 
     def image_size_hint(self, image: str) -> int | None:
         self._allowed("image_size_hint", image)
