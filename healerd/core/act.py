@@ -11,7 +11,7 @@ from functools import partial
 from healerd.core.clock import Clock
 from healerd.core.executor import ActionResult, Executor
 from healerd.core.memdelta import MemoryDelta, Recorder
-from healerd.core.observe import Memory, note_started
+from healerd.core.observe import Memory, note_refused, note_started
 from healerd.core.planner import Plan
 from healerd.core.report import Reporter
 from healerd.model import ActionKind
@@ -54,6 +54,8 @@ class Acting:
         for res in results:
             if res.ok and res.action.kind is ActionKind.START:
                 rec.do(partial(note_started, a=res.action, mono=now, wall=wall))
+            elif refused(res):
+                rec.do(partial(note_refused, a=res.action, mono=now))
         return [res.error for res in results if res.error is not None]
 
     def _start_later(self, key: str, p: Plan, rec: Recorder, mono: float) -> None:
@@ -86,6 +88,8 @@ class Acting:
             died.append(_died(m, res))  # before the start's own note forgets the death
             if res.ok and res.action.kind is ActionKind.START:
                 note_started(m, res.action, mono, wall)
+            elif refused(res):
+                note_refused(m, res.action, mono)
 
         self.share(
             MemoryDelta(
@@ -112,6 +116,11 @@ def starts_only(p: Plan) -> bool:
         a.kind is ActionKind.START and a.container is not None and not a.container.running
         for a in p.actions
     )
+
+
+def refused(res: ActionResult) -> bool:
+    """A start in place the engine refused (an engine away refuses nothing)."""
+    return res.action.kind is ActionKind.START and not res.ok and not res.unreachable
 
 
 def _died(mem: Memory, res: ActionResult) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-from healerd.core.crashloop import Replacement, replacement_verdict
+from healerd.core.crashloop import Replacement, crash_backoff, replacement_verdict
 from healerd.core.jobs import run_once
 from healerd.core.planner import PlanContext
 from healerd.core.readiness import min_ready_at
@@ -30,6 +30,8 @@ class Recall:
     rollout: tuple[float, float] | None = None
     # Starts in place for unhealthiness since each container was last healthy.
     unhealthy_restarts: Mapping[str, int] = field(default_factory=dict)
+    # Starts in place the engine refused in a row: how many, and when the last.
+    refused: Mapping[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def plan_context(
@@ -62,6 +64,12 @@ def plan_context(
         ready_at, streak = replacement_verdict(
             c, died, spec.restart_policy, forgiven=c.id in recall.forgiven
         )
+        how = _how(c)
+        if not c.running and c.id in recall.refused:
+            # A start the engine refused is tried again as a crash would be: later each time.
+            n, last = recall.refused[c.id]
+            ready_at = max(ready_at, last + crash_backoff(spec.restart_policy).delay(n))
+            died, how = last, f"its start refused {n} time(s) in a row by the engine"
         replacements[c.id] = Replacement(ready=now >= ready_at, crash_streak=streak)
         if now < ready_at:
             wake.append(ready_at)
@@ -69,7 +77,7 @@ def plan_context(
                 note_at = ready_at
                 note = (
                     f"back-off {ready_at - died:.0f}s restarting failed container "
-                    f"{c.name}, {_how(c)}; next try in {ready_at - now:.0f}s"
+                    f"{c.name}, {how}; next try in {ready_at - now:.0f}s"
                 )
     if recall.rollout is not None:
         rollout_allowed = _rollout_pacing(spec, recall.rollout, now, wake) and rollout_allowed

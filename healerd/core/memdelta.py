@@ -68,6 +68,7 @@ def snapshot(mem: Memory, service: str, listed: Iterable[str]) -> Memory:
         runs=_part(mem.runs, ids),
         starting=_part(mem.starting, ids),
         start_rows=_part(mem.start_rows, ids),
+        refused=_part(mem.refused, ids),
     )
 
 

@@ -82,6 +82,9 @@ class Memory:
     # its start was on its way) still counts as this replica, for the start ends in a
     # replacement (healerd.core.executor.Executor._start), not in a second one.
     start_rows: dict[str, ObservedContainer] = field(default_factory=dict)
+    # Starts in place the engine refused in a row (a port taken, a runtime error): how
+    # many, and when the last. They back off as crashes do, until one works.
+    refused: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     def recall(self, ids: set[str], offset: float) -> Recall:
         """The service's remembered times as wall-clock ones (`offset` = wall - mono)."""
@@ -90,6 +93,7 @@ class Memory:
             dead_since={i: t + offset for i, t in self.dead_since.items() if i in ids},
             forgiven=frozenset(self.forgiven & ids),
             engine_stopped=frozenset(self.engine_stopped & ids),
+            refused={i: (n, t + offset) for i, (n, t) in self.refused.items() if i in ids},
             unhealthy_restarts={
                 i: r.unhealthy_restarts
                 for i, r in self.runs.items()
@@ -128,6 +132,7 @@ def observe(
         _prune(mem.died, present)
         _prune(mem.exit_codes, present)
         _prune(mem.shown, present)
+        _prune(mem.refused, present)
         if _prune(mem.runs, present):
             mem.runs_dirty = True
         mem.forgiven &= present
@@ -329,7 +334,16 @@ def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
         table.pop(c.id, None)
     mem.forgiven.discard(c.id)
     mem.engine_stopped.discard(c.id)
+    mem.refused.pop(c.id, None)
     mem.runs_dirty = True
+
+
+def note_refused(mem: Memory, a: Action, mono: float) -> None:
+    """The engine refused healerd's start of `a.container` in place (not unreachable):
+    one more in a row, its next try backed off (healerd.core.context)."""
+    if a.container is not None:
+        n, _ = mem.refused.get(a.container.id, (0, mono))
+        mem.refused[a.container.id] = (n + 1, mono)
 
 
 def as_dead(mem: Memory, c: ObservedContainer, mono: float, window: float) -> ObservedContainer:

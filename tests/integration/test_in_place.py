@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
 import threading
 import time
@@ -207,6 +209,64 @@ def test_a_container_whose_network_is_gone_is_replaced(
     assert new["Id"] != old["Id"]
     assert new["Labels"]["io.healerd.replaces"] == old["Id"]
     assert network in _addresses(api.inspect_container(new["Id"]))
+
+
+def test_a_start_in_place_the_engine_refuses_backs_off_as_a_crash(
+    healerd: Healerd, config: ConfigDir, cluster: Cluster, api: docker.APIClient
+) -> None:
+    """Its host port taken while it was down: each start in place is refused. They back
+    off as crashes do (2 s, 4 s, ...), then it comes back as itself once the port is free;
+    before, a start every few milliseconds for as long as the port stayed taken."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    config.service(
+        "busy.yaml",
+        "busy",
+        1,
+        ports=f'["127.0.0.1:{port}:8080"]',
+        restart_policy="{delay: 2s, max_delay: 60s, window: 10m}",
+    )
+    healerd.start()
+    wait_for("busy running", lambda: cluster.running("busy"), timeout=30)
+    (c,) = cluster.running("busy")
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+
+    def bound() -> bool:
+        try:
+            holder.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+    healerd.signal(signal.SIGSTOP)  # the port taken before healerd can start it again
+    try:
+        api.kill(c["Id"])
+        wait_for("down", lambda: not api.inspect_container(c["Id"])["State"]["Running"], 10)
+        wait_for("the port", bound, timeout=10)
+        holder.listen()
+    finally:
+        healerd.signal(signal.SIGCONT)
+
+    most = [0]
+
+    def refusals() -> int:
+        """The most refusals in a row its status told of (CrashLoopBackOff says them)."""
+        (svc,) = [s for s in healerd.api("/v1/status")["services"] if s["name"] == "busy"]
+        found = re.search(r"start refused (\d+) time", str(svc["reason"]))
+        most[0] = max(most[0], int(found.group(1)) if found else 0)
+        return most[0]
+
+    try:
+        wait_for("a refused start backing off", refusals, timeout=20)
+        # Tries at 0, 2 and 6 s: three or four, not thousands.
+        holds_for("a few refusals", lambda: refusals() <= 4, 8.0)
+    finally:
+        holder.close()
+    wait_for("back as itself", lambda: [r["Id"] for r in cluster.running("busy")], timeout=40)
+    assert [r["Id"] for r in cluster.running("busy")] == [c["Id"]]
 
 
 def _volumes(api: docker.APIClient) -> set[str]:

@@ -81,6 +81,41 @@ def test_crash_loop_backoff_applies_in_place_and_never_gives_up() -> None:
     assert state(ctrl, "web") == "CrashLoopBackOff"
 
 
+def test_a_start_the_engine_refuses_backs_off_as_a_crash_and_never_gives_up() -> None:
+    """A port another container took: each refused start in place was retried at once
+    (the pass that planned it reset the queue's failure count), a start every few
+    milliseconds for as long as the port stayed taken (review)."""
+    ctrl, engine, clock = make()
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=40.0, window=600.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.refuse_starts[cid] = "Bind for 0.0.0.0:80 failed: port is already allocated"
+    t0 = clock.monotonic()
+    die(ctrl, engine, cid, 1)
+    starts: list[float] = []
+    for _ in range(200):  # passes, with the clock moved only to the queue's next delay
+        before = engine.calls.count("start")
+        ctrl.process_once()
+        if engine.calls.count("start") > before:
+            starts.append(round(clock.monotonic() - t0))
+        if len(starts) == 6:
+            break
+        delay = ctrl.queue.next_delay()
+        assert delay is not None  # it never gives up
+        clock.advance(delay)
+    assert starts == [0, 10, 30, 70, 110, 150], starts
+    ctrl.process_once()
+    assert state(ctrl, "web") == "CrashLoopBackOff"
+    assert "start refused 6 time(s) in a row" in ctrl.statuses()[0].reason
+    # The port free again: the next try starts it, and its refusals are forgotten.
+    del engine.refuse_starts[cid]
+    clock.advance(40.0)
+    drive(ctrl, clock)
+    assert engine.containers[cid].running and state(ctrl, "web") == "Converged"
+    assert set(engine.containers) == {cid}
+
+
 def test_the_streak_outlives_a_restart_of_healerd() -> None:
     book = DictBook()
     ctrl, engine, clock = make(book=book)

@@ -136,6 +136,7 @@ class FakeEngine:
         self.images: set[str] | None = None  # None: every image is present
         self.loadable: dict[bytes, tuple[str, ...]] = {}  # archive bytes -> what a load brings
         self.pullable: set[str] = set()
+        self.refuse_starts: dict[str, str] = {}  # container id -> why the engine refuses
         # Builds (issue 34): each image's labels (a build sets its context hash), the
         # builds made (tag, context hash, no_cache), and why a build of a tag fails.
         self.image_label_sets: dict[str, dict[str, str]] = {}
@@ -329,6 +330,9 @@ class FakeEngine:
         with self._lock:
             gone = container.id not in self.containers
             why = self.unstartable.get(container.id)
+            refused = self.refuse_starts.get(container.id)
+        if refused:  # as a port another container took: a new container would not help
+            raise EngineError(f"start {container.name}: {refused}")
         if gone or why:
             # As the adapter says what only a new container gets past
             # (healerd.engine.docker.containers, start).
