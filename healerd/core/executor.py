@@ -12,7 +12,7 @@ import logging
 import secrets
 import string
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -121,7 +121,16 @@ class Executor:
             if a.kind is ActionKind.STOP or (a.kind is ActionKind.REMOVE and not later(a))
         ]
         starts = [a for a in actions if a.kind in (ActionKind.CREATE, ActionKind.START)]
-        done = self._run_all(stops) + self._run_all(starts)
+        stopped = self._run_all(stops)
+        # A container whose stop failed still runs: nothing takes its place (its
+        # anonymous volumes, its port) before a pass sees it stopped.
+        running = {
+            r.action.container.id: r.error for r in stopped if r.action.container and not r.ok
+        }
+        held = [a for a in starts if a.container is not None and a.container.id in running]
+        starts = [a for a in starts if a not in held]
+        done = stopped + self._run_all(starts)
+        done += [_not_after_a_failed_stop(a, running) for a in held]
         kept = {
             r.action.container.id
             for r in done
@@ -365,3 +374,9 @@ _STARTS = (ActionKind.CREATE, ActionKind.START)
 HOLDING_STATES = frozenset(
     {ContainerState.RUNNING, ContainerState.PAUSED, ContainerState.RESTARTING}
 )
+
+
+def _not_after_a_failed_stop(a: Action, running: Mapping[str, str | None]) -> ActionResult:
+    assert a.container is not None
+    why = running[a.container.id]
+    return ActionResult(a, error=f"not done: the stop of {a.container.name} failed ({why})")
