@@ -127,6 +127,26 @@ def test_service_network_mode_joins_the_oldest_running_container() -> None:
         engine._network_mode(load()["side"])
 
 
+def test_service_network_mode_never_joins_a_container_that_does_not_verify() -> None:
+    """Review: the oldest running container labelled with the service was joined, signed
+    or not (a `docker commit` copy, or labels made up by hand)."""
+    from healerd.core.signing import HostKey, sign
+
+    forged = {
+        "Id": "f" * 64,
+        "Created": 2_000_000_000,
+        "Names": ["/db-copy"],
+        "Image": "busybox",
+        "State": "running",
+        "Labels": {"io.healerd.service": "db"},
+    }
+    real = {**forged, "Id": "a" * 64, "Created": 2_000_000_100, "Names": ["/db-x-y"]}
+    engine, _ = _engine([forged, real])
+    sign(engine, HostKey(b"s" * 32, born=1_900_000_000.0), lambda: 0.0)
+    with pytest.raises(Exception, match="no container of db is running yet"):
+        engine._network_mode(load()["side"])
+
+
 def test_the_sdk_takes_the_endpoints() -> None:
     engine, _ = _engine([])
     specs = load()

@@ -14,6 +14,7 @@ import requests.exceptions
 from healerd.engine.api import EngineError, Inherited, Owner
 from healerd.engine.docker import apiversion, podman, request
 from healerd.engine.docker.client import DockerClient
+from healerd.engine.docker.listing import observed
 from healerd.engine.docker.project import Ensured
 from healerd.model import LABEL_SERVICE, ServiceSpec
 
@@ -119,7 +120,8 @@ class DockerCreate:
 
     def _network_mode(self, spec: ServiceSpec) -> str | None:
         """network_mode service:NAME is the namespace of the oldest running container of
-        service NAME (as Compose takes its first); none running is an error, retried."""
+        service NAME (as Compose takes its first) whose signature verifies (never a copy
+        carrying its labels); none running is an error, retried."""
         service = request.shared_network(spec)
         if service is None:
             return request.network_mode(spec)
@@ -127,12 +129,13 @@ class DockerCreate:
             found = self._client.api.containers(
                 filters={"label": f"{LABEL_SERVICE}={service}", "status": "running"}
             )
-        if not found:
+        mine = self.owner.mine([observed(row) for row in found], service)
+        if not mine:
             raise EngineError(
                 f"network_mode service:{service}: no container of {service} is running yet"
             )
-        oldest = min(found, key=lambda c: (c.get("Created", 0), str(c["Id"])))
-        return f"container:{oldest['Id']}"
+        oldest = min(mine, key=lambda c: (c.created, c.id))
+        return f"container:{oldest.id}"
 
     def _inherited(self, spec: ServiceSpec, inherit: Inherited) -> list[tuple[str, str]]:
         """The anonymous volumes a replacement takes over, as `docker compose up` does on
