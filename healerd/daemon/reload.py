@@ -17,6 +17,7 @@ from healerd.config import (
     ConfigError,
     DesiredState,
     DesiredStore,
+    FileResult,
     Settings,
     SettingsError,
     load_conf_dir,
@@ -74,6 +75,24 @@ def node_changes(path: Path, writing: Collection[Path], memo: ReloadMemory) -> d
     return apply
 
 
+def _results(
+    settings: Settings,
+    conf_dir: Path,
+    store: DesiredStore,
+    held: list[str],
+    sources: Iterable[Source],
+) -> list[FileResult]:
+    env, strict, known = settings.interpolate_environment, settings.strict_modes, store.known()
+    results = load_conf_dir(
+        conf_dir, strict_modes=strict, keep=store.last_results(held), environment=env, known=known
+    )
+    results += source_results(sources, strict_modes=strict, environment=env)
+    bundles = bundles_dir(settings.state_dir)  # those dropped into the images directory
+    if bundles.is_dir():
+        results += load_conf_dir(bundles, strict_modes=strict, environment=env, known=known)
+    return results
+
+
 def read_conf_d(
     settings: Settings,
     writing: Collection[Path],
@@ -90,23 +109,13 @@ def read_conf_d(
     for file in held:
         log.info("%s is being written; its last version stands until it is complete", file)
     try:
-        results = load_conf_dir(
-            conf_dir,
-            strict_modes=settings.strict_modes,
-            keep=store.last_results(held),
-            environment=settings.interpolate_environment,
-            known=store.known(),
-        )
+        results = _results(settings, conf_dir, store, held, sources)
     except OSError as exc:
         log.error("cannot read %s: %s; keeping the current desired state", conf_dir, exc)
         return None
-    env = settings.interpolate_environment
-    results += source_results(sources, strict_modes=settings.strict_modes, environment=env)
-    bundles = bundles_dir(settings.state_dir)  # those dropped into the images directory
-    if bundles.is_dir():
-        known = store.known()
-        strict = settings.strict_modes
-        results += load_conf_dir(bundles, strict_modes=strict, environment=env, known=known)
+    except Exception:  # a bug must not end healerd: the last good state stands
+        log.exception("reading the configuration failed unexpectedly; keeping the current one")
+        return None
     state = store.update(results)
     if not conf_dir.is_dir():
         # A directory that vanished (a failed mount, a typo in --config-dir) must not

@@ -237,7 +237,16 @@ class Source:
         return [c.url, c.ref, self.git.subdir, c.verify.kind, c.verify.file]
 
     def _save(self) -> None:
+        """A state_dir that cannot be written (full, read-only) costs the memory of the
+        commit across a restart (the source says so), never the reload that accepts it."""
         s = self._state
+        try:
+            self._save_state(s)
+        except OSError as exc:
+            log.warning("source %s: its state not saved (kept in memory): %s", s.name, exc)
+            self._state = _replace(s, {"last_error": f"its state not saved in state_dir: {exc}"})
+
+    def _save_state(self, s: SourceState) -> None:
         self._store.save(
             {
                 "rules": self._fingerprint(),

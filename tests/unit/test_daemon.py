@@ -51,6 +51,27 @@ def test_reload_applies_files_and_keeps_last_good_of_a_broken_one(tmp_path: Path
     assert d.controller.desired.errors
 
 
+def test_a_reload_that_fails_unexpectedly_keeps_the_state_and_the_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: an error of a git source's state file left Daemon.reload, and with it the
+    main loop: healerd ended, and crash-looped for as long as the error lasted."""
+    from healerd.daemon import reload
+
+    d, _ = daemon(tmp_path)
+    f = tmp_path / "conf.d" / "a.yaml"
+    f.write_text("services:\n  web:\n    image: img:1\n    replicas: 2\n")
+    d.reload()
+
+    def broken(*_args: object, **_kw: object) -> list[object]:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(reload, "source_results", broken)
+    f.write_text("services:\n  web:\n    image: img:1\n    replicas: 3\n")
+    d.reload()
+    assert d.controller.desired.services["web"].replicas == 2, "the last good state stands"
+
+
 def test_a_missing_conf_dir_removes_nothing(tmp_path: Path) -> None:
     d, _ = daemon(tmp_path)
     (tmp_path / "conf.d").rmdir()

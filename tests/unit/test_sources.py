@@ -274,3 +274,32 @@ def test_a_run_past_its_deadline_is_killed_with_its_children() -> None:
     assert left.stdout == ""
     done = run(["sh", "-c", "echo out; echo err >&2; exit 3"], env={"PATH": "/bin"}, timeout=5)
     assert done == Ran(3, "out\n", "err\n")
+
+
+def test_a_state_dir_that_cannot_be_written_costs_no_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: ENOSPC while a commit was accepted left Daemon.reload (the main loop), and
+    healerd crash-looped for as long as the disk stayed full."""
+    import errno
+
+    from healerd.daemon.statefile import StateFile
+    from tests.unit.harness.daemon import daemon
+
+    with trusted_tmp_dir() as state:
+        (state / "allowed_signers").write_text("ops ssh-ed25519 AAAA\n")
+        src = make(state, FakeGit())
+        src.sync()
+        assert src.state().candidate_commit
+        d, _ = daemon(tmp_path)
+        d.sources.by_name = {"site": src}
+
+        def full(self: StateFile, data: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(StateFile, "save", full)
+        d.reload()
+        s = src.state()
+        assert s.applied_commit and not s.candidate_commit, "accepted all the same"
+        assert "state not saved" in s.last_error and "No space left" in s.last_error
+        assert any(f.endswith("/web.yaml") for f in d.controller.desired.files)
