@@ -302,4 +302,4 @@ def test_a_state_dir_that_cannot_be_written_costs_no_reload(
         s = src.state()
         assert s.applied_commit and not s.candidate_commit, "accepted all the same"
         assert "state not saved" in s.last_error and "No space left" in s.last_error
-        assert any(f.endswith("/web.yaml") for f in d.controller.desired.files)
+        assert any(f.endswith("/web.yaml") for f in d.controller.desired.files or ())
