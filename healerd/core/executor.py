@@ -35,6 +35,7 @@ from healerd.model import (
     ObservedContainer,
     RegistryAuth,
     ServiceSpec,
+    aside_name,
 )
 
 log = logging.getLogger("healerd.executor")
@@ -184,6 +185,10 @@ class Executor:
         the same action: the plan's start stands for "this replica runs again"."""
         if self._own is not None:
             self._own.starting(c.id)
+        name = action.spec.container_name if action.spec is not None else None
+        if name and c.name == aside_name(name, c.id):  # a replacement cut short: its name
+            with contextlib.suppress(EngineError):  # back first, else it runs as it is
+                self._engine.rename(c, name)
         try:
             self._engine.start(c)
         except CannotRestart as exc:
@@ -266,6 +271,10 @@ class Executor:
         old = action.container
         try:
             cid = self._engine.create_and_start(spec, name, labels, inherit)
+            if old is not None and old.name == aside_name(name, old.id):
+                # Renamed aside by a replacement the engine cut short (signing.aside_of).
+                self._hooks.pre_stop(spec, old)
+                self._engine.remove(old, spec.stop_grace_period)
             return ActionResult(action, container_id=cid, container_name=name)
         except NameConflict:
             if old is None or old.name != name:
@@ -273,7 +282,7 @@ class Executor:
                     f"container_name {name!r} is taken by a container this service does not "
                     "replace: remove or rename it"
                 ) from None
-        aside = f"{name}-replaced-{old.id[:12]}"
+        aside = aside_name(name, old.id)
         self._engine.rename(old, aside)
         try:
             cid = self._engine.create_and_start(spec, name, labels, inherit)

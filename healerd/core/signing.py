@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from healerd.core.imagechoice import parse_ref
 from healerd.engine import Engine
 from healerd.model import (
+    ASIDE,
     LABEL_IMAGE,
     LABEL_SERVICE,
     LABEL_SIGNATURE,
@@ -85,6 +86,14 @@ def image_matches(listed: str, signed: str) -> bool:
     return listed.startswith("sha256:") and len(listed) == 71
 
 
+def aside_of(c: ObservedContainer) -> str:
+    """The name a container_name replacement renamed `c` from (`NAME-replaced-<its own
+    id>`), "" if it was not renamed so. Signed under that name, it stays healerd's when
+    the engine went away before the rename back (its anonymous volumes hold the data)."""
+    name, sep, tail = c.name.rpartition(ASIDE)
+    return name if sep and name and tail == c.id[:12] else ""
+
+
 @dataclass(frozen=True)
 class HostKey:
     secret: bytes = b""
@@ -121,7 +130,9 @@ class HostKey:
         given = labels.get(LABEL_SIGNATURE, "")
         if not given:
             return "no signature"
-        if hmac.compare_digest(given, self.sign(c.name, labels)):
+        if hmac.compare_digest(given, self.sign(c.name, labels)) or (
+            (signed_as := aside_of(c)) and hmac.compare_digest(given, self.sign(signed_as, labels))
+        ):
             if image_matches(c.image, labels.get(LABEL_IMAGE, "")):
                 return ""
             return "its image is not the one it was signed with (labels replayed?)"

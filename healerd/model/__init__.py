@@ -17,6 +17,7 @@ names from `healerd.model`; the modules hold them by job:
 from healerd.model.actions import Action, ActionKind
 from healerd.model.build import LABEL_CONTEXT_HASH, BuildSpec
 from healerd.model.labels import (
+    ASIDE,
     LABEL_CRASH_STREAK,
     LABEL_IMAGE,
     LABEL_REPLACES,
@@ -29,6 +30,7 @@ from healerd.model.labels import (
     OWNER_LABEL_PREFIX,
     SIGNED_LABELS,
     SPEC_HASH_LEN,
+    aside_name,
 )
 from healerd.model.nodeconf import DockerTLS, NodeLimits, RegistryAuth, Threshold
 from healerd.model.observed import (
@@ -64,6 +66,7 @@ from healerd.model.parts import (
 from healerd.model.spec import STEERING, ServiceSpec, steering
 
 __all__ = [
+    "ASIDE",
     "HOOK_TIMEOUT",
     "LABEL_CONTEXT_HASH",
     "LABEL_CRASH_STREAK",
@@ -112,5 +115,6 @@ __all__ = [
     "UpdateOrder",
     "VolumeDecl",
     "VolumeSpec",
+    "aside_name",
     "steering",
 ]

@@ -37,3 +37,12 @@ SIGNED_LABELS = (
 # How many hex digits of the spec hash the label carries, and how many the name shows.
 SPEC_HASH_LEN = 16
 NAME_HASH_LEN = 5
+
+
+def aside_name(name: str, container_id: str) -> str:
+    """The name a container_name replacement gives the container it replaces while the
+    new one takes `name` (healerd.core.executor; signing.aside_of reads it back)."""
+    return f"{name}{ASIDE}{container_id[:12]}"
+
+
+ASIDE = "-replaced-"

@@ -7,11 +7,29 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
+import pytest
+
 from healerd.config import parse_service_text
+from healerd.core.backoff import Backoff
+from healerd.core.clock import FakeClock
+from healerd.core.controller import Controller, LoopSettings
 from healerd.core.executor import Executor
 from healerd.core.planner import PlanContext, plan
-from healerd.model import Action, ActionKind, ContainerState, UpdateConfig, UpdateOrder
+from healerd.core.signing import HostKey, Signer, aside_of, sign
+from healerd.core.timings import Timings
+from healerd.core.wiring import build_loop
+from healerd.model import (
+    Action,
+    ActionKind,
+    ContainerState,
+    EngineAction,
+    EngineEvent,
+    ObservedContainer,
+    UpdateConfig,
+    UpdateOrder,
+)
 from tests.unit.harness.builders import container, spec
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 from tests.unit.harness.loop import desired, drive, make
 
 START_FIRST = UpdateOrder.START_FIRST
@@ -97,3 +115,60 @@ def test_a_rollout_of_a_fixed_name_is_stop_first() -> None:
     p = plan("mqtt", s, [old], PlanContext(now=1000.0))
     assert [a.kind for a in p.actions] == [ActionKind.REMOVE]
     assert old.state is ContainerState.RUNNING
+
+
+class _LostAfterRename(FakeEngine):
+    """The engine goes away right after a rename (restarted mid-heal)."""
+
+    drop_after_rename = False
+
+    def rename(self, container: ObservedContainer, name: str) -> None:
+        super().rename(container, name)
+        if self.drop_after_rename:
+            self.down, self.drop_after_rename = True, False
+
+
+def _signed_loop(engine: FakeEngine, clock: FakeClock) -> tuple[Controller, Signer]:
+    key = HostKey(b"s" * 32, born=clock.time())
+    signer = sign(engine, key, clock.time, lambda _u: None)
+    settings = LoopSettings(workers=1, timings=Timings(backoff=Backoff(0.5, 8.0)))
+    return build_loop(engine, clock, settings, name_tag=key.name_tag), signer
+
+
+@pytest.mark.parametrize("startable", [False, True])
+def test_a_replacement_the_engine_cut_short_after_the_rename_aside_keeps_the_data(
+    startable: bool,
+) -> None:
+    """Review: renamed aside (the signature covers the name), the old container no longer
+    verified once the engine went away before the rename back: left for ever, and its
+    replacement made on new volumes (the data cut off). It is healerd's still now: replaced
+    on its volumes and removed, or, when it can start, started under its name again."""
+    clock = FakeClock(start=1010.0)
+    engine = _LostAfterRename(clock, allow=LOOP_CALLS)
+    engine.image_volumes = True  # VOLUME /data, as postgres or mosquitto declare
+    ctrl, signer = _signed_loop(engine, clock)
+    ctrl.set_desired(desired(spec("mqtt", 1, container_name="mosquitto")))
+    drive(ctrl, clock)
+    (old,) = engine.running("mqtt")
+    engine.kill(old.id, exit_code=1)
+    engine.unstartable[old.id] = "network 9cb4 not found"  # only a new one heals it
+    engine.drop_after_rename = True
+    ctrl.on_event(EngineEvent("mqtt", old.id, EngineAction.DIED, exit_code=1, name=old.name))
+    ctrl.process_once()
+    assert engine.containers[old.id].name == f"mosquitto-replaced-{old.id[:12]}"
+    engine.down = False
+    if startable:
+        del engine.unstartable[old.id]
+    ctrl.enqueue_all()
+    drive(ctrl, clock, max_seconds=60)
+    (now,) = engine.running("mqtt")
+    assert now.name == "mosquitto" and now.anon_volumes == old.anon_volumes
+    assert list(engine.containers) == [now.id] and (now.id == old.id) is startable
+    assert signer.unverified() == []
+
+
+def test_only_the_own_id_makes_a_name_aside() -> None:
+    c = dataclasses.replace(container(spec("mqtt", 1)), id="0123456789abcdef")
+    assert aside_of(dataclasses.replace(c, name="mosquitto-replaced-0123456789ab")) == "mosquitto"
+    for name in ("mosquitto-replaced-ffffffffffff", "-replaced-0123456789ab", "mosquitto"):
+        assert aside_of(dataclasses.replace(c, name=name)) == ""
