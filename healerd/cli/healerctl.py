@@ -92,9 +92,7 @@ class Ctl:
             for p in problems:
                 self.warn(f"not converged: {p}")
             return EXIT_NO if problems else EXIT_OK
-        if data.get("missing") and not services:
-            return EXIT_API
-        return EXIT_OK
+        return EXIT_API if data.get("missing") else EXIT_OK  # one name unknown is enough
 
     # -- get ---------------------------------------------------------------------------
 

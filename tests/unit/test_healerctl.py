@@ -173,6 +173,13 @@ def test_status_documents(daemon: FakeDaemon, fmt: str) -> None:
     assert code == EXIT_OK and [s["name"] for s in data["services"]] == ["db", "web"]
 
 
+def test_status_of_a_service_and_an_unknown_one_exits_5(daemon: FakeDaemon) -> None:
+    """Review: one name unknown among known ones exited 0 (the help says 5)."""
+    code, out, err = ctl(daemon, "status", "web", "nosuch")
+    assert code == EXIT_API and "web" in out and "no such service: nosuch" in err
+    assert ctl(daemon, "status", "web")[0] == EXIT_OK
+
+
 def test_get_table_and_json(daemon: FakeDaemon) -> None:
     code, out, _ = ctl(daemon, "get")
     assert code == EXIT_OK
