@@ -80,7 +80,6 @@ class Ctl:
 
     def status(self) -> int:
         data = self.client.get("/v1/status", service=self.args.services or None)
-        services = data["services"]
         if self.fmt in ("table", "wide"):
             self.say(status_text(data, wide=self.fmt == "wide"))
         else:
