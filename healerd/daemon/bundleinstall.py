@@ -49,7 +49,7 @@ from healerd.daemon.bundlefile import (
     sha256_of,
     verify,
 )
-from healerd.engine import EngineError, ImageArchive, ImageStore
+from healerd.engine import ImageArchive, ImageLoadFailed, ImageStore
 from healerd.model import ServiceSpec
 
 STORE = ".bundles"
@@ -86,7 +86,7 @@ def _load_images(
         assert stream is not None
         try:
             loaded = engine.load_image(iter(lambda: stream.read(PIECE), b""))
-        except EngineError as exc:
+        except ImageLoadFailed as exc:  # an engine away is no verdict (tried again)
             raise BundleError(f"{IMAGES}: the engine refused it: {exc}") from None
     missing: dict[str, list[str]] = {}
     for spec in services.values():

@@ -271,7 +271,12 @@ class ImagesDir:
             return digest
         self._judged[name] = state
         log.info("images_dir: installing bundle %s", name)
-        why = self._bundle(path)
+        try:
+            why = self._bundle(path)
+        except EngineUnavailable as exc:  # as an archive's load: no verdict
+            log.info("images_dir: bundle %s not installed now (tried again): %s", name, exc)
+            self._judged.pop(name, None)
+            return digest
         if why is not None:
             self._refuse(name, digest, state, why)
             return digest

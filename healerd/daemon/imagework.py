@@ -33,7 +33,7 @@ from healerd.daemon.snapshots import SnapshotStore
 from healerd.daemon.statefile import StateFile
 from healerd.daemon.updater import UpdateChecker
 from healerd.daemon.updatesnapshots import DaemonSnapshots
-from healerd.engine import Engine, EngineError
+from healerd.engine import Engine, EngineError, EngineUnavailable
 from healerd.host import HostProbe
 from healerd.model import ServiceSpec
 
@@ -221,6 +221,8 @@ class ImageWork:
                 strict_modes=s.strict_modes,
                 environment=s.interpolate_environment,
             )
+        except EngineUnavailable:
+            raise  # no verdict: tried again (healerd.daemon.imagesdir)
         except (BundleError, EngineError, OSError) as exc:
             return str(exc)
         self.reload()

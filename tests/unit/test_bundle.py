@@ -25,7 +25,7 @@ from healerd.config import DesiredStore, load_conf_dir
 from healerd.daemon.bundlefile import BundleError, is_bundle, parse_manifest
 from healerd.daemon.bundleinstall import STORE, install_bundle
 from healerd.daemon.projectwatch import ProjectFiles
-from healerd.engine import EngineError, LocalImage
+from healerd.engine import EngineUnavailable, ImageLoadFailed, LocalImage
 from healerd.model import BuildSpec
 
 
@@ -55,7 +55,7 @@ class FakeArchiveEngine:
         self.loads += 1
         refs = b"".join(chunks).decode().split()
         if any(not r or "\0" in r for r in refs):
-            raise EngineError("load images: unexpected EOF")
+            raise ImageLoadFailed("load images: unexpected EOF")  # as the adapter says it
         self.present |= set(refs) - self.drop_on_load
         return refs
 
@@ -463,3 +463,53 @@ def test_a_bundle_link_leading_nowhere_keeps_its_files_last_good_state(tmp_path:
     state = store.update(load_conf_dir(conf_d, strict_modes=False, known=store.known()))
     assert sorted(state.services) == ["app", "local", "web"]
     assert state.errors and "leads to no directory" in str(state.errors[0])
+
+
+def test_a_bundle_dropped_while_the_engine_is_away_is_installed_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    """Review: the engine away at the load was taken for its refusal, kept in the images
+    directory's memory: the bundle was never installed, across restarts too."""
+    import types
+
+    from healerd.core.clock import FakeClock
+    from healerd.core.events import EventLog
+    from healerd.core.persist import MemoryStore
+    from healerd.daemon.imagesdir import SETTLE, ImagesDir
+    from healerd.daemon.imagework import ImageWork
+
+    class AwayFirst(FakeArchiveEngine):
+        away = True
+
+        def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+            if self.away:
+                raise EngineUnavailable("engine unreachable: connection refused")
+            return super().load_image(chunks)
+
+    bundle = make(tmp_path, site(tmp_path), FakeArchiveEngine(["site/web:1", "site/app:2"]))
+    (images := tmp_path / "images").mkdir()
+    (images / "site.tar").write_bytes(bundle.read_bytes())
+    (state := tmp_path / "state").mkdir()
+    engine, clock = AwayFirst(), FakeClock()
+    settings = types.SimpleNamespace(
+        state_dir=state, strict_modes=False, interpolate_environment=()
+    )
+    work = types.SimpleNamespace(_settings=lambda: settings, _engine=engine, reload=lambda: None)
+    d = ImagesDir(
+        images,
+        engine,
+        clock,
+        EventLog(clock),
+        MemoryStore(),
+        lambda: None,
+        strict=False,
+        bundle=lambda p: ImageWork._install_bundle(work, p),  # type: ignore[arg-type]
+    )
+    d.scan()
+    clock.advance(SETTLE)
+    d.scan()
+    assert engine.loads == 0 and d.refused_here() == []
+    engine.away = False
+    d.scan()
+    assert engine.loads == 1 and d.refused_here() == []
+    assert (state / "bundles").is_dir()
