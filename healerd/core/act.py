@@ -55,7 +55,7 @@ class Acting:
             if res.ok and res.action.kind is ActionKind.START:
                 rec.do(partial(note_started, a=res.action, mono=now, wall=wall))
             elif refused(res):
-                rec.do(partial(note_refused, a=res.action, mono=now))
+                rec.do(partial(note_refused, a=res.action, mono=now, why=str(res.error)))
         return [res.error for res in results if res.error is not None]
 
     def _start_later(self, key: str, p: Plan, rec: Recorder, mono: float) -> None:
@@ -89,7 +89,7 @@ class Acting:
             if res.ok and res.action.kind is ActionKind.START:
                 note_started(m, res.action, mono, wall)
             elif refused(res):
-                note_refused(m, res.action, mono)
+                note_refused(m, res.action, mono, str(res.error))
 
         self.share(
             MemoryDelta(

@@ -30,8 +30,8 @@ class Recall:
     rollout: tuple[float, float] | None = None
     # Starts in place for unhealthiness since each container was last healthy.
     unhealthy_restarts: Mapping[str, int] = field(default_factory=dict)
-    # Starts in place the engine refused in a row: how many, and when the last.
-    refused: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    # Starts in place the engine refused in a row: how many, when the last, and why.
+    refused: Mapping[str, tuple[int, float, str]] = field(default_factory=dict)
 
 
 def plan_context(
@@ -67,9 +67,9 @@ def plan_context(
         how = _how(c)
         if not c.running and c.id in recall.refused:
             # A start the engine refused is tried again as a crash would be: later each time.
-            n, last = recall.refused[c.id]
+            n, last, why = recall.refused[c.id]
             ready_at = max(ready_at, last + crash_backoff(spec.restart_policy).delay(n))
-            died, how = last, f"its start refused {n} time(s) in a row by the engine"
+            died, how = last, f"its start refused {n} time(s) in a row ({why})"
         replacements[c.id] = Replacement(ready=now >= ready_at, crash_streak=streak)
         if now < ready_at:
             wake.append(ready_at)

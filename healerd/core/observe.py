@@ -83,8 +83,8 @@ class Memory:
     # replacement (healerd.core.executor.Executor._start), not in a second one.
     start_rows: dict[str, ObservedContainer] = field(default_factory=dict)
     # Starts in place the engine refused in a row (a port taken, a runtime error): how
-    # many, and when the last. They back off as crashes do, until one works.
-    refused: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # many, when the last, and the engine's words. They back off as crashes do.
+    refused: dict[str, tuple[int, float, str]] = field(default_factory=dict)
 
     def recall(self, ids: set[str], offset: float) -> Recall:
         """The service's remembered times as wall-clock ones (`offset` = wall - mono)."""
@@ -93,7 +93,7 @@ class Memory:
             dead_since={i: t + offset for i, t in self.dead_since.items() if i in ids},
             forgiven=frozenset(self.forgiven & ids),
             engine_stopped=frozenset(self.engine_stopped & ids),
-            refused={i: (n, t + offset) for i, (n, t) in self.refused.items() if i in ids},
+            refused={i: (n, t + offset, w) for i, (n, t, w) in self.refused.items() if i in ids},
             unhealthy_restarts={
                 i: r.unhealthy_restarts
                 for i, r in self.runs.items()
@@ -338,12 +338,12 @@ def note_started(mem: Memory, a: Action, mono: float, wall: float) -> None:
     mem.runs_dirty = True
 
 
-def note_refused(mem: Memory, a: Action, mono: float) -> None:
+def note_refused(mem: Memory, a: Action, mono: float, why: str) -> None:
     """The engine refused healerd's start of `a.container` in place (not unreachable):
     one more in a row, its next try backed off (healerd.core.context)."""
     if a.container is not None:
-        n, _ = mem.refused.get(a.container.id, (0, mono))
-        mem.refused[a.container.id] = (n + 1, mono)
+        n = mem.refused.get(a.container.id, (0, mono, why))[0]
+        mem.refused[a.container.id] = (n + 1, mono, why)
 
 
 def as_dead(mem: Memory, c: ObservedContainer, mono: float, window: float) -> ObservedContainer:

@@ -413,11 +413,13 @@ def test_a_full_disk_fails_heals_clearly_and_touches_no_running_container(
                 f.write(b"\0" * (1 << 20))
         api.kill(victim)
         # The start in place fails with the engine's words; then the service either
-        # retries (Degraded) or, seeing the disk under pressure, waits for room.
+        # retries (Degraded, then CrashLoopBackOff: a refused start backs off as a crash)
+        # or, seeing the disk under pressure, waits for room.
         st = wait_for(
             "a status that names the full disk",
             lambda: (
                 state_is(h, "disk", "Degraded", "no space left on device")
+                or state_is(h, "disk", "CrashLoopBackOff", "no space left on device")
                 or state_is(h, "disk", "WaitingForResources", "disk pressure")
             ),
             timeout=10,

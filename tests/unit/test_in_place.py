@@ -107,7 +107,9 @@ def test_a_start_the_engine_refuses_backs_off_as_a_crash_and_never_gives_up() ->
     assert starts == [0, 10, 30, 70, 110, 150], starts
     ctrl.process_once()
     assert state(ctrl, "web") == "CrashLoopBackOff"
-    assert "start refused 6 time(s) in a row" in ctrl.statuses()[0].reason
+    reason = ctrl.statuses()[0].reason
+    assert "start refused 6 time(s) in a row (start web-" in reason
+    assert "port is already allocated)" in reason, "the engine's words"
     # The port free again: the next try starts it, and its refusals are forgotten.
     del engine.refuse_starts[cid]
     clock.advance(40.0)
