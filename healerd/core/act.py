@@ -120,7 +120,9 @@ def starts_only(p: Plan) -> bool:
 
 def refused(res: ActionResult) -> bool:
     """A start in place the engine refused (an engine away refuses nothing)."""
-    return res.action.kind is ActionKind.START and not res.ok and not res.unreachable
+    return (
+        res.action.kind is ActionKind.START and not res.ok and not res.unreachable and not res.held
+    )
 
 
 def _died(mem: Memory, res: ActionResult) -> float | None:

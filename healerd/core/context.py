@@ -64,12 +64,7 @@ def plan_context(
         ready_at, streak = replacement_verdict(
             c, died, spec.restart_policy, forgiven=c.id in recall.forgiven
         )
-        how = _how(c)
-        if not c.running and c.id in recall.refused:
-            # A start the engine refused is tried again as a crash would be: later each time.
-            n, last, why = recall.refused[c.id]
-            ready_at = max(ready_at, last + crash_backoff(spec.restart_policy).delay(n))
-            died, how = last, f"its start refused {n} time(s) in a row ({why})"
+        ready_at, died, how = _refused(c, spec, recall, ready_at, died)
         replacements[c.id] = Replacement(ready=now >= ready_at, crash_streak=streak)
         if now < ready_at:
             wake.append(ready_at)
@@ -119,6 +114,20 @@ def _failed_running(
             else:
                 wake.append(due)
     return failed
+
+
+def _refused(
+    c: ObservedContainer, spec: ServiceSpec, recall: Recall, ready_at: float, died: float
+) -> tuple[float, float, str]:
+    """A start the engine refused is tried again as a crash would be, later each time:
+    when, since when, and how the backoff's note says it."""
+    if c.running or c.id not in recall.refused:
+        return ready_at, died, _how(c)
+    n, last, why = recall.refused[c.id]
+    at = last + crash_backoff(spec.restart_policy).delay(n)
+    if at <= ready_at:
+        return ready_at, died, _how(c)
+    return at, last, f"its start refused {n} time(s) in a row ({why})"
 
 
 def _rollout_pacing(

@@ -64,6 +64,8 @@ class ActionResult:
     container_name: str | None = None
     # The engine could not be reached: said once for the outage, not once per action.
     unreachable: bool = False
+    # Not tried: held back because the stop of its container failed.
+    held: bool = False
 
     @property
     def ok(self) -> bool:
@@ -125,9 +127,7 @@ class Executor:
         stopped = self._run_all(stops)
         # A container whose stop failed still runs: nothing takes its place (its
         # anonymous volumes, its port) before a pass sees it stopped.
-        running = {
-            r.action.container.id: r.error for r in stopped if r.action.container and not r.ok
-        }
+        running = {r.action.container.id: r for r in stopped if r.action.container and not r.ok}
         held = [a for a in starts if a.container is not None and a.container.id in running]
         starts = [a for a in starts if a not in held]
         done = stopped + self._run_all(starts)
@@ -272,9 +272,13 @@ class Executor:
         try:
             cid = self._engine.create_and_start(spec, name, labels, inherit)
             if old is not None and old.name == aside_name(name, old.id):
-                # Renamed aside by a replacement the engine cut short (signing.aside_of).
+                # Renamed aside by a replacement the engine cut short (signing.aside_of):
+                # the new one runs; a remove that fails is the next pass's to do again.
                 self._hooks.pre_stop(spec, old)
-                self._engine.remove(old, spec.stop_grace_period)
+                try:
+                    self._engine.remove(old, spec.stop_grace_period)
+                except EngineError as exc:
+                    log.warning("%s: %s not removed yet: %s", spec.name, old.name, exc)
             return ActionResult(action, container_id=cid, container_name=name)
         except NameConflict:
             if old is None or old.name != name:
@@ -385,7 +389,8 @@ HOLDING_STATES = frozenset(
 )
 
 
-def _not_after_a_failed_stop(a: Action, running: Mapping[str, str | None]) -> ActionResult:
+def _not_after_a_failed_stop(a: Action, running: Mapping[str, ActionResult]) -> ActionResult:
     assert a.container is not None
-    why = running[a.container.id]
-    return ActionResult(a, error=f"not done: the stop of {a.container.name} failed ({why})")
+    stop = running[a.container.id]
+    why = f"not done: the stop of {a.container.name} failed ({stop.error})"
+    return ActionResult(a, error=why, unreachable=stop.unreachable, held=True)

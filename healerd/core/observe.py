@@ -144,6 +144,7 @@ def observe(
             if c.id not in mem.starting:  # a start on its way: its end reads the death (heal
                 mem.dead_since.pop(c.id, None)  # latency); a list between lost it (CI storm)
             mem.engine_stopped.discard(c.id)
+            mem.refused.pop(c.id, None)  # it ran again (started by hand, say): a new row
         else:
             mem.dead_since.setdefault(c.id, mono)
         if c.running and c.health == Health.UNHEALTHY:

@@ -9,6 +9,10 @@ from (`io.healerd.image`) included. Copied labels do not verify (the name differ
 name is unique on an engine) and made-up ones cannot be signed. A removed container's
 name and labels, replayed on a new container of another image, do not verify either:
 the engine lists the container's own image reference, which must be the signed one.
+One exception to the name: a `container_name` replacement renames the container it
+replaces to `NAME-replaced-<its own id>` before the new one takes NAME; that one verifies
+under NAME (an engine that went away before the rename back must not orphan it and its
+volumes), but never while a container named NAME carries the same signature (a copy).
 While that reference no longer names the container's image (its tag moved, or the image
 was removed), Docker lists the image's ID instead: the reference cannot be compared
 then, and the container is taken as signed. Signatures of an older healerd (v1: no
@@ -92,6 +96,10 @@ def aside_of(c: ObservedContainer) -> str:
     the engine went away before the rename back (its anonymous volumes hold the data)."""
     name, sep, tail = c.name.rpartition(ASIDE)
     return name if sep and name and tail == c.id[:12] else ""
+
+
+def _signature_of(c: ObservedContainer) -> str:
+    return dict(c.owner_labels).get(LABEL_SIGNATURE, "")
 
 
 @dataclass(frozen=True)
@@ -189,8 +197,13 @@ class Signer:
     def mine(self, listed: list[ObservedContainer], service: str | None) -> list[ObservedContainer]:
         """`service`: a list of that service's containers only, so only its unverified
         ones are looked at again."""
-        mine = [c for c in listed if self.key.trusts(c)]
-        others = [c for c in listed if not self.key.trusts(c)]
+        trusted = [c for c in listed if self.key.trusts(c)]
+        # A name aside proves a rename cut short only while nothing holds the name it was
+        # signed under with the same signature: beside its original, it is a copy.
+        held = {(c.name, _signature_of(c)) for c in trusted}
+        copies = {c.id for c in trusted if (aside_of(c), _signature_of(c)) in held}
+        mine = [c for c in trusted if c.id not in copies]
+        others = [c for c in listed if c.id in copies or not self.key.trusts(c)]
         new: list[Unverified] = []
         with self._lock:
             before = self._unverified
@@ -201,6 +214,8 @@ class Signer:
                 u = before.get(c.id)
                 if u is None:
                     why = self.key.why_not(c) or "unverified"
+                    if c.id in copies:
+                        why = f"a copy of {aside_of(c)} (renamed as if a replacement's)"
                     if why == "no signature":
                         why = "no signature, created after the host key"
                     u = Unverified(c.id, c.name, c.service, self._clock(), why)

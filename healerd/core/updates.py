@@ -43,7 +43,7 @@ from healerd.core.updatepins import (
     repository,
     short,
 )
-from healerd.engine import EngineError, ImagePullFailed
+from healerd.engine import EngineError, EngineUnavailable, ImagePullFailed
 from healerd.model import (
     ObservedContainer,
     ServiceSpec,
@@ -361,6 +361,8 @@ class Updates(UpdateState):
             finally:
                 with self._lock:
                     self._pulling.pop(key, None)
+        except EngineUnavailable as exc:
+            raise UpdateRefused(f"{key} not rolled back: {exc}; nothing was changed") from None
         except (ImagePullFailed, EngineError) as exc:
             raise UpdateRefused(
                 f"{key} not rolled back: {ref} is not on this host and cannot be pulled "

@@ -99,6 +99,7 @@ class Source:
         self._state = SourceState(conf.name, masked_git_url(conf.url), conf.ref)
         self._refused: dict[str, str] = {}
         self._checking = ""  # the commit being checked out by the source's thread
+        self._unsaved = False  # the last save failed: tried again at every change
         self.rounds = 0
         self.wake = threading.Event()
         self._load()
@@ -225,7 +226,7 @@ class Source:
         """Under the lock: the state replaced, and saved when what matters moved."""
         before = self._state
         self._state = after = _replace(before, changes)
-        if (before.applied_commit, before.candidate_commit, before.commit) != (
+        if self._unsaved or (before.applied_commit, before.candidate_commit, before.commit) != (
             after.applied_commit,
             after.candidate_commit,
             after.commit,
@@ -243,8 +244,12 @@ class Source:
         try:
             self._save_state(s)
         except OSError as exc:
-            log.warning("source %s: its state not saved (kept in memory): %s", s.name, exc)
+            if not self._unsaved:  # said once; the status says it until a save works
+                log.warning("source %s: its state not saved (kept in memory): %s", s.name, exc)
+            self._unsaved = True
             self._state = _replace(s, {"last_error": f"its state not saved in state_dir: {exc}"})
+        else:
+            self._unsaved = False
 
     def _save_state(self, s: SourceState) -> None:
         self._store.save(

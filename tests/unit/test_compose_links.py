@@ -119,9 +119,14 @@ def _engine(running: list[dict[str, Any]]) -> tuple[DockerEngine, _Api]:
 
 
 def test_service_network_mode_joins_the_oldest_running_container() -> None:
-    engine, api = _engine([{"Id": "b" * 64, "Created": 20}, {"Id": "a" * 64, "Created": 10}])
+    rows = [
+        {"Id": "b" * 64, "Created": 20, "State": "running"},
+        {"Id": "a" * 64, "Created": 10, "State": "running"},
+        {"Id": "c" * 64, "Created": 5, "State": "exited"},  # older, but not running
+    ]
+    engine, api = _engine(rows)
     assert engine._network_mode(load()["side"]) == f"container:{'a' * 64}"
-    assert api.filters == [{"label": "io.healerd.service=db", "status": "running"}]
+    assert api.filters == [{"label": "io.healerd.service=db"}]
     engine, _ = _engine([])
     with pytest.raises(Exception, match="no container of db is running yet"):
         engine._network_mode(load()["side"])
@@ -323,3 +328,53 @@ def test_wrong_ipam_options_and_aux_addresses_are_refused(change: str, message: 
     found = errors(IPAM_MORE.replace(change, message))
     expected = "aux_addresses.router: '10.0.0.2' is not an address inside subnet 192.168.50.0/24"
     assert any((expected if "router" in message else "ipam.options: must map") in e for e in found)
+
+
+def test_service_network_mode_keeps_the_report_of_unverified_stopped_containers() -> None:
+    """Review: its look at the running containers only replaced the service's report of
+    unverified ones: a stopped one dropped from `healerctl status`, told again later."""
+    from healerd.core.signing import HostKey, sign
+    from healerd.engine.docker.listing import observed
+
+    told: list[str] = []
+    stopped = {
+        "Id": "e" * 64,
+        "Created": 2_000_000_000,
+        "Names": ["/db-copy"],
+        "Image": "busybox",
+        "State": "exited",
+        "Labels": {"io.healerd.service": "db"},
+    }
+    engine, _ = _engine([stopped])
+    key = HostKey(b"s" * 32, born=1_900_000_000.0)
+    signer = sign(engine, key, lambda: 0.0, lambda u: told.append(u.id))
+    signer.mine([observed(stopped)], "db")  # a full list of db (list_managed)
+    with pytest.raises(Exception, match="no container of db is running yet"):
+        engine._network_mode(load()["side"])
+    assert [u.id for u in signer.unverified()] == ["e" * 64], "dropped from the report"
+    signer.mine([observed(stopped)], "db")
+    assert told == ["e" * 64], "told once"
+
+
+def test_service_network_mode_joins_the_signed_one_past_an_older_copy() -> None:
+    import dataclasses
+
+    from healerd.core.signing import HostKey, sign
+
+    key = HostKey(b"s" * 32, born=1_900_000_000.0)
+    engine, _ = _engine([])
+    labels = sign(engine, key, lambda: 0.0).labels(
+        dataclasses.replace(load()["db"], image="busybox"), "db-x-y", {}
+    )
+    forged = {
+        "Id": "f" * 64,
+        "Created": 2_000_000_000,
+        "Names": ["/db-copy"],
+        "Image": "busybox",
+        "State": "running",
+        "Labels": labels,
+    }
+    real = {**forged, "Id": "a" * 64, "Created": 2_000_000_100, "Names": ["/db-x-y"]}
+    engine, _ = _engine([forged, real])
+    sign(engine, key, lambda: 0.0)
+    assert engine._network_mode(load()["side"]) == f"container:{'a' * 64}"

@@ -172,3 +172,27 @@ def test_only_the_own_id_makes_a_name_aside() -> None:
     assert aside_of(dataclasses.replace(c, name="mosquitto-replaced-0123456789ab")) == "mosquitto"
     for name in ("mosquitto-replaced-ffffffffffff", "-replaced-0123456789ab", "mosquitto"):
         assert aside_of(dataclasses.replace(c, name=name)) == ""
+
+
+def test_a_copy_renamed_as_if_aside_does_not_verify_beside_its_original() -> None:
+    """Review: a copy of a healerd container (its labels and image), renamed to
+    `<original name>-replaced-<the copy's own id12>`, verified beside its original. A
+    name aside proves a rename cut short only while nothing holds that name."""
+    from healerd.model import LABEL_IMAGE
+
+    key = HostKey(b"k" * 32, born=0.0)
+    signer = Signer(key, lambda: 100.0)
+    s = spec("web", 2)  # generated names, no container_name
+    orig = dataclasses.replace(container(s), name="proj-web-1-ab12c", image="img:1", created=50.0)
+    labels = signer.labels(s, orig.name, {LABEL_IMAGE: "img:1"})
+    orig = dataclasses.replace(orig, owner_labels=tuple(sorted(labels.items())))
+    copy_id = "f" * 64
+    copy = dataclasses.replace(
+        orig, id=copy_id, name=f"proj-web-1-ab12c-replaced-{copy_id[:12]}", created=60.0
+    )
+    assert key.verifies(orig)
+    mine = signer.mine([orig, copy], "web")
+    assert [c.id for c in mine] == [orig.id], "the copy is counted as healerd's"
+    assert [u.id for u in signer.unverified()] == [copy_id]
+    assert "a copy of proj-web-1-ab12c" in signer.unverified()[0].why
+    assert [c.id for c in signer.mine([copy], "web")] == [copy_id], "alone: a rename cut short"

@@ -473,3 +473,27 @@ def test_healerctl_starts_without_the_config_package() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_rollback_whose_pull_outlasts_the_request_deadline_is_answered(
+    tmp_path: Path,
+) -> None:
+    """Review: healerctl waited for the previous image's pull, the server cut the request
+    at its deadline: healerctl said healerd could not be reached, the rollback went on."""
+    import time
+
+    d = FakeDaemon(tmp_path / "healerd.sock")
+    slow = d.images.rollback
+
+    def pulling_first(service: str) -> str:
+        time.sleep(1.5)  # the previous image pulled first
+        return slow(service)
+
+    d.images.rollback = pulling_first  # type: ignore[method-assign]
+    server = ApiServer(d, ApiOptions(request_deadline=0.5))
+    server.start()
+    try:
+        code, out, err = run("rollback", "web", socket_path=d.settings.socket_path)
+    finally:
+        server.stop()
+    assert code == EXIT_OK and ("rollback", "web") in d.images.verbs, (out, err)

@@ -15,6 +15,7 @@ from healerd.core.controller import Controller, LoopSettings
 from healerd.core.runs import Run, Termination, from_json, to_json
 from healerd.core.wiring import build_loop
 from healerd.daemon.runbook import FileRunBook
+from healerd.engine import EngineError, EngineUnavailable
 from healerd.model import (
     ContainerState,
     EngineAction,
@@ -723,3 +724,78 @@ def test_a_list_taken_before_a_start_in_place_ended_does_not_start_it_again() ->
     assert c.restarts == 1, c
     restarted = [e.message for e in ctrl.events.since(0) if e.kind == "restarted"]
     assert restarted == ["restarted in place: exited with code 0"], restarted
+
+
+class _FlakyStop(FakeEngine):
+    """A stop that fails: stuck (the process exits too late), or the engine goes away."""
+
+    mode = ""  # "stuck": the stop fails, "away": the engine restarts during the stop
+
+    def stop(self, container: ObservedContainer, stop_timeout: float | None) -> None:
+        if self.mode == "stuck":
+            self.mode = ""
+            self.calls.append("stop")
+            self.set(container.id, state=ContainerState.EXITED, exit_code=137)  # too late
+            raise EngineError(f"stop {container.name}: cannot stop container: tried to kill")
+        if self.mode == "away":
+            self.mode = ""
+            self.calls.append("stop")
+            self.set(container.id, state=ContainerState.EXITED, exit_code=0)  # engine restart
+            self.down = True
+            raise EngineUnavailable("fake engine down")
+        super().stop(container, stop_timeout)
+
+
+@pytest.mark.parametrize("mode", ["stuck", "away"])
+def test_a_failed_stop_is_no_refused_start(mode: str) -> None:
+    """Review: the start held after its container's stop failed (an unhealthy restart)
+    counted as a start the engine refused, and backed the next one off."""
+    clock = FakeClock()
+    engine = _FlakyStop(clock, allow=LOOP_CALLS)
+    ctrl = build_loop(engine, clock, LoopSettings(workers=1))
+    ctrl.set_desired(desired(spec("web", 1, unhealthy_grace=5.0)))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+    engine.set(cid, health=Health.UNHEALTHY)
+    engine.mode = mode
+    ctrl.enqueue_all()
+    drive(ctrl, clock, max_seconds=5.2)
+    assert engine.calls.count("stop") == 1, engine.calls
+    refused = dict(ctrl.parts.memory.mem.refused)
+    engine.down = False
+    ctrl.enqueue_all()
+    drive(ctrl, clock, max_seconds=3)
+    reasons = [s.reason for s in ctrl.statuses()]
+    assert engine.containers[cid].running, (refused, reasons)
+    assert not refused, "no start was refused by the engine"
+
+
+def test_a_run_between_refusals_ends_the_row() -> None:
+    """Review: refused twice, then started by hand (docker start) and ran for a day: the next
+    refusal is the first of a new row, not the third."""
+    ctrl, engine, clock = make()
+    s = spec("web", 1, restart_policy=RestartPolicy(delay=10.0, max_delay=300.0, window=600.0))
+    ctrl.set_desired(desired(s))
+    drive(ctrl, clock)
+    (cid,) = engine.containers
+
+    def die() -> None:
+        c = engine.containers[cid]
+        engine.kill(cid, exit_code=1)
+        ctrl.on_event(EngineEvent("web", cid, EngineAction.DIED, exit_code=1, name=c.name))
+
+    engine.refuse_starts[cid] = "port is already allocated"
+    die()
+    drive(ctrl, clock, max_seconds=15)  # refused at 0 and 10
+    assert ctrl.parts.memory.mem.refused[cid][0] == 2
+    del engine.refuse_starts[cid]
+    engine.allow = engine.allow | {"start"}
+    engine.start(engine.containers[cid])  # the operator, by hand
+    ctrl.on_event(EngineEvent("web", cid, EngineAction.STARTED, name=engine.containers[cid].name))
+    drive(ctrl, clock, max_seconds=86400)
+    assert engine.containers[cid].running
+    engine.refuse_starts[cid] = "port is already allocated"
+    die()
+    drive(ctrl, clock, max_seconds=1)
+    reason = ctrl.statuses()[0].reason
+    assert "refused 1 time(s)" in reason and "next try in 10s" in reason, reason

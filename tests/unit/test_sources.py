@@ -303,3 +303,34 @@ def test_a_state_dir_that_cannot_be_written_costs_no_reload(
         assert s.applied_commit and not s.candidate_commit, "accepted all the same"
         assert "state not saved" in s.last_error and "No space left" in s.last_error
         assert any(f.endswith("/web.yaml") for f in d.controller.desired.files or ())
+
+
+def test_a_state_not_saved_is_said_until_a_save_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: the next round (the same commit) cleared the error, and nothing saved the
+    state again once the disk had room: a restart then found the commit not applied."""
+    import errno
+    import json
+
+    from healerd.daemon.statefile import StateFile
+
+    real_save = StateFile.save
+    with trusted_tmp_dir() as state:
+        (state / "allowed_signers").write_text("ops ssh-ed25519 AAAA\n")
+        src = make(state, FakeGit())
+        src.sync()
+        commit = src.state().candidate_commit
+
+        def full(self: StateFile, data: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(StateFile, "save", full)
+        src.accept(commit)
+        src.sync()  # a round that finds the same commit, the disk still full
+        assert "state not saved" in src.state().last_error
+        monkeypatch.setattr(StateFile, "save", real_save)  # room again
+        src.sync()
+        assert src.state().last_error == ""
+        saved = [json.loads(p.read_text()) for p in state.rglob("state.json")]
+        assert [d["applied"] for d in saved] == [commit]

@@ -1,9 +1,6 @@
-"""The local API's routes: what each endpoint reads or changes, apart from HTTP.
-
-Kept free of sockets so the routes can be tested with a fake daemon. Handlers run in
-the server's threads and touch the reconcile loop only through the controller's
-thread-safe methods.
-"""
+"""The local API's routes: what each endpoint reads or changes, apart from HTTP. Kept free
+of sockets so the routes can be tested with a fake daemon. Handlers run in the server's
+threads and touch the reconcile loop only through the controller's thread-safe methods."""
 
 from __future__ import annotations
 
@@ -189,8 +186,6 @@ class Api:
             name, verb = check_service_name(unquote(m.group(1))), m.group(2)
             self._only(req, "POST", PARAMS.get(verb, set()))
             self._authorize(req, verb)
-            if verb in VERBS:
-                return update_verb(self.daemon, name, verb, req.one, peer_label(req.peer))
             return self._service_verb(req, name, verb)
         raise ApiError(404, f"no such endpoint: {path[:100]}")
 
@@ -425,7 +420,9 @@ class Api:
         return prune_volumes(self.daemon, dry_run, peer_label(req.peer))
 
     def _service_verb(self, req: Request, name: str, verb: str) -> tuple[int, Any]:
-        c = self.daemon.controller
+        c, who = self.daemon.controller, peer_label(req.peer)
+        if verb in VERBS:  # the updater's (healerd.daemon.api.updateverbs)
+            return update_verb(self.daemon, name, verb, req.one, who, req.release_deadline)
         if verb == "pause":
             if name not in c.desired.services:
                 raise ApiError(404, f"no such service: {name} (only declared services pause)")
@@ -443,7 +440,7 @@ class Api:
                 raise ApiError(404, f"no such service: {name}")
             c.reconcile_now(name)
             msg = f"reconcile of {name} queued"
-        log.info("%s of %s requested by %s", verb, name, peer_label(req.peer))
+        log.info("%s of %s requested by %s", verb, name, who)
         return 200, {"ok": True, "service": name, "message": msg}
 
 

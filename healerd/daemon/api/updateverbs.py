@@ -33,8 +33,14 @@ def _on(one: Callable[[str], str | None], name: str) -> bool:
 
 
 def update_verb(
-    daemon: DaemonLike, name: str, verb: str, one: Callable[[str], str | None], who: str
+    daemon: DaemonLike,
+    name: str,
+    verb: str,
+    one: Callable[[str], str | None],
+    who: str,
+    release: Callable[[], None] = lambda: None,
 ) -> tuple[int, Any]:
+    """`release`: the request's deadline ends (a rollback may pull its image first)."""
     if name not in daemon.controller.desired.services:
         raise ApiError(404, f"no such service: {name}")
     images = daemon.images
@@ -42,6 +48,7 @@ def update_verb(
         if verb == "update":
             return _update(daemon, name, one, who)
         if verb == "rollback":
+            release()
             said = images.rollback(name)
         else:
             digest = (one("digest") or "") if verb == "pin" else ""

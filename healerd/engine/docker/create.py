@@ -127,9 +127,10 @@ class DockerCreate:
             return request.network_mode(spec)
         with self._client.call(f"list containers of {service}"):
             found = self._client.api.containers(
-                filters={"label": f"{LABEL_SERVICE}={service}", "status": "running"}
+                all=True, filters={"label": f"{LABEL_SERVICE}={service}"}
             )
-        mine = self.owner.mine([observed(row) for row in found], service)
+        # The whole service to the owner: its report of unverified ones stays as it is.
+        mine = [c for c in self.owner.mine([observed(r) for r in found], service) if c.running]
         if not mine:
             raise EngineError(
                 f"network_mode service:{service}: no container of {service} is running yet"
