@@ -19,7 +19,7 @@ from healerd.config.buildctx import ContextError, context_hash
 from healerd.config.errors import describe
 from healerd.config.hostchecks import extra_hosts
 from healerd.config.keys import At
-from healerd.config.pairs import environment, labels
+from healerd.config.pairs import LEFT_OUT, environment, labels
 from healerd.config.trust import FileRefused, trust_problem, trusted_directory
 from healerd.config.units import parse_size
 from healerd.config.values import string
@@ -66,13 +66,15 @@ def _strings(value: object, at: At) -> tuple[str, ...]:
 
 
 def _args(value: object, at: At) -> tuple[tuple[str, str], ...]:
-    """Build args; one without a value (`- NAME`, `NAME:` with nothing) is left out, so
-    the Dockerfile's default applies, as Compose does when the variable is not set
-    (healerd reads no environment of its own for it; give the value, or `${NAME}`)."""
+    """Build args. One named without a value (`- NAME`, `NAME:` with nothing) has taken
+    the project's variable NAME before this check (healerd.config.projectread), or is left
+    out when that is not set, so that the Dockerfile's default applies, as in Compose."""
     if isinstance(value, LineList):
         pairs: dict[str, str] = {}
         for index, item in enumerate(value):
             item_at = at.item(value, index)
+            if item is LEFT_OUT:
+                continue
             if not isinstance(item, str):
                 item_at.error(f"must be a 'NAME=value' string, not {describe(item)}")
             elif "=" in item:

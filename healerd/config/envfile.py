@@ -12,7 +12,13 @@ the service file that names them; later files override earlier ones, and the ser
     KEY='VALUE'              single quotes: taken literally
     KEY="VALUE"              double quotes: \\n \\t \\r \\" \\\\ are unescaped
 
-There is no `${VAR}` interpolation and no multi-line value. Values are secrets: no
+There is no multi-line value. A project's `.env` (the variables `${VAR}` reads; `over`
+given to parse_env_text) has its unquoted and double-quoted values expanded as
+compose-go's dotenv parser does: `${VAR}` forms (Substituter, below) from `over`
+(the environment healerd lets interpolation read) first, then the file's earlier lines,
+then earlier files; `$$` and, in double quotes, `\\$` are a literal `$`; single-quoted
+values stay literal. A service's `env_file` is not expanded: it is read again when a
+container is created, without the project's variables at hand. Values are secrets: no
 error, log line or exception here ever shows one, only the file and line. The check of
 the `env_file` key (env_files) reads each file at load time too, so that a missing or
 malformed one is reported with the service file's other errors.
@@ -29,7 +35,10 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+from collections import ChainMap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import NoReturn
 
 from healerd.config.errors import ConfigError, describe
 from healerd.config.keys import At
@@ -43,6 +52,127 @@ MAX_ENV_FILE_SIZE = 2**20  # the most healerd reads of one env file
 MAX_ENV_FILES = 32  # env files one service may name
 
 
+# --- The `${VAR}` text engine -------------------------------------------------------------
+# Compose's substitution grammar (compose-go's template package), shared by a project's
+# `.env` (parse_env_text) and the interpolation of service files (healerd.config.
+# interpolate, which reads env files through this module, so the engine sits here):
+# `$VAR`, `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `${VAR?error}`,
+# `${VAR:+alt}`, `${VAR+alt}`, nested defaults, `$$` for a literal `$`. No error or
+# warning shows a value: only a variable's name, or a `?` message as written.
+
+_NAME = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
+_OPERATORS = (":-", ":?", ":+", "-", "?", "+")
+
+
+class Failed(Exception):
+    """A substitution reported as an error at its At: the text cannot be used."""
+
+
+class Substituter:
+    """Substitutes the `${VAR}`s of text from `env`, reporting at `at`. `quiet`: no
+    warning for an unset variable (a first look at text that is read again later).
+    `dotenv`: the text is a `.env` value, itself a secret: an error never quotes it."""
+
+    def __init__(
+        self, env: Mapping[str, str], at: At, *, quiet: bool = False, dotenv: bool = False
+    ) -> None:
+        self.env, self.at, self.quiet, self.dotenv = env, at, quiet, dotenv
+        self.used: list[tuple[str, str]] = []  # (name, value) of each value put in
+
+    def text(self, s: str) -> str:
+        out: list[str] = []
+        i = 0
+        while i < len(s):
+            j = s.find("$", i)
+            if j < 0 or j == len(s) - 1:
+                out.append(s[i:])
+                break
+            out.append(s[i:j])
+            nxt = s[j + 1]
+            if nxt == "$":
+                out.append("$")
+                i = j + 2
+            elif nxt == "{":
+                end = _closing(s, j + 2)
+                if end < 0:
+                    self._fail("a '${' is not closed by '}'")
+                out.append(self._braced(s[j + 2 : end]))
+                i = end + 1
+            elif m := _NAME.match(s, j + 1):
+                out.append(self._lookup(m.group(0)))
+                i = m.end()
+            else:
+                out.append("$")
+                i = j + 1
+        return "".join(out)
+
+    def _braced(self, inner: str) -> str:
+        m = _NAME.match(inner)
+        if m is None:
+            self._fail(self._invalid(inner))
+        name, rest = m.group(0), inner[m.end() :]
+        if not rest:
+            return self._lookup(name)
+        op = next((o for o in _OPERATORS if rest.startswith(o)), None)
+        if op is None:
+            self._fail(self._invalid(inner))
+        arg = rest[len(op) :]
+        value = self.env.get(name)
+        present = value is not None and (value != "" or ":" not in op)
+        if op.endswith("-"):
+            return self._used(name, value) if present and value is not None else self.text(arg)
+        if op.endswith("+"):
+            return self.text(arg) if present else ""
+        if not present:  # ? and :?
+            state = "empty" if value == "" else "not set"
+            # The message as written: interpolating it could show another value.
+            self._fail(f"required variable {name} is {state}: {arg}")
+        return self._used(name, value or "")
+
+    def _lookup(self, name: str) -> str:
+        value = self.env.get(name)
+        if value is None and self.quiet:
+            return ""
+        if value is None:
+            # Compose's behaviour: a warning and "" (a `$` meant literally is written $$).
+            where = "earlier in this file" if self.dotenv else "in the file's .env"
+            self.at.warn(
+                f"variable {name} is not set, an empty string is used: set it {where}, "
+                f"give a default (${{{name}:-}}), make it required (${{{name}:?reason}}) "
+                "or write $$ for a literal $"
+            )
+            return ""
+        return self._used(name, value)
+
+    def _used(self, name: str, value: str) -> str:
+        if value:
+            self.used.append((name, value))
+        return value
+
+    def _invalid(self, inner: str) -> str:
+        shown = "a '${'" if self.dotenv else f"'${{{inner[:40]}}}'"
+        return f"{shown} is not a valid interpolation (${{NAME}}, ${{NAME:-default}}, ...)"
+
+    def _fail(self, reason: str) -> NoReturn:
+        self.at.error(reason)
+        raise Failed
+
+
+def _closing(s: str, start: int) -> int:
+    """The index of the '}' that closes a '${' opened before `start`, nested ones skipped."""
+    depth, i = 1, start
+    while i < len(s):
+        if s.startswith("${", i):
+            depth, i = depth + 1, i + 2
+            continue
+        if s[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
 class EnvFileError(ValueError):
     """An env file that cannot be read or parsed; `error` locates it, never showing a value.
     `refused`: refused by read_trusted (its reason names the file)."""
@@ -53,8 +183,10 @@ class EnvFileError(ValueError):
         super().__init__(str(error))
 
 
-def _value(raw: str) -> str:
-    """Raises ValueError with a message that never contains the value."""
+def _value(raw: str, dotenv: bool = False) -> tuple[str, bool]:
+    """The value and whether `${VAR}` expansion applies to it (not single-quoted). In a
+    `dotenv`, a double-quoted `\\$` is kept as `$$`, so that expansion leaves a `$`.
+    Raises ValueError with a message that never contains the value."""
     text = raw.lstrip()
     if text[:1] == "'":
         end = text.find("'", 1)
@@ -66,7 +198,8 @@ def _value(raw: str) -> str:
         i = 1
         while i < len(text) and text[i] != '"':
             if text[i] == "\\" and i + 1 < len(text):
-                chars.append(_ESCAPES.get(text[i + 1], "\\" + text[i + 1]))
+                escaped = "$$" if dotenv and text[i + 1] == "$" else None
+                chars.append(escaped or _ESCAPES.get(text[i + 1], "\\" + text[i + 1]))
                 i += 2
             else:
                 chars.append(text[i])
@@ -76,16 +209,25 @@ def _value(raw: str) -> str:
         rest, value = text[i + 1 :], "".join(chars)
     else:
         comment = re.search(r"\s#", text)
-        return (text[: comment.start()] if comment else text).rstrip()
+        return (text[: comment.start()] if comment else text).rstrip(), True
     rest = rest.strip()
     if rest and not rest.startswith("#"):
         raise ValueError("has text after the closing quote")
-    return value
+    return value, text[:1] == '"'
 
 
-def parse_env_text(text: str, file: str) -> tuple[tuple[tuple[str, str], ...], list[ConfigError]]:
-    """KEY=VALUE pairs in file order (a repeated key: the last wins) and every error found."""
+def parse_env_text(
+    text: str,
+    file: str,
+    *,
+    over: Mapping[str, str] | None = None,
+    earlier: Mapping[str, str] | None = None,
+) -> tuple[tuple[tuple[str, str], ...], list[ConfigError]]:
+    """KEY=VALUE pairs in file order (a repeated key: the last wins) and every error found.
+    With `over`, a project's `.env`: values are expanded (see the module docstring) from
+    `over`, then this file's earlier lines, then `earlier` (the files read before it)."""
     pairs: dict[str, str] = {}
+    lookup = None if over is None else ChainMap(dict(over), pairs, dict(earlier or {}))
     errors: list[ConfigError] = []
     # Lines end at \n only, as for `docker run --env-file` (str.splitlines would also cut
     # a value at \f, \x1c or U+2028); a \r before it goes too.
@@ -110,17 +252,32 @@ def parse_env_text(text: str, file: str) -> tuple[tuple[tuple[str, str], ...], l
             errors.append(ConfigError(file, number, "env_file", reason))
             continue
         try:
-            pairs.pop(key, None)
-            pairs[key] = _value(raw)
+            value, expand = _value(raw, lookup is not None)
         except ValueError as exc:
             errors.append(ConfigError(file, number, f"env_file.{key}", str(exc)))
+            continue
+        if expand and lookup is not None and "$" in value:
+            at = At(errors, file, f"env_file.{key}", number)
+            try:
+                value = Substituter(lookup, at, dotenv=True).text(value)
+            except Failed:
+                continue  # reported, without the value
+        pairs.pop(key, None)
+        pairs[key] = value
     return tuple(pairs.items()), errors
 
 
-def read_env_file(path: Path, *, strict_modes: bool = True) -> tuple[tuple[str, str], ...]:
+def read_env_file(
+    path: Path,
+    *,
+    strict_modes: bool = True,
+    over: Mapping[str, str] | None = None,
+    earlier: Mapping[str, str] | None = None,
+) -> tuple[tuple[str, str], ...]:
     """One env file's pairs, read through healerd.config.trust.read_trusted (at most
     MAX_ENV_FILE_SIZE; with `strict_modes`, the file and every directory above it must be
-    trusted). Raises EnvFileError (the first problem) if it is unusable."""
+    trusted); a project's `.env` with `over` (expanded: parse_env_text). Raises
+    EnvFileError (the first problem) if it is unusable."""
     file = str(path)
     try:
         raw = read_trusted(path, "env file", strict=strict_modes, limit=MAX_ENV_FILE_SIZE)
@@ -134,7 +291,7 @@ def read_env_file(path: Path, *, strict_modes: bool = True) -> tuple[tuple[str, 
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise EnvFileError(ConfigError(file, line, "env_file", "not valid UTF-8 text")) from None
-    pairs, errors = parse_env_text(text, file)
+    pairs, errors = parse_env_text(text, file, over=over, earlier=earlier)
     if errors:
         raise EnvFileError(errors[0])
     return pairs

@@ -9,11 +9,14 @@ file must run unchanged; `${VAR:?}` makes one required). Values come from the fi
 env file: `<name>.env` beside `<name>.yaml` (what Compose reads from the project's
 `.env`), read through the trusted open, and from healerd's own environment only for the
 names healerd.yaml's `interpolate_environment` lists (those win, as the environment does
-in Compose). Unlike `docker compose`, which reads the whole shell environment: healerd's
-environment holds what its unit gives it (credentials for a credential helper, say),
-which no service file should be able to move into a container. Only values are
-interpolated, never keys. A value that was a plain (unquoted) scalar and becomes a
-number or a boolean is read as one, so `replicas: ${N}` works.
+in Compose), with COMPOSE_PROJECT_NAME set to the project's name unless given
+(healerd.config.projectread); the env files' own `${VAR}`s are expanded as they are read
+(healerd.config.envfile). Unlike `docker compose`, which reads the whole shell
+environment: healerd's environment holds what its unit gives it (credentials for a
+credential helper, say), which no service file should be able to move into a
+container. Only values are interpolated, never keys. A value that was a plain
+(unquoted) scalar and becomes a number or a boolean is read as one, so `replicas: ${N}`
+works.
 
 No error or warning shows a variable's value: only its name. Every substitution is
 recorded (a Substitution), so that views show `${NAME}` in place of its value
@@ -29,9 +32,9 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from healerd.config.envfile import EnvFileError, read_env_file
+from healerd.config.envfile import EnvFileError, Failed, Substituter, read_env_file
 from healerd.config.errors import ConfigError
 from healerd.config.keys import At
 from healerd.config.trust import FileRefused, trusted_directory
@@ -39,13 +42,6 @@ from healerd.config.yamlload import LineDict, LineList
 from healerd.model import Substitution
 
 log = logging.getLogger("healerd.config")
-
-_NAME = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*")
-_OPERATORS = (":-", ":?", ":+", "-", "?", "+")
-
-
-class _Failed(Exception):
-    pass
 
 
 def project_directory(
@@ -102,21 +98,26 @@ def project_env(
     """The variables a service file is interpolated with: the `.env` of its project
     directory when that is not conf.d (a link, or x-healerd.project_directory); then its
     `<name>.env` in conf.d; then, over both, the variables of healerd's own environment
-    named in `environment` (healerd.yaml's interpolate_environment), and no other."""
+    named in `environment` (healerd.yaml's interpolate_environment), and no other. The
+    files' `${VAR}`s are expanded from those variables and the lines before them
+    (healerd.config.envfile.parse_env_text)."""
     candidates = [path.with_suffix(".env")]
     project_dir = project_directory(path) if project_dir is None else project_dir
     if project_dir != path.parent:
         candidates.insert(0, project_dir / ".env")
     values: dict[str, str] = {}
     errors: list[ConfigError] = []
+    over = project_env_values(environment)
     for env_path in candidates:
         if not env_path.exists():
             continue
         try:
-            values.update(read_env_file(env_path, strict_modes=strict_modes))
+            values.update(
+                read_env_file(env_path, strict_modes=strict_modes, over=over, earlier=values)
+            )
         except EnvFileError as exc:
             errors.append(exc.error)
-    values.update(project_env_values(environment))
+    values.update(over)
     return values, errors
 
 
@@ -124,102 +125,6 @@ def project_env_values(environment: Collection[str]) -> dict[str, str]:
     """The variables of healerd's own environment that interpolation may read: only
     those healerd.yaml's interpolate_environment names."""
     return {name: os.environ[name] for name in environment if name in os.environ}
-
-
-class _Interpolator:
-    def __init__(self, env: Mapping[str, str], at: At) -> None:
-        self.env, self.at = env, at
-        self.used: list[tuple[str, str]] = []  # (name, value) of each value put in
-
-    def text(self, s: str) -> str:
-        out: list[str] = []
-        i = 0
-        while i < len(s):
-            j = s.find("$", i)
-            if j < 0 or j == len(s) - 1:
-                out.append(s[i:])
-                break
-            out.append(s[i:j])
-            nxt = s[j + 1]
-            if nxt == "$":
-                out.append("$")
-                i = j + 2
-            elif nxt == "{":
-                end = _closing(s, j + 2)
-                if end < 0:
-                    self._fail("a '${' is not closed by '}'")
-                out.append(self._braced(s[j + 2 : end]))
-                i = end + 1
-            elif m := _NAME.match(s, j + 1):
-                out.append(self._lookup(m.group(0)))
-                i = m.end()
-            else:
-                out.append("$")
-                i = j + 1
-        return "".join(out)
-
-    def _braced(self, inner: str) -> str:
-        m = _NAME.match(inner)
-        if m is None:
-            self._fail(_invalid(inner))
-        name, rest = m.group(0), inner[m.end() :]
-        if not rest:
-            return self._lookup(name)
-        op = next((o for o in _OPERATORS if rest.startswith(o)), None)
-        if op is None:
-            self._fail(_invalid(inner))
-        arg = rest[len(op) :]
-        value = self.env.get(name)
-        present = value is not None and (value != "" or ":" not in op)
-        if op.endswith("-"):
-            return self._used(name, value) if present and value is not None else self.text(arg)
-        if op.endswith("+"):
-            return self.text(arg) if present else ""
-        if not present:  # ? and :?
-            state = "empty" if value == "" else "not set"
-            # The message as written: interpolating it could show another value.
-            self._fail(f"required variable {name} is {state}: {arg}")
-        return self._used(name, value or "")
-
-    def _lookup(self, name: str) -> str:
-        value = self.env.get(name)
-        if value is None:
-            # Compose's behaviour: a warning and "" (a `$` meant literally is written $$).
-            self.at.warn(
-                f"variable {name} is not set, an empty string is used: set it in the file's "
-                f".env, give a default (${{{name}:-}}), make it required (${{{name}:?reason}}) "
-                "or write $$ for a literal $"
-            )
-            return ""
-        return self._used(name, value)
-
-    def _used(self, name: str, value: str) -> str:
-        if value:
-            self.used.append((name, value))
-        return value
-
-    def _fail(self, reason: str) -> NoReturn:
-        self.at.error(reason)
-        raise _Failed
-
-
-def _invalid(inner: str) -> str:
-    return f"'${{{inner[:40]}}}' is not a valid interpolation (${{NAME}}, ${{NAME:-default}}, ...)"
-
-
-def _closing(s: str, start: int) -> int:
-    """The index of the '}' that closes a '${' opened before `start`, nested ones skipped."""
-    depth, i = 1, start
-    while i < len(s):
-        if s.startswith("${", i):
-            depth, i = depth + 1, i + 2
-            continue
-        if s[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
 
 
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+|[0-9]*\.[0-9]+(?:[eE][-+]?[0-9]+)?)")
@@ -284,8 +189,8 @@ class _Walk:
         self.walked: dict[int, tuple[str, list[Made]]] = {}
 
     def text(self, container: object, value: str, at: At) -> str:
-        """`value` substituted (_Failed when it cannot be)."""
-        it = _Interpolator(self.env, at)
+        """`value` substituted (Failed when it cannot be)."""
+        it = Substituter(self.env, at)
         new = it.text(value)
         shown = id(container) not in self.hidden
         where = at.field
@@ -320,7 +225,7 @@ class _Walk:
         for index, value in enumerate(data):
             item_at = at.item(data, index)
             if isinstance(value, str) and "$" in value:
-                with contextlib.suppress(_Failed):
+                with contextlib.suppress(Failed):
                     data[index] = self.text(data, value, item_at)
             else:
                 self.value(value, item_at)
@@ -329,7 +234,7 @@ class _Walk:
         before = len(self.found)
         try:
             new = self.text(data, value, at)
-        except _Failed:
+        except Failed:
             data[key] = None  # reported; its own check need not complain too
             return
         data[key] = _retyped(key in data.quoted, new) if new != value else new

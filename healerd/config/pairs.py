@@ -1,6 +1,9 @@
 """`environment` and `labels`: a mapping or a list of KEY=value, as Compose allows both.
 
-Both come out as sorted pairs, so that reordering them never replaces containers.
+Both come out as sorted pairs, so that reordering them never replaces containers. An
+environment variable named without a value (`- FOO`, `FOO:`) has taken the project's
+variable before this check, or is LEFT_OUT (healerd.config.projectread); a label named
+without one has the empty value, as in Compose.
 Environment values are secrets: no error about an environment entry shows a value, or an
 entry or key that may hold one; it names the key (when it is a variable name, before an
 '=') or else only the entry's place (line, column, index).
@@ -22,6 +25,18 @@ RESERVED_LABEL_PREFIX = "io.healerd."
 # likely a value in the wrong place (`KEY:secret` for `KEY=secret`): it is refused, and
 # no error shows it. Labels may hold any key without '='.
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+class _LeftOut:
+    """The mark of a list entry named without a value that the project's variables do
+    not set (healerd.config.projectread): Compose leaves it out. It stays in the list, so
+    that the entries after it keep their index in errors."""
+
+    def __repr__(self) -> str:
+        return "LEFT_OUT"
+
+
+LEFT_OUT = _LeftOut()
 
 
 def _label_key(key: object, at: At) -> str | None:
@@ -110,6 +125,8 @@ def _env_key(key: object, at: At) -> str | None:
 
 def _list_pairs(value: LineList, at: At, labels: bool, pairs: dict[str, str]) -> None:
     for index, item in enumerate(value):
+        if item is LEFT_OUT:
+            continue
         if not isinstance(item, str):
             at.item(value, index).error(f"must be a 'KEY=value' string, not {describe(item)}")
             continue
@@ -164,7 +181,8 @@ def pairs_schema(labels: bool) -> Mapping[str, Any]:
             },
             {
                 "type": "array",
-                "items": {"type": "string", "pattern": f"^{key}="},
+                # An environment variable may be named alone (its value: the project's).
+                "items": {"type": "string", "pattern": f"^{key}{'=' if labels else '(=|$)'}"},
                 "maxItems": MAX_ENTRIES,
             },
         ]

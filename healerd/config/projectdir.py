@@ -5,10 +5,11 @@ A directory in conf.d, or a symbolic link to one (`ln -s /opt/stacks/nextcloud
 `.env`, is one project; other directories there (a backup, a checkout's `.git`) are not
 read. What is read, in Compose's order:
 
-- the directory's `.env` (the project's variables; healerd's own environment adds only
-  the names healerd.yaml's interpolate_environment lists, over it), including
-  `COMPOSE_FILE` (joined with `COMPOSE_PATH_SEPARATOR`, default `:`), `COMPOSE_PROFILES`
-  and `COMPOSE_PROJECT_NAME`;
+- the directory's `.env` (the project's variables, its `${VAR}`s expanded; healerd's own
+  environment adds only the names healerd.yaml's interpolate_environment lists, over
+  it), including `COMPOSE_FILE` (joined with `COMPOSE_PATH_SEPARATOR`, default `:`),
+  `COMPOSE_PROFILES` (`*`: all) and `COMPOSE_PROJECT_NAME` (else set to the project's
+  name, from the files' `name:` or the directory, before the files are interpolated);
 - the Compose files: those COMPOSE_FILE names (from the project directory), else the
   first of compose.yaml, compose.yml, docker-compose.yaml, docker-compose.yml and its
   override (compose.override.yaml ... as Compose pairs them), each interpolated with
@@ -34,9 +35,15 @@ from pathlib import Path
 
 from healerd.config.errors import ConfigError
 from healerd.config.interpolate import project_env_values, untrusted_project
-from healerd.config.keys import Context
+from healerd.config.keys import At, Context
 from healerd.config.project import normalised_name
-from healerd.config.projectread import DOTENV, ProjectReader
+from healerd.config.projectread import (
+    DOTENV,
+    PROJECT_NAME_VARIABLE,
+    ProjectReader,
+    resolve_unset,
+    with_project_name,
+)
 from healerd.config.servicefile import FileResult, checked_result, with_profiles
 from healerd.config.yamlload import LineDict
 
@@ -101,11 +108,15 @@ def load_project_dir(
     # Compose's working directory is the first file's: relative paths and the default
     # name start there (the directory itself, unless COMPOSE_FILE points elsewhere).
     base = Path(os.path.normpath(paths[0].parent))
-    name = normalised_name(env.get("COMPOSE_PROJECT_NAME") or base.name)
+    name = normalised_name(env.get(PROJECT_NAME_VARIABLE) or base.name)
     reader.context = with_profiles(Context(base, strict_modes, project_name=name), env)
-    data = reader.merged(paths, env, 0)
-    if env.get("COMPOSE_PROJECT_NAME") and isinstance(data, LineDict):
+    # compose-go: the name first (from the files' name:), then set for the files' ${}s.
+    variables = with_project_name(env, reader.preread_all(paths), name)
+    data = reader.merged(paths, variables, 0)
+    if env.get(PROJECT_NAME_VARIABLE) and isinstance(data, LineDict):
         data.pop("name", None)  # Compose: the variable wins over the files' name:
+    at = At(errors, file, "", None, None, reader.context)
+    reader.made.extend(resolve_unset(data, variables, at))
     sources = tuple(dict.fromkeys(reader.sources))
     result = checked_result(data, errors, tuple(reader.made), file, reader.context, sources)
     if result.services is None:

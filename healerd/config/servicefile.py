@@ -23,8 +23,8 @@ from healerd.config.masking import mask_error, related
 from healerd.config.mergedata import strip_tags
 from healerd.config.netopts import implied_dependencies
 from healerd.config.ports import HostPorts, describe_port
-from healerd.config.project import TOP_LEVEL_KEYS, Project, read_project, resolve
-from healerd.config.projectread import ProjectReader
+from healerd.config.project import TOP_LEVEL_KEYS, Project, default_name, read_project, resolve
+from healerd.config.projectread import ProjectReader, resolve_unset, with_project_name
 from healerd.config.service import check_service
 from healerd.config.yamlload import (
     LineDict,
@@ -117,7 +117,7 @@ def _services(
         if spec is None:
             continue
         spec = resolve(spec, body, project, name_at)
-        if spec.profiles and not set(spec.profiles) & at.context.profiles:
+        if not profile_active(spec.profiles, at.context.profiles):
             continue  # checked, but not run: no profile of it is active (Compose's rule)
         _fixed_name(spec, body, name_at, order)
         if (clash := claimed.clash(spec)) is not None:
@@ -170,6 +170,7 @@ def _result(
 ) -> FileResult:
     found = list(errors)
     context = with_profiles(context, env)
+    env = with_project_name(env, [data], context.project_name or default_name(file))
     made = interpolate(data, env, At(found, file, "", None, None, context))
     if not isinstance(data, LineDict):
         return checked_result(data, found, made, file, context)
@@ -179,8 +180,14 @@ def _result(
     resolve_include(data, here, at, reader.included(env, 0))
     resolve_extends(data, here, at, lambda other: reader.extended(other, env, 0))
     strip_tags(data)
-    made += tuple(reader.made)
+    made += (*reader.made, *resolve_unset(data, env, at))
     return checked_result(data, found, made, file, context, tuple(dict.fromkeys(reader.sources)))
+
+
+def profile_active(profiles: Collection[str], active: Collection[str]) -> bool:
+    """Compose's rule (compose-go HasProfile): a service without profiles runs, one with
+    runs when an active profile is one of them, or when `*` (all) is active."""
+    return not profiles or "*" in active or any(p in active for p in profiles)
 
 
 def with_profiles(context: Context, env: Mapping[str, str]) -> Context:

@@ -343,7 +343,7 @@ def test_different_protocols_or_addresses_do_not_clash(a: str, b: str) -> None:
 
 
 def test_errors_carry_columns_and_print_them() -> None:
-    found = errors("replicas: -1\nenvironment:\n  - FOO\n")
+    found = errors("replicas: -1\nenvironment:\n  - FOO BAR\n")
     assert [(e.line, e.column, e.field) for e in found] == [
         (4, 5, "services.web.replicas"),
         (6, 9, "services.web.environment[0]"),  # an entry without "=" is not shown

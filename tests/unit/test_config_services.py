@@ -368,10 +368,13 @@ def test_environment_map_values() -> None:
           INT: 8080
           OCTAL: 0755
           FLOAT: 1.50
-          EMPTY:
+          EMPTY: ""
+          UNSET:
           QUOTED: "true"
         """
     )
+    # UNSET, named without a value, takes the project's variable: none here, so it is
+    # left out, as in Compose (test_compose_variables).
     assert spec.environment == (
         ("A", "text"), ("EMPTY", ""), ("FLOAT", "1.50"), ("INT", "8080"),
         ("OCTAL", "0755"), ("QUOTED", "true"), ("Z", "last"),
@@ -396,14 +399,15 @@ def test_environment_rejections() -> None:
 
 
 def test_environment_list_rejections() -> None:
-    errors = bad(service('environment:\n  - BARE\n  - "=v"\n  - 3\n  - A=1\n  - A=2'))
+    errors = bad(service('environment:\n  - BARE WORDS\n  - "=v"\n  - 3\n  - A=1\n  - A=2'))
     assert where(errors) == [
         (5, "services.web.environment[0]"),
         (6, "services.web.environment[1]"),
         (7, "services.web.environment[2]"),
         (9, "services.web.environment.A"),
     ]
-    # An entry without '=' is not shown: it may be a value pasted on its own.
+    # An entry without '=' that is no variable's name is not shown: it may be a value
+    # pasted on its own (a name alone takes the project's variable: test_compose_variables).
     assert "write KEY=value" in errors[0].reason and "BARE" not in str(errors[0])
     assert "more than once" in errors[3].reason
 

@@ -6,28 +6,13 @@ the file at fault), and conf.d listing projects beside files."""
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from healerd.config import DesiredStore, list_config_files, load_conf_dir
 from healerd.config.projectdir import compose_files, is_project_dir, load_project_dir
-from healerd.config.servicefile import FileResult
-from healerd.model import ServiceSpec
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def good(result: FileResult) -> dict[str, ServiceSpec]:
-    assert result.errors == (), [str(e) for e in result.errors]
-    assert result.services is not None
-    return result.services
-
+from tests.unit.harness.projects import good, write
 
 BASE = """\
 services:

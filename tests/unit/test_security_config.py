@@ -536,11 +536,17 @@ def test_a_key_written_with_a_colon_gets_the_fix_and_is_not_shown() -> None:
     )
 
 
-def test_an_entry_without_equals_is_not_shown_even_when_it_looks_like_a_name() -> None:
-    """A lone word under environment may be a pasted value as well as a name."""
-    [error] = parse_service_text(web(f"environment: [{SECRET.replace('-', '_')}]"), "t.yaml").errors
-    assert error.field == "services.web.environment[0]"
-    assert "hunter2" not in str(error)
+def test_an_entry_without_equals_is_looked_up_and_never_shown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A lone word under environment is a name whose value the project's variables give,
+    as in Compose; it may be a pasted value as well: no such variable, so it is left out,
+    and no error or log line shows it."""
+    caplog.set_level("DEBUG")
+    result = parse_service_text(web(f"environment: [{SECRET.replace('-', '_')}]"), "t.yaml")
+    assert result.errors == ()
+    assert result.services is not None and result.services["web"].environment == ()
+    assert "hunter2" not in caplog.text
 
 
 def test_labels_still_show_their_entries() -> None:
