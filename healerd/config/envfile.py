@@ -50,6 +50,7 @@ _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 MAX_ENV_FILE_SIZE = 2**20  # the most healerd reads of one env file
 MAX_ENV_FILES = 32  # env files one service may name
+MAX_DEPTH = 32  # `${A:-${B:-...}}` nested at most so deep
 
 
 # --- The `${VAR}` text engine -------------------------------------------------------------
@@ -71,42 +72,65 @@ class Failed(Exception):
 class Substituter:
     """Substitutes the `${VAR}`s of text from `env`, reporting at `at`. `quiet`: no
     warning for an unset variable (a first look at text that is read again later).
-    `dotenv`: the text is a `.env` value, itself a secret: an error never quotes it."""
+    `dotenv`: the text is a `.env` value, itself a secret: an error never quotes it, nor
+    names what it refers to, and a variable it names that is not set is an error (a `$`
+    meant literally in a password must not turn it silently into another). `room`: the
+    bytes the text may still expand to, shared by the lines of one file (a few lines that
+    each double the one before must not fill the memory)."""
 
     def __init__(
-        self, env: Mapping[str, str], at: At, *, quiet: bool = False, dotenv: bool = False
+        self,
+        env: Mapping[str, str],
+        at: At,
+        *,
+        quiet: bool = False,
+        dotenv: bool = False,
+        room: list[int] | None = None,
     ) -> None:
         self.env, self.at, self.quiet, self.dotenv = env, at, quiet, dotenv
         self.used: list[tuple[str, str]] = []  # (name, value) of each value put in
+        self.room = room
+        self._depth = 0
 
     def text(self, s: str) -> str:
         out: list[str] = []
+        size = 0
         i = 0
         while i < len(s):
             j = s.find("$", i)
             if j < 0 or j == len(s) - 1:
-                out.append(s[i:])
-                break
-            out.append(s[i:j])
-            nxt = s[j + 1]
-            if nxt == "$":
-                out.append("$")
-                i = j + 2
-            elif nxt == "{":
+                piece, i = s[i:], len(s)
+            elif j > i:
+                piece, i = s[i:j], j
+            elif s[j + 1] == "$":
+                piece, i = "$", j + 2
+            elif s[j + 1] == "{":
                 end = _closing(s, j + 2)
                 if end < 0:
                     self._fail("a '${' is not closed by '}'")
-                out.append(self._braced(s[j + 2 : end]))
-                i = end + 1
+                piece, i = self._braced(s[j + 2 : end]), end + 1
             elif m := _NAME.match(s, j + 1):
-                out.append(self._lookup(m.group(0)))
-                i = m.end()
+                piece, i = self._lookup(m.group(0)), m.end()
             else:
-                out.append("$")
-                i = j + 1
+                piece, i = "$", j + 1
+            out.append(piece)
+            size += len(piece)
+            if self.room is not None and size > self.room[0]:
+                self._fail(f"expands to more than {MAX_ENV_FILE_SIZE // 2**20} MiB")
+        if self.room is not None:
+            self.room[0] -= size
         return "".join(out)
 
     def _braced(self, inner: str) -> str:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                self._fail(f"'${{' nested more than {MAX_DEPTH} deep")
+            return self._braced_at(inner)
+        finally:
+            self._depth -= 1
+
+    def _braced_at(self, inner: str) -> str:
         m = _NAME.match(inner)
         if m is None:
             self._fail(self._invalid(inner))
@@ -125,6 +149,8 @@ class Substituter:
             return self.text(arg) if present else ""
         if not present:  # ? and :?
             state = "empty" if value == "" else "not set"
+            if self.dotenv:  # the message is part of the value
+                self._fail(f"a required variable of this value is {state}")
             # The message as written: interpolating it could show another value.
             self._fail(f"required variable {name} is {state}: {arg}")
         return self._used(name, value or "")
@@ -133,6 +159,11 @@ class Substituter:
         value = self.env.get(name)
         if value is None and self.quiet:
             return ""
+        if value is None and self.dotenv:  # its name may be a piece of a password
+            self._fail(
+                "a '$' in this value names a variable that is not set (not shown): write "
+                "$$ for a literal $, or single-quote the value, or set it on a line above"
+            )
         if value is None:
             # Compose's behaviour: a warning and "" (a `$` meant literally is written $$).
             where = "earlier in this file" if self.dotenv else "in the file's .env"
@@ -229,6 +260,7 @@ def parse_env_text(
     pairs: dict[str, str] = {}
     lookup = None if over is None else ChainMap(dict(over), pairs, dict(earlier or {}))
     errors: list[ConfigError] = []
+    room = [MAX_ENV_FILE_SIZE]  # what the file's values may expand to, all together
     # Lines end at \n only, as for `docker run --env-file` (str.splitlines would also cut
     # a value at \f, \x1c or U+2028); a \r before it goes too.
     for number, line in enumerate(text.split("\n"), start=1):
@@ -259,7 +291,7 @@ def parse_env_text(
         if expand and lookup is not None and "$" in value:
             at = At(errors, file, f"env_file.{key}", number)
             try:
-                value = Substituter(lookup, at, dotenv=True).text(value)
+                value = Substituter(lookup, at, dotenv=True, room=room).text(value)
             except Failed:
                 continue  # reported, without the value
         pairs.pop(key, None)

@@ -16,6 +16,7 @@ from typing import Any
 
 from healerd.config.errors import describe
 from healerd.config.keys import At
+from healerd.config.pairs import LEFT_OUT
 from healerd.config.yamlload import LineDict, LineList
 
 KeyOf = Callable[[Any], Hashable | None]
@@ -107,6 +108,8 @@ def pairs_mapping(value: LineList, at: At, separators: str) -> LineDict:
     out.file = value.file
     key_of = pair_key(separators)
     for index, item in enumerate(value):
+        if item is LEFT_OUT:  # named alone and not set (an included project's, resolved)
+            continue
         key = key_of(item)
         if key is None:
             at.item(value, index).error(

@@ -208,3 +208,22 @@ def test_compose_profiles_star_enables_every_profile(tmp_path: Path) -> None:
     assert set(good(load_project_dir(tmp_path))) == {"app", "debug", "tools"}
     some = parse_service_text(PROFILED, "p.yaml", env={"COMPOSE_PROFILES": "ops"})
     assert set(good(some)) == {"app", "tools"}
+
+
+LIB = "services:\n  lib:\n    image: busybox\n    environment: [UNSET_X, A=1]\n"
+
+
+def test_an_override_merges_with_an_included_left_out_entry(tmp_path: Path) -> None:
+    """Review: the mark of an included entry left out reached the override's merge:
+    the project was refused naming an internal type."""
+    write(tmp_path / "lib" / "compose.yaml", LIB)
+    write(tmp_path / "compose.yaml", "include: [lib/compose.yaml]\nservices: {}\n")
+    write(tmp_path / "compose.override.yaml", "services:\n  lib:\n    environment: {B: '2'}\n")
+    assert good(load_project_dir(tmp_path))["lib"].environment == (("A", "1"), ("B", "2"))
+
+
+def test_extends_of_an_included_service_with_a_left_out_entry(tmp_path: Path) -> None:
+    write(tmp_path / "lib" / "compose.yaml", LIB)
+    main = "include: [lib/compose.yaml]\nservices:\n  web:\n    extends: lib\n"
+    write(tmp_path / "compose.yaml", main + "    environment: {B: '2'}\n")
+    assert good(load_project_dir(tmp_path))["web"].environment == (("A", "1"), ("B", "2"))
