@@ -51,6 +51,7 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 MAX_ENV_FILE_SIZE = 2**20  # the most healerd reads of one env file
 MAX_ENV_FILES = 32  # env files one service may name
 MAX_DEPTH = 32  # `${A:-${B:-...}}` nested at most so deep
+MAX_INTERPOLATED = 16 * 2**20  # what a service file's ${}s may expand to, all together
 
 
 # --- The `${VAR}` text engine -------------------------------------------------------------
@@ -116,7 +117,10 @@ class Substituter:
             out.append(piece)
             size += len(piece)
             if self.room is not None and size > self.room[0]:
-                self._fail(f"expands to more than {MAX_ENV_FILE_SIZE // 2**20} MiB")
+                self._fail(
+                    "expands to more than a file may (1 MiB for a .env, 16 MiB for a "
+                    "service file, all its values together)"
+                )
         if self.room is not None:
             self.room[0] -= size
         return "".join(out)

@@ -34,7 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from healerd.config.envfile import EnvFileError, Failed, Substituter, read_env_file
+from healerd.config.envfile import (
+    MAX_INTERPOLATED,
+    EnvFileError,
+    Failed,
+    Substituter,
+    read_env_file,
+)
 from healerd.config.errors import ConfigError
 from healerd.config.keys import At
 from healerd.config.trust import FileRefused, trusted_directory
@@ -183,6 +189,7 @@ def _hidden(data: object) -> frozenset[int]:
 class _Walk:
     def __init__(self, env: Mapping[str, str], hidden: frozenset[int]) -> None:
         self.env, self.hidden = env, hidden
+        self.room = [MAX_INTERPOLATED]  # a `${A}` a million times must not fill memory
         self.found: list[Made] = []
         # Each mapping and list walked: the field it was first reached at, and what was
         # substituted in it. An alias reaches it again, under another field.
@@ -190,7 +197,7 @@ class _Walk:
 
     def text(self, container: object, value: str, at: At) -> str:
         """`value` substituted (Failed when it cannot be)."""
-        it = Substituter(self.env, at)
+        it = Substituter(self.env, at, room=self.room)
         new = it.text(value)
         shown = id(container) not in self.hidden
         where = at.field

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from healerd.config import load_service_file
+from healerd.config import load_conf_dir, load_service_file
 from healerd.config.envfile import effective_environment, parse_env_text
 from healerd.config.projectdir import load_project_dir
 from tests.unit.harness.projects import good, write
@@ -106,7 +106,7 @@ def test_values_that_double_line_after_line_are_refused_within_a_bound() -> None
     """Review: 24 lines of `A{n}=${A{n-1}}${A{n-1}}` made a 128 MiB value (34: 256 GiB)."""
     lines = ["A0=" + "x" * 16] + [f"A{n}=${{A{n - 1}}}${{A{n - 1}}}" for n in range(1, 40)]
     pairs, errors = parse_env_text("\n".join(lines), ".env", over={})
-    assert errors and "expands to more than 1 MiB" in errors[0].reason
+    assert errors and "expands to more than a file may (1 MiB for a .env" in errors[0].reason
     assert sum(len(v) for _, v in pairs) <= 2**20
     wide = "A=" + "x" * 1000 + "\nB=" + "${A}" * 100_000
     assert "expands to more than" in parse_env_text(wide, ".env", over={})[1][0].reason
@@ -161,3 +161,16 @@ def test_an_expansion_error_in_the_dotenv_refuses_the_project_without_the_value(
         f"{e.line}: {e.field}: {e.reason}" for e in result.errors if e.file.endswith(".env")
     ] == ["1: env_file.IMAGE: a required variable of this value is not set"]
     assert all(SECRET not in str(e) for e in result.errors)
+
+
+def test_a_service_file_that_repeats_a_long_value_is_refused_within_a_bound(
+    tmp_path: Path,
+) -> None:
+    """A `${A}` a hundred thousand times over a 1 MiB value would have been 100 GB."""
+    write(tmp_path / "w.env", "A=" + "x" * 1000 + "\n")
+    write(tmp_path / "w.yaml", "services:\n  web:\n    image: busybox\n    command: ")
+    with (tmp_path / "w.yaml").open("a") as f:
+        f.write("'" + "${A}" * 20_000 + "'\n")
+    [result] = load_conf_dir(tmp_path, strict_modes=False)
+    assert result.services is None
+    assert any("expands to more than a file may" in e.reason for e in result.errors)
