@@ -102,6 +102,19 @@ def _signature_of(c: ObservedContainer) -> str:
     return dict(c.owner_labels).get(LABEL_SIGNATURE, "")
 
 
+def _copies(trusted: list[ObservedContainer]) -> set[str]:
+    """The ids of those that verify by a name aside while a container holds that name
+    with the same signature: a rename cut short is proven only while nothing does, and
+    beside its original such a one is a copy. Names aside are rare: most lists cost one
+    `rpartition` a container here."""
+    asides = {c.id: name for c in trusted if (name := aside_of(c))}
+    if not asides:
+        return set()
+    names = set(asides.values())
+    held = {(c.name, _signature_of(c)) for c in trusted if c.name in names}
+    return {c.id for c in trusted if c.id in asides and (asides[c.id], _signature_of(c)) in held}
+
+
 @dataclass(frozen=True)
 class HostKey:
     secret: bytes = b""
@@ -197,13 +210,13 @@ class Signer:
     def mine(self, listed: list[ObservedContainer], service: str | None) -> list[ObservedContainer]:
         """`service`: a list of that service's containers only, so only its unverified
         ones are looked at again."""
-        trusted = [c for c in listed if self.key.trusts(c)]
-        # A name aside proves a rename cut short only while nothing holds the name it was
-        # signed under with the same signature: beside its original, it is a copy.
-        held = {(c.name, _signature_of(c)) for c in trusted}
-        copies = {c.id for c in trusted if (aside_of(c), _signature_of(c)) in held}
-        mine = [c for c in trusted if c.id not in copies]
-        others = [c for c in listed if c.id in copies or not self.key.trusts(c)]
+        verdicts = [(c, self.key.trusts(c)) for c in listed]  # one HMAC each
+        mine = [c for c, ok in verdicts if ok]
+        others = [c for c, ok in verdicts if not ok]
+        copies = _copies(mine)
+        if copies:
+            others += [c for c in mine if c.id in copies]
+            mine = [c for c in mine if c.id not in copies]
         new: list[Unverified] = []
         with self._lock:
             before = self._unverified

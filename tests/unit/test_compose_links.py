@@ -132,20 +132,25 @@ def test_service_network_mode_joins_the_oldest_running_container() -> None:
         engine._network_mode(load()["side"])
 
 
-def test_service_network_mode_never_joins_a_container_that_does_not_verify() -> None:
-    """Review: the oldest running container labelled with the service was joined, signed
-    or not (a `docker commit` copy, or labels made up by hand)."""
-    from healerd.core.signing import HostKey, sign
-
-    forged = {
+def _copy_and_original(labels: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two running rows of service db with `labels`: an older copy, then db-x-y."""
+    copy = {
         "Id": "f" * 64,
         "Created": 2_000_000_000,
         "Names": ["/db-copy"],
         "Image": "busybox",
         "State": "running",
-        "Labels": {"io.healerd.service": "db"},
+        "Labels": labels,
     }
-    real = {**forged, "Id": "a" * 64, "Created": 2_000_000_100, "Names": ["/db-x-y"]}
+    return copy, {**copy, "Id": "a" * 64, "Created": 2_000_000_100, "Names": ["/db-x-y"]}
+
+
+def test_service_network_mode_never_joins_a_container_that_does_not_verify() -> None:
+    """Review: the oldest running container labelled with the service was joined, signed
+    or not (a `docker commit` copy, or labels made up by hand)."""
+    from healerd.core.signing import HostKey, sign
+
+    forged, real = _copy_and_original({"io.healerd.service": "db"})
     engine, _ = _engine([forged, real])
     sign(engine, HostKey(b"s" * 32, born=1_900_000_000.0), lambda: 0.0)
     with pytest.raises(Exception, match="no container of db is running yet"):
@@ -366,15 +371,7 @@ def test_service_network_mode_joins_the_signed_one_past_an_older_copy() -> None:
     labels = sign(engine, key, lambda: 0.0).labels(
         dataclasses.replace(load()["db"], image="busybox"), "db-x-y", {}
     )
-    forged = {
-        "Id": "f" * 64,
-        "Created": 2_000_000_000,
-        "Names": ["/db-copy"],
-        "Image": "busybox",
-        "State": "running",
-        "Labels": labels,
-    }
-    real = {**forged, "Id": "a" * 64, "Created": 2_000_000_100, "Names": ["/db-x-y"]}
+    forged, real = _copy_and_original(labels)
     engine, _ = _engine([forged, real])
     sign(engine, key, lambda: 0.0)
     assert engine._network_mode(load()["side"]) == f"container:{'a' * 64}"
