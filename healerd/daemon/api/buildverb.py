@@ -42,7 +42,8 @@ def build_verb(
         except (ImageBuildFailed, EngineError) as exc:
             said, ok = str(exc), False
         results.append({"service": key, "image": spec.image, "ok": ok, "message": said})
-        daemon.controller.reconcile_now(key)
+        if ok:  # a new image rolls out now; a failed build keeps the service's own back-off
+            daemon.controller.reconcile_now(key)
     return 200, {"ok": all(r["ok"] for r in results), "builds": results}
 
 
