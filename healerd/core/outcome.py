@@ -19,6 +19,7 @@ from healerd.core.status import converged_counts
 from healerd.core.timings import Timings
 
 _TIMINGS = Timings()
+AGAIN = "; the last try: "  # a retry's reason: what it does, then the last failure
 
 
 class Requeue(StrEnum):
@@ -88,6 +89,7 @@ class Facts:
     # converged: until the pass that change queued, it is not (`healerctl wait`).
     resized: tuple[int, int] | None = None
     pulling: str = ""  # a pull is under way in the pass (it may take minutes)
+    pull_failed: str = ""  # ... a retry: the words of the last pull or build that failed
     declared: bool = True
     has_containers: bool = True
     paused: bool = False
@@ -159,6 +161,10 @@ def _beside_a_pass(f: Facts) -> Outcome | None:
         was, now = f.resized
         reason = f"replicas changed from {was} to {now}; pass pending"
         return Outcome(ServiceState.PROGRESSING, reason)  # the change queued the pass
+    if f.pulling and f.pull_failed:
+        # A retry stays ImagePullBackOff until it works, as the kubelet's does: no flap
+        # to Progressing (a state change: an event, a log line) at each retry.
+        return Outcome(ServiceState.IMAGE_PULL_BACK_OFF, f"{f.pulling}{AGAIN}{f.pull_failed}")
     if f.pulling:
         return Outcome(ServiceState.PROGRESSING, f.pulling)
     return None
@@ -209,4 +215,13 @@ def _converged(f: Facts) -> bool:
     return converged_counts(t.desired, t.running, t.up_to_date, t.available)
 
 
-__all__ = ["Facts", "ImageProblem", "ImageTrouble", "Outcome", "Requeue", "Tally", "decide"]
+__all__ = [
+    "AGAIN",
+    "Facts",
+    "ImageProblem",
+    "ImageTrouble",
+    "Outcome",
+    "Requeue",
+    "Tally",
+    "decide",
+]

@@ -99,6 +99,12 @@ class StatusBook:
         with self._lock:
             self._status.pop(key, None)
 
+    def shown(self, key: str) -> tuple[ServiceState, str] | None:
+        """The service's state and reason now."""
+        with self._lock:
+            st = self._status.get(key)
+            return None if st is None else (st.state, st.reason)
+
     def states(self) -> dict[str, ServiceState]:
         with self._lock:
             return {k: s.state for k, s in self._status.items()}

@@ -4,11 +4,15 @@ replica count)."""
 
 from __future__ import annotations
 
+import re
+
 from healerd.core.lifecycle import ServiceState
 from healerd.core.loopsettings import DISCOVER
-from healerd.core.outcome import Facts, Outcome, Tally, decide
+from healerd.core.outcome import AGAIN, Facts, Outcome, Tally, decide
 from healerd.core.readmodel import StatusBook
 from healerd.core.wanted import Declared, Paused
+
+_WHEN = re.compile(r"; retry in [0-9.]+s$")  # healerd.core.dispatch's, now under way
 
 
 class Shown:
@@ -44,8 +48,12 @@ class Shown:
 
     def pulling(self, key: str, reason: str, tally: Tally | None) -> None:
         """A pull began in `key`'s pass: until the pass settles (minutes, on a slow link)
-        the status says so, not what it said before the pass (Pending, say)."""
-        self.show(key, decide(Facts(pulling=reason, tally=tally)))
+        the status says so, not what it said before the pass (Pending, say). A retry
+        after a failed pull or build keeps the failure's words (`decide` keeps the state)."""
+        now = self._book.shown(key)
+        failed = now is not None and now[0] is ServiceState.IMAGE_PULL_BACK_OFF
+        last = _WHEN.sub("", now[1].partition(AGAIN)[2] or now[1]) if now and failed else ""
+        self.show(key, decide(Facts(pulling=reason, pull_failed=last, tally=tally)))
 
     def _outdated(self, key: str, outcome: Outcome) -> bool:
         if self._paused.has(key) != (outcome.state is ServiceState.PAUSED):

@@ -91,6 +91,37 @@ def test_a_failed_pull_backs_off_and_leaves_running_containers_alone() -> None:
     assert {c.spec_hash for c in engine.containers.values()} == {spec("a", image="img:2").spec_hash}
 
 
+def test_a_retried_pull_stays_image_pull_back_off_with_the_failure_s_words() -> None:
+    """As the kubelet's: no flap to Progressing (a state change: an event, a log line,
+    a notification's intake) at each retry; the state changes when the pull works."""
+    ctrl, engine, clock = make()
+    engine.images = {"img:1"}
+    ctrl.set_desired(desired(spec("a", 1)))
+    drive(ctrl, clock)
+    seen: list[tuple[str, str]] = []
+    pull = engine.pull
+
+    def watched(image: str, auth: object = None) -> None:
+        st = {s.name: s for s in ctrl.statuses()}["a"]
+        seen.append((str(st.state), st.reason))
+        pull(image, auth)  # type: ignore[arg-type]
+
+    engine.pull = watched  # type: ignore[method-assign]
+    ctrl.set_desired(desired(spec("a", 1, image="img:2")))
+    drive(ctrl, clock, max_seconds=20)
+    assert len(seen) >= 2 and seen[0] == ("Progressing", "pulling img:2")
+    failure = "cannot pull img:2: no registry"
+    assert seen[1:] == [("ImagePullBackOff", f"pulling img:2; the last try: {failure}")] * (
+        len(seen) - 1
+    )
+    kinds = [e.kind for e in ctrl.events.since(0)]
+    assert kinds.count(EventKind.IMAGE_PULL_BACKOFF) == 1  # once, not once a retry
+    assert {s.name: s for s in ctrl.statuses()}["a"].reason.startswith(f"{failure}; retry in ")
+    engine.pullable.add("img:2")
+    drive(ctrl, clock, max_seconds=20)
+    assert state(ctrl, "a") == "Converged"
+
+
 def test_pull_policy_always_pulls_once_per_spec() -> None:
     ctrl, engine, clock = make()
     engine.pullable.add("img:1")

@@ -41,6 +41,8 @@ TABLE: list[tuple[str, Facts, Outcome]] = [
     ("the replica count changed since it converged",
      Facts(resized=(1, 3)), Outcome(S.PROGRESSING, "replicas changed from 1 to 3; pass pending")),
     ("a pull under way", Facts(pulling="pulling img:2"), Outcome(S.PROGRESSING, "pulling img:2")),
+    ("a retry of a failed pull", Facts(pulling="pulling img:2", pull_failed="cannot pull"),
+     Outcome(S.IMAGE_PULL_BACK_OFF, "pulling img:2; the last try: cannot pull")),
     ("paused wins over everything", Facts(paused=True, error="x", actions=2),
      Outcome(S.PAUSED, "paused by operator")),
     ("the pull failed: the pull backoff",
