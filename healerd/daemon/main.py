@@ -120,16 +120,15 @@ class Daemon:
         self.controller.state_listeners.append(self.notices.offer)
         self.metrics = Metrics(loop_metrics, self.controller, node=self.node_report)
         self.metrics.waiting_updates = self.controller.updates.waiting
-        self.images = ImageWork(
-            self.controller, self.engine, self.clock, self.probe, self.metrics.image_gc, self._now
-        )
+        gc, now = self.metrics.image_gc, lambda: self.settings  # as reloaded last
+        self.images = ImageWork(self.controller, self.engine, self.clock, self.probe, gc, now)
         self.images.reload = self.request_reload  # a bundle from the images directory
         self.watcher = EventWatcher(self.engine, self.controller, self.clock, self.loop)
         self.sources = Sources.of(settings, on_change=self.request_reload)  # git, own threads
         self._stop = threading.Event()
         self._wake_r, self._wake_w = self_pipe()
         self._stop_requested = self._reload_requested = False
-        self._reloads = ReloadMemory()
+        self.reloads = ReloadMemory()  # the API's reload answers read it too
         self.notifier = SystemdNotifier()
         self.id_lock_dir = id_lock_dir
         self._id_lock: int | None = None
@@ -152,10 +151,6 @@ class Daemon:
             credentials=self.credentials.for_image,
             runbook=self.runbook,
         )
-
-    def _now(self) -> Settings:
-        """The settings as reloaded last (the image work reads them at each round)."""
-        return self.settings
 
     @functools.cached_property
     def confwatch(self) -> ConfigWatcher:
@@ -230,7 +225,7 @@ class Daemon:
             engine_calls=calls.calls,
             engine_calls_throttled=calls.throttled,
             engine_throttled_seconds=calls.throttled_seconds,
-            settings_errors=tuple(self._reloads.settings_errors),
+            settings_errors=tuple(self.reloads.settings_errors),
             credentials_error=self.credentials.error,
         )
 
@@ -275,7 +270,7 @@ class Daemon:
         """Apply healerd.yaml's node keys (thresholds, estimates, the engine call cap)
         at once; the others take effect at the next start (healerd.daemon.reload)."""
         path = self.settings.config_dir / "healerd.yaml"
-        apply = node_changes(path, self.confwatch.writing(), self._reloads)
+        apply = node_changes(path, self.confwatch.writing(), self.reloads)
         if apply:
             self.settings = dataclasses.replace(self.settings, **apply)
             limits = self.settings.node_limits
@@ -290,14 +285,16 @@ class Daemon:
 
     def reload(self) -> None:
         """Re-read every config file (healerd.daemon.reload)."""
+        n = self.reloads.begin()
         self.reload_settings()
         s = self.settings
         if self.credentials.reload(auth_file(s.config_dir, s.registry_auth), strict=s.strict_modes):
             self.controller.retry_pulls()
-        state = read_conf_d(s, self.confwatch.writing(), self.store, self._reloads, self.sources)
+        state = read_conf_d(s, self.confwatch.writing(), self.store, self.reloads, self.sources)
         self.confwatch.watch_also(self.store.sources(outside=s.state_dir))  # not git's
         if state is not None:
             self.controller.set_desired(update_defaults(state, s.updates))
+        self.reloads.ended = (n, state is not None)
 
     # -- main loop ----------------------------------------------------------------
 

@@ -39,6 +39,20 @@ class ReloadMemory:
     settings_errors: list[str] = field(default_factory=list)  # its errors, said once
     config_errors: tuple[ConfigError, ...] = ()  # conf.d's, said once
     warned_missing_dir: bool = False
+    # Which reloads began, and the last that ended (its number, whether it applied): a
+    # request is answered by a reload begun after it, as one under way when it came
+    # (a resync's) may have read the files before the change it asks for.
+    begun: int = 0
+    ended: tuple[int, bool] = (0, False)
+
+    def begin(self) -> int:
+        self.begun += 1  # the daemon's loop thread only
+        return self.begun
+
+    def served(self, ticket: int) -> bool | None:
+        """Whether a reload begun after `ticket` (`begun` then) applied; None: none ended."""
+        n, applied = self.ended
+        return applied if n > ticket else None
 
 
 def node_changes(path: Path, writing: Collection[Path], memo: ReloadMemory) -> dict[str, Any]:

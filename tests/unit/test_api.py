@@ -152,7 +152,7 @@ def test_root_may_change_things(served: Any) -> None:
         ("reconcile", "web"),
         ("reconcile", None),
     ]
-    assert d.reloads == 1
+    assert d.reload_requests == 1
     assert call(srv.path, "POST", "/v1/services/nope/pause")[0] == 404
 
 
@@ -167,7 +167,7 @@ def test_refused_change_gets_403_and_changes_nothing(
         code, data = call(srv.path, "POST", target)
         assert code == 403, target
         assert "needs root or membership in group 'healerd-admin'" in data["error"]
-    assert d.controller.calls == [] and d.reloads == 0 and d.controller.pruned == []
+    assert d.controller.calls == [] and d.reload_requests == 0 and d.controller.pruned == []
     assert call(srv.path, "GET", "/v1/status")[0] == 200
 
 
@@ -226,7 +226,7 @@ def test_malformed_requests_get_a_4xx(served: Any, request_bytes: bytes, code: i
     resp = raw(srv.path, request_bytes)
     assert resp.startswith(b"HTTP/1.0 "), resp[:100]
     assert int(resp.split(b" ", 2)[1]) == code, resp[:300]
-    assert d.reloads == 0
+    assert d.reload_requests == 0
 
 
 def test_slow_client_is_cut_off_and_others_are_served(served: Any) -> None:

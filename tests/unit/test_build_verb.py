@@ -40,7 +40,7 @@ def ctl(d: FakeDaemon, *argv: str) -> tuple[int, str, str]:
 
 def test_build_reloads_then_builds_the_services_that_build(daemon: FakeDaemon) -> None:
     code, out, _ = ctl(daemon, "build")
-    assert code == 0 and daemon.reloads == 1
+    assert code == 0 and daemon.reload_requests == 1
     assert out.splitlines() == [
         "SERVICE   IMAGE   BUILD   RESULT",
         "app       p-app   ok      built p-app",

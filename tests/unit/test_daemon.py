@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from healerd.config import SettingsError
 from healerd.core.clock import FakeClock
 from healerd.daemon.main import Daemon
 from tests.unit.harness.daemon import daemon, settings_for
+from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
 
 
 def test_flags_override_the_settings_file(tmp_path: Path) -> None:
@@ -258,3 +260,59 @@ def test_containers_carry_the_file_that_declared_them(tmp_path: Path) -> None:
     d.controller.enqueue_all(force=True)
     d.controller.process_once()
     assert [c.source_file for c in engine.containers.values()] == [str(f), str(f)]
+
+
+def test_a_reload_request_is_answered_by_a_reload_begun_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: `healerctl reload` took any new desired state for its answer, so a
+    resync's reload under way when it came (the files read before the operator's edit)
+    answered "configuration reloaded" for a file it never read."""
+    from healerd.daemon import reload
+    from healerd.daemon.api import routes
+    from healerd.daemon.api.server import ApiOptions, ApiServer
+    from tests.unit.harness.api import call
+
+    sock = tmp_path / "healerd.sock"
+    engine = FakeEngine(allow=LOOP_CALLS | {"identity"})
+    d = Daemon(settings_for(tmp_path, "--socket", str(sock)), engine, FakeClock())
+    (tmp_path / "conf.d" / "a.yaml").write_text("services:\n  web:\n    image: img:1\n")
+    d.reload()
+    real, read, go = reload.read_conf_d, threading.Event(), threading.Event()
+
+    def slow(*args: object, **kw: object) -> object:
+        state = real(*args, **kw)  # type: ignore[arg-type]
+        read.set()
+        go.wait(10)
+        return state
+
+    monkeypatch.setattr("healerd.daemon.main.read_conf_d", slow)
+    resync = threading.Thread(target=d.reload)
+    resync.start()
+    assert read.wait(10)  # the resync read the files: the edit comes after
+    monkeypatch.setattr("healerd.daemon.main.read_conf_d", real)
+    (tmp_path / "conf.d" / "b.yaml").write_text("services:\n  db:\n    image: i\n    replicas: x\n")
+    monkeypatch.setattr(routes, "RELOAD_APPLY_WAIT", 10.0)
+    server = ApiServer(d, ApiOptions(request_deadline=5.0))
+    server.start()
+    answer: list[tuple[int, object]] = []
+    asked = threading.Thread(target=lambda: answer.append(call(sock, "POST", "/v1/reload")))
+    try:
+        asked.start()
+        deadline = time.monotonic() + 10
+        while not d._reload_requested and time.monotonic() < deadline:
+            time.sleep(0.01)
+        go.set()
+        resync.join(10)
+        asked.join(0.5)
+        assert not answer, f"answered by the reload begun before the request: {answer}"
+        assert d._reload_requested
+        d.reload()  # what the main loop does with the request
+        asked.join(10)
+        code, data = answer[0]
+        assert code == 200 and isinstance(data, dict), answer
+        assert data["message"].startswith("reload refused: 1 error(s)"), data
+        assert "b.yaml" in data["config_errors"][0]["file"], data
+    finally:
+        go.set()
+        server.stop()

@@ -343,7 +343,7 @@ def test_partial_requests_then_silence_are_cut_off(served: Served) -> None:
     """Clients that send part of a request and then nothing (all at once, as the deadline
     is what ends them) are answered or closed by the request deadline; a body promised
     but not sent never triggers the change."""
-    reloads = served.daemon.reloads
+    reloads = served.daemon.reload_requests
     answers: dict[int, bytes] = {}
 
     def client(i: int) -> None:
@@ -361,7 +361,7 @@ def test_partial_requests_then_silence_are_cut_off(served: Served) -> None:
         resp = parse(raw)
         check_clean(resp)
         assert resp is None or resp.status >= 400
-    assert served.daemon.reloads == reloads
+    assert served.daemon.reload_requests == reloads
     still_serving(served)
 
 
@@ -371,11 +371,11 @@ def test_partial_requests_then_half_close_get_an_answer_or_a_close(
 ) -> None:
     """The end of what was sent is the end of the request: a GET may then be served (as
     HTTP/0.9 if it had no version), a POST whose body is short never is."""
-    reloads = served.daemon.reloads
+    reloads = served.daemon.reload_requests
     resp = parse(exchange(served.path, data, shut=True))
     check_clean(resp)
     assert resp is None or resp.status >= 400 or data.startswith(b"GET ")
-    assert served.daemon.reloads == reloads
+    assert served.daemon.reload_requests == reloads
 
 
 def test_a_slow_but_timely_client_is_served(served: Served) -> None:

@@ -239,7 +239,7 @@ def test_refused_is_exit_4_with_the_reason(
         code, _, err = ctl(daemon, *verb)
         assert code == EXIT_FORBIDDEN, verb
         assert err.startswith("healerctl: refused: ") and "needs root" in err
-    assert daemon.controller.calls == [] and daemon.reloads == 0
+    assert daemon.controller.calls == [] and daemon.reload_requests == 0
 
 
 def test_wait(daemon: FakeDaemon) -> None:

@@ -357,15 +357,17 @@ class Api:
 
     def _reloaded(self, req: Request) -> bool:
         """A reload requested and waited for (RELOAD_APPLY_WAIT): whether it applied."""
-        c = self.daemon.controller
-        before = c.desired
+        reloads = self.daemon.reloads
+        ticket = reloads.begun  # a reload under way now may have read the files before
         self.daemon.request_reload()
         log.info("reload requested by %s", peer_label(req.peer))
         req.release_deadline()
         deadline = time.monotonic() + RELOAD_APPLY_WAIT
-        while c.desired is before and time.monotonic() < deadline and not req.client_gone():
+        while (applied := reloads.served(ticket)) is None and not req.client_gone():
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.02)
-        return c.desired is not before
+        return bool(applied)
 
     def _reload(self, req: Request) -> tuple[int, Any]:
         applied = self._reloaded(req)

@@ -116,6 +116,14 @@ class SourcesLike(Protocol):
     def views(self, now: float | None = None) -> list[dict[str, Any]]: ...
 
 
+class ReloadsLike(Protocol):
+    """The part of healerd.daemon.reload.ReloadMemory the API uses."""
+
+    @property
+    def begun(self) -> int: ...
+    def served(self, ticket: int) -> bool | None: ...
+
+
 class DaemonLike(Protocol):
     """The part of healerd.daemon.main.Daemon the API uses."""
 
@@ -131,6 +139,8 @@ class DaemonLike(Protocol):
     def notices(self) -> NoticesLike: ...
     @property
     def sources(self) -> SourcesLike: ...
+    @property
+    def reloads(self) -> ReloadsLike: ...
 
     def request_reload(self) -> None: ...
     def node_report(self) -> NodeReport | None: ...
@@ -365,6 +375,7 @@ def action_view(a: Action, subs: Subs = ()) -> dict[str, Any]:
 __all__ = [
     "ControllerLike",
     "DaemonLike",
+    "ReloadsLike",
     "action_view",
     "container_view",
     "event_view",

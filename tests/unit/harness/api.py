@@ -282,6 +282,23 @@ class FakeSources:
         ]
 
 
+class FakeReloads:
+    """A reload served is a new desired-state object, as FakeDaemon.request_reload (or a
+    test's stand-in) makes it: no reload of the fake is ever under way."""
+
+    def __init__(self, controller: FakeController) -> None:
+        self._controller = controller
+        self._before: object = None
+
+    @property
+    def begun(self) -> int:
+        self._before = self._controller.desired
+        return 0
+
+    def served(self, ticket: int) -> bool | None:
+        return True if self._controller.desired is not self._before else None
+
+
 class FakeDaemon:
     def __init__(self, socket_path: Path) -> None:
         # Wired as the Daemon wires it: the loop's hooks are handed to the controller.
@@ -292,7 +309,8 @@ class FakeDaemon:
         self.settings = Settings(socket_path=socket_path)
         self.notices = Notifier(Hooks(targets=lambda: self.settings.notifications))
         self.sources = FakeSources()
-        self.reloads = 0
+        self.reload_requests = 0
+        self.reloads = FakeReloads(self.controller)
         self.settings_errors: tuple[str, ...] = ()
         self.unverified_containers: list[Unverified] = []
 
@@ -316,7 +334,7 @@ class FakeDaemon:
         )
 
     def request_reload(self) -> None:
-        self.reloads += 1
+        self.reload_requests += 1
         c = self.controller
         # What the main loop does: a new desired-state object.
         c.desired = DesiredState(dict(c.desired.services), (), False, ())
