@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 from healerd.core.events import EventLog
@@ -61,7 +63,9 @@ class UpdateState:
         self._held: dict[str, str] = {}  # service -> the older digest its tag moved back to
         self._pulled: set[str] = set()  # the references this updater pulled
         self._notes: dict[str, str] = {}
-        self._pulling: dict[str, str] = {}  # service -> the new digest being pulled
+        # References image GC keeps while an update or a rollback brings them: how many
+        # of those are under way for each (the checker and a rollback may overlap).
+        self._kept: Counter[str] = Counter()
         # service -> (digest, why) an update waits for: said once (healerd.core.updatewaits)
         self._waiting: dict[str, tuple[str, str]] = {}
         self.data = UpdateData(engine, on_change)  # holds and volume snapshots
@@ -197,21 +201,32 @@ class UpdateState:
         self._events.record(kind, key, wait.text)
         self._on_change(key)
 
-    def _take(self, spec: ServiceSpec, pin: Pin, digest: str) -> str:
-        """Pull `digest` and pin it for a trial (the rollout and the judge do the rest)."""
-        key = spec.name
-        auth = self._auth_for(spec.image)
-        ref = f"{repository(spec.image)}@{digest}"
+    @contextmanager
+    def kept(self, ref: str) -> Iterator[None]:
+        """Image GC keeps `ref` meanwhile (`protected`): pulled, and not pinned yet."""
         with self._lock:
-            self._pulling[key] = pinned_ref(spec.image, digest)  # image GC keeps it
+            self._kept[ref] += 1
         try:
-            self._engine.pull(ref, auth)
+            yield
+        finally:
+            with self._lock:
+                self._kept[ref] -= 1
+                if self._kept[ref] <= 0:
+                    del self._kept[ref]
+
+    def _take(self, spec: ServiceSpec, pin: Pin, digest: str) -> str:
+        """Pull `digest` and pin it for a trial (the rollout and the judge do the rest).
+        Image GC keeps it from the pull to the pin (a snapshot may take minutes)."""
+        with self.kept(pinned_ref(spec.image, digest)):
+            return self._pull_and_pin(spec, pin, digest)
+
+    def _pull_and_pin(self, spec: ServiceSpec, pin: Pin, digest: str) -> str:
+        key = spec.name
+        try:
+            self._engine.pull(f"{repository(spec.image)}@{digest}", self._auth_for(spec.image))
         except (ImagePullFailed, EngineError) as exc:
             self._events.record(EventKind.PULL_FAILED, key, f"update {short(digest)}: {exc}")
             return ""
-        finally:
-            with self._lock:
-                self._pulling.pop(key, None)
         with self._lock:
             self._pulled.add(pinned_ref(spec.image, digest))
         holder = self._lock_holder(spec) if spec.update_policy.lock else None

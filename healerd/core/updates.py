@@ -101,7 +101,7 @@ class Updates(UpdateState):
         """The references image GC keeps: every pinned digest and the one before it."""
         with self._lock:
             pins = list(self._pins.values())
-            refs = set(self._pulling.values())
+            refs = set(self._kept)
         refs |= {pinned_ref(p.declared, p.digest) for p in pins}
         refs |= {pinned_ref(p.declared, p.previous) for p in pins if p.previous}
         return refs
@@ -316,6 +316,10 @@ class Updates(UpdateState):
         previous = pin.previous or self._memory.before(key, pin.declared, pin.digest)
         if not previous:
             raise UpdateRefused(f"{key} ran no digest before {short(pin.digest)}")
+        with self.kept(pinned_ref(pin.declared, previous)):  # until it is pinned
+            return self._rollback(key, spec, pin, previous)
+
+    def _rollback(self, key: str, spec: ServiceSpec | None, pin: Pin, previous: str) -> str:
         self._bring_back(key, pin.declared, previous)
         self._memory.pin(key, pin.declared, "")
         if pin.trying and pin.previous:
@@ -354,13 +358,7 @@ class Updates(UpdateState):
             if self._engine.image_present(ref):
                 return
             log.info("%s: pulling %s for the rollback", key, ref)
-            with self._lock:
-                self._pulling[key] = ref  # image GC keeps it
-            try:
-                self._engine.pull(f"{repository(declared)}@{digest}", self._auth_for(declared))
-            finally:
-                with self._lock:
-                    self._pulling.pop(key, None)
+            self._engine.pull(f"{repository(declared)}@{digest}", self._auth_for(declared))
         except EngineUnavailable as exc:
             raise UpdateRefused(f"{key} not rolled back: {exc}; nothing was changed") from None
         except (ImagePullFailed, EngineError) as exc:

@@ -53,6 +53,31 @@ def test_the_volumes_are_copied_with_the_service_stopped_before_the_new_digest()
     assert images(engine) == [pinned_ref(TAG, V2)] * 2
 
 
+def test_image_gc_keeps_a_new_digest_from_its_pull_to_its_pin() -> None:
+    """Review: the pulled digest was kept only while the pull ran, not while the volumes
+    were copied (minutes) before its pin; and the keep was one per service, so a
+    rollback's pull ending ended the checker's (and the other way round)."""
+    ctrl, engine, snaps, clock = started()
+    u = ctrl.updates
+    seen: list[set[str]] = []
+    take = snaps.take
+
+    def watched(spec: object, from_digest: str, to_digest: str) -> str:
+        seen.append(u.protected())
+        with u.kept(pinned_ref(TAG, V3)):  # another bring-back, overlapping, ends first
+            pass
+        seen.append(u.protected())
+        return take(spec, from_digest, to_digest)  # type: ignore[arg-type]
+
+    snaps.take = watched  # type: ignore[method-assign]
+    engine.registry[TAG] = V2
+    assert ctrl.check_updates() == ["app"]
+    assert len(seen) == 2 and all(pinned_ref(TAG, V2) in refs for refs in seen), seen
+    assert u.protected() == {pinned_ref(TAG, V2), pinned_ref(TAG, V1)}, "pinned now"
+    drive(ctrl, clock)
+    assert images(engine) == [pinned_ref(TAG, V2)] * 2
+
+
 def test_no_room_for_the_snapshot_refuses_the_update_and_the_old_digest_runs_again() -> None:
     ctrl, engine, snaps, clock = started()
     snaps.fail = "snapshot of app_pgdata needs 1.0 GiB, 0.2 GiB free on /var/lib/healerd"
