@@ -247,12 +247,12 @@ class Executor:
             try:
                 cid = self._engine.create_and_start(spec, name, labels, inherit)
                 return ActionResult(action, container_id=cid, container_name=name)
-            except NameConflict as exc:
-                last = exc
-            except EngineError:
-                if self._own is not None:
+            except EngineError as exc:
+                if self._own is not None:  # nothing of this call is on its way to start
                     self._own.create_failed(name)
-                raise
+                if not isinstance(exc, NameConflict):  # else another container's name
+                    raise
+                last = exc
         raise EngineError(f"no free container name after {_NAME_ATTEMPTS} tries: {last}")
 
     def _create_named(

@@ -5,9 +5,10 @@ volumes and holds its ports."""
 from __future__ import annotations
 
 from healerd.core.clock import FakeClock
+from healerd.core.echoes import OwnActions
 from healerd.core.executor import Executor
 from healerd.core.planner import PlanContext, plan
-from healerd.engine import EngineError
+from healerd.engine import EngineError, NameConflict
 from healerd.model import ActionKind, ObservedContainer
 from tests.unit.harness.builders import spec
 from tests.unit.harness.fake_engine import LOOP_CALLS, FakeEngine
@@ -53,3 +54,26 @@ def test_a_replacement_waits_for_the_stop_of_the_container_whose_volumes_it_take
     (new,) = [c for c in engine.containers.values() if c.id != old.id]
     assert new.running and new.anon_volumes == old.anon_volumes
     assert old.id not in engine.containers
+
+
+class TakenOnce(FakeEngine):
+    """The generated name another container has (a name digit collision)."""
+
+    taken = 1
+
+    def create_and_start(self, spec, name, labels, inherit=()):  # type: ignore[no-untyped-def]
+        if self.taken:
+            self.taken -= 1
+            raise NameConflict(f"name {name} is taken")
+        return super().create_and_start(spec, name, labels, inherit)
+
+
+def test_a_name_another_container_has_is_not_taken_for_one_on_its_way() -> None:
+    """Review: after a NameConflict the name stayed announced as being created, so the
+    other container of that name counted as this healerd's, on its way to start."""
+    clock = FakeClock()
+    engine, own = TakenOnce(clock, allow=LOOP_CALLS), OwnActions(clock)
+    ex = Executor(engine, 4, own=own)
+    (made,) = ex.apply(plan("db", spec("db", 1), [], PlanContext(now=clock.time())).actions)
+    assert made.ok and engine.taken == 0
+    assert own.creating_names() == {made.container_name}
