@@ -182,19 +182,28 @@ def test_every_verb_in_table_and_json(
     assert {e["service"] for e in events} == {svc}
     assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
 
-    # events --follow prints what happens next
+    # events --follow prints what happens next. It has read what happened before once it
+    # has printed the latest event so far (its `--since` covers this test): only then the
+    # pause, which it can then learn of only by following (a pause made before its first
+    # read, on a slow start, would be missed with `--since 0s`, and readline hang).
+    latest = json.loads(run("events", "-o", "json"))["last_seq"]
     follow = subprocess.Popen(
         [sys.executable, "-m", "healerd.cli.healerctl", "--socket", str(sock), "events",
-         "--follow", "-o", "json", "--since", "0s"],
+         "--follow", "-o", "json", "--since", "1h"],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
     )  # fmt: skip
+    watchdog = threading.Timer(60, follow.kill)  # readline gets EOF instead of hanging
+    watchdog.start()
     try:
-        time.sleep(0.5)
-        run("pause", svc)
         assert follow.stdout is not None
+        while (line := follow.stdout.readline()) and json.loads(line)["seq"] < latest:
+            pass
+        assert line, "events --follow ended before the latest event"
+        run("pause", svc)
         line = follow.stdout.readline()
-        assert json.loads(line)["kind"] == "paused"
+        assert line and json.loads(line)["kind"] == "paused", line
     finally:
+        watchdog.cancel()
         follow.terminate()
         follow.wait(timeout=10)
     run("resume", svc)
@@ -344,9 +353,16 @@ def test_wait_after_scale_up_and_for_a_service_that_cannot_converge(
     assert "timed out after 4s waiting for convergence" in p.stderr
     reason = p.stderr.splitlines()[1]
     assert reason.startswith(f"  {bad}: ") and "0/1 running" in reason, p.stderr
-    state = json.loads(ok(ctl(sock, "status", bad, "-o", "json")))["services"][0]
+    # The service's reason is what `wait` says, in one status: a second read (`healerctl
+    # status`) may fall after a retry began ("pulling ...") or with a new "retry in Ns".
+    # `-o json` gives the pending lines the table prints and the status they came from.
+    p = ctl(sock, "wait", bad, "--timeout", "1s", "-o", "json")
+    assert p.returncode == 1, p
+    timed_out = json.loads(p.stdout)
+    (state,) = [s for s in timed_out["services"] if s["name"] == bad]
     assert state["state"] != "Converged" and state["reason"]
-    assert state["reason"] in reason
+    (line,) = timed_out["pending"]
+    assert line.startswith(f"{bad}: ") and state["reason"] in line, timed_out
     # Every service: the broken one keeps `wait` and `status --check` failing.
     ok(ctl(sock, "wait", "--timeout", "1s"), 1)
     ok(ctl(sock, "status", "--check"), 1)

@@ -185,7 +185,21 @@ def test_a_pull_cut_mid_transfer_is_retried(
     proxy.throttle(None)
     proxy.accept()
     t_back = time.monotonic()
-    row = status_of(healerd, "cut")
+    # When the next try is due: read from a status between tries. One read while a retry
+    # that began before the link came back is under way shows no next_retry (it runs,
+    # "pulling ..."); if that try fails, the next is a whole backoff step later.
+    row = wait_for(
+        "a status between tries",
+        lambda: (
+            (
+                (r := status_of(healerd, "cut"))["next_retry"] is not None
+                or r["state"] != "ImagePullBackOff"
+            )
+            and r
+        ),
+        timeout=30,
+        interval=0.2,
+    )
     retry_in = max(0.0, float(row["next_retry"] or time.time()) - time.time())
     wait_for("cut to run", lambda: cluster.converged("cut", 1), timeout=retry_in + 30)
     took = time.monotonic() - t_back
