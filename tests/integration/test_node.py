@@ -147,9 +147,17 @@ def test_with_room_for_one_container_the_higher_priority_is_healed_first(
         healerd.signal(signal.SIGCONT)
     wait_for("db healed", lambda: cluster.running("db"), timeout=10)  # in place
     assert cluster.running("cache") == []
-    wait_for("cache waits", lambda: service(sock, "cache")["state"] == "WaitingForResources",
-             timeout=10)  # fmt: skip
-    waits = [e["message"] for e in events(sock) if e["kind"] == "waiting-for-resources"]
+
+    # WaitingForResources, read from its event: the state lasts only until db's grant
+    # lapses (about 5 s), which a slow poll may miss.
+    def cache_waits() -> list[str]:
+        return [
+            e["message"]
+            for e in events(sock)
+            if e["kind"] == "waiting-for-resources" and e["service"] == "cache"
+        ]
+
+    waits = wait_for("cache waits", cache_waits, timeout=10)
     print("cache waited:", waits)
     assert waits and waits[-1].endswith("db (priority 10) go first")
     # The room comes back once db's grant lapses (its container takes far less than the
