@@ -20,8 +20,8 @@ then earlier files; `$$` and, in double quotes, `\\$` are a literal `$`; single-
 values stay literal. A service's `env_file` is not expanded: it is read again when a
 container is created, without the project's variables at hand. Values are secrets: no
 error, log line or exception here ever shows one, only the file and line. The check of
-the `env_file` key (env_files) reads each file at load time too, so that a missing or
-malformed one is reported with the service file's other errors.
+the `env_file` key (healerd.config.envfilekey) reads each file at load time too, so that
+a missing or malformed one is reported with the service file's other errors.
 
 Every read, at load and when a container is created (effective_environment), goes
 through healerd.config.trust.read_trusted: under strict modes the file and every
@@ -33,17 +33,15 @@ refused in any mode. At creation the values read must have the digest taken at l
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import re
 from collections import ChainMap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from healerd.config.errors import ConfigError, describe
+from healerd.config.errors import ConfigError
 from healerd.config.keys import At
 from healerd.config.trust import FileRefused, read_trusted
-from healerd.config.yamlload import LineList
 from healerd.model import ServiceSpec
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
@@ -339,6 +337,11 @@ def read_env_file(
 _LOADED_STRICT: dict[str, bool] = {}
 
 
+def remember_strict(path: str, strict_modes: bool) -> None:
+    """`path` was checked under `strict_modes` (the env_file check): read it so again."""
+    _LOADED_STRICT[path] = strict_modes
+
+
 def read_env_files(
     spec: ServiceSpec, *, strict_modes: bool | None = None
 ) -> tuple[tuple[str, str], ...]:
@@ -391,39 +394,3 @@ def env_digest(spec: ServiceSpec) -> str:
     if not spec.env_files:
         return ""
     return _digest(read_env_files(spec))
-
-
-def env_files(value: object, at: At) -> tuple[str, ...]:
-    """The `env_file` key's check. Paths only: the values are secrets, read when containers
-    are created. Here the files must exist, parse and (under strict modes) be trusted;
-    errors show the file and line, no value."""
-    entries: list[tuple[object, At]]
-    if isinstance(value, LineList):
-        if len(value) > MAX_ENV_FILES:
-            at.error(f"names {len(value)} files; a service may name at most {MAX_ENV_FILES}")
-            return ()
-        entries = [(item, at.item(value, index)) for index, item in enumerate(value)]
-    else:
-        entries = [(value, at)]
-    paths: list[str] = []
-    base = at.context.base_dir
-    strict = at.context.strict_modes
-    for item, item_at in entries:
-        if not isinstance(item, str) or not item:
-            item_at.error(f"must be a path or a list of paths, not {describe(item)}")
-            continue
-        path = Path(item)
-        if base is not None and not path.is_absolute():
-            path = base / path
-        path = Path(posixpath.normpath(path.absolute()))
-        if str(path) in paths:
-            item_at.error(f"{item!r} is listed twice")
-            continue
-        paths.append(str(path))
-        _LOADED_STRICT[str(path)] = strict
-        try:
-            read_env_file(path, strict_modes=strict)
-        except EnvFileError as exc:
-            error = exc.error
-            item_at.error(error.reason if exc.refused else f"{error.where}: {error.reason}")
-    return tuple(paths)

@@ -12,7 +12,8 @@ from typing import Any
 
 from healerd.config.build import build
 from healerd.config.composeopts import COMPOSE_FIELDS
-from healerd.config.envfile import MAX_ENV_FILES, env_files
+from healerd.config.envfile import MAX_ENV_FILES
+from healerd.config.envfilekey import env_files
 from healerd.config.extension import EXTENSION_FIELDS, x_healerd
 from healerd.config.healthcheck import HEALTHCHECK_FIELDS, healthcheck
 from healerd.config.hooks import HOOK_SERVICE_FIELDS
@@ -117,19 +118,34 @@ SERVICE_FIELDS: tuple[Key, ...] = (
     ),
     Key(
         "env_file",
-        f"path, or list of at most {MAX_ENV_FILES} paths",
+        f"path, or list of at most {MAX_ENV_FILES} paths or {{path, required}} mappings",
         "Files of KEY=VALUE lines (at most 1 MiB each), relative to the service file's "
         "directory, read when containers are created and never logged (see Secrets in "
-        "docs/user-guide.md). Later files override earlier ones. Each is checked like a "
+        "docs/user-guide.md). Later files override earlier ones. Long syntax: `path`, "
+        "`required` (default true; false skips a file missing at load); `format` is "
+        "refused. Each file is checked like a "
         "service file, at load and at every read: a symbolic link, a FIFO or a device is "
         "refused.",
-        "[web.env]",
+        "[web.env, {path: local.env, required: false}]",
         schema={
             "anyOf": [
                 {"type": "string", "minLength": 1},
                 {
                     "type": "array",
-                    "items": {"type": "string", "minLength": 1},
+                    "items": {
+                        "anyOf": [
+                            {"type": "string", "minLength": 1},
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "path": {"type": "string", "minLength": 1},
+                                    "required": {"type": "boolean", "default": True},
+                                },
+                                "required": ["path"],
+                                "additionalProperties": False,
+                            },
+                        ]
+                    },
                     "uniqueItems": True,
                     "maxItems": MAX_ENV_FILES,
                 },
