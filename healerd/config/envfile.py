@@ -11,6 +11,7 @@ the service file that names them; later files override earlier ones, and the ser
     export KEY=VALUE         the `export ` prefix of shell files is accepted
     KEY='VALUE'              single quotes: taken literally
     KEY="VALUE"              double quotes: \\n \\t \\r \\" \\\\ are unescaped
+    KEY                      a name alone: see below
 
 There is no multi-line value. A project's `.env` (the variables `${VAR}` reads; `over`
 given to parse_env_text) has its unquoted and double-quoted values expanded as
@@ -18,7 +19,11 @@ compose-go's dotenv parser does: `${VAR}` forms (Substituter, below) from `over`
 (the environment healerd lets interpolation read) first, then the file's earlier lines,
 then earlier files; `$$` and, in double quotes, `\\$` are a literal `$`; single-quoted
 values stay literal. A service's `env_file` is not expanded: it is read again when a
-container is created, without the project's variables at hand. Values are secrets: no
+container is created, without the project's variables at hand. A name alone takes its
+value as compose-go's dotenv does (its lookup), from `over`, this file's earlier lines
+and earlier files, and is left out when none sets it: so in a service's env file, read
+without them, it is always left out (healerd.config.envfilekey warns when the project's
+variables set it, as `docker compose` would pass it). Values are secrets: no
 error, log line or exception here ever shows one, only the file and line. The check of
 the `env_file` key (healerd.config.envfilekey) reads each file at load time too, so that
 a missing or malformed one is reported with the service file's other errors.
@@ -255,10 +260,13 @@ def parse_env_text(
     *,
     over: Mapping[str, str] | None = None,
     earlier: Mapping[str, str] | None = None,
+    left_out: list[tuple[int, str]] | None = None,
 ) -> tuple[tuple[tuple[str, str], ...], list[ConfigError]]:
     """KEY=VALUE pairs in file order (a repeated key: the last wins) and every error found.
     With `over`, a project's `.env`: values are expanded (see the module docstring) from
-    `over`, then this file's earlier lines, then `earlier` (the files read before it)."""
+    `over`, then this file's earlier lines, then `earlier` (the files read before it); a
+    name alone takes its value from the same, as compose-go's lookup does. `left_out`
+    gets (line, name) of each name alone that none of them sets."""
     pairs: dict[str, str] = {}
     lookup = None if over is None else ChainMap(dict(over), pairs, dict(earlier or {}))
     errors: list[ConfigError] = []
@@ -274,8 +282,14 @@ def parse_env_text(
             stripped = stripped[len("export ") :].lstrip()
         key, sep, raw = stripped.partition("=")
         key = key.rstrip()
+        if not sep and _KEY_RE.fullmatch(key):
+            _name_alone(key, number, lookup, pairs, left_out)
+            continue
         if not sep:
-            reason = "is not KEY=VALUE (the line is not shown: it may hold a secret)"
+            reason = (
+                "is not KEY=VALUE, nor a variable's name alone (the line is not shown: it "
+                "may hold a secret)"
+            )
             errors.append(ConfigError(file, number, "env_file", reason))
             continue
         if not _KEY_RE.fullmatch(key):
@@ -301,17 +315,36 @@ def parse_env_text(
     return tuple(pairs.items()), errors
 
 
+def _name_alone(
+    key: str,
+    number: int,
+    lookup: Mapping[str, str] | None,
+    pairs: dict[str, str],
+    left_out: list[tuple[int, str]] | None,
+) -> None:
+    """A `KEY` line: compose-go's dotenv takes KEY's value from its lookup (the project's
+    variables, then the lines read before) and leaves KEY out when that has none."""
+    value = None if lookup is None else lookup.get(key)
+    if value is None:
+        if left_out is not None:
+            left_out.append((number, key))
+        return
+    pairs.pop(key, None)
+    pairs[key] = value
+
+
 def read_env_file(
     path: Path,
     *,
     strict_modes: bool = True,
     over: Mapping[str, str] | None = None,
     earlier: Mapping[str, str] | None = None,
+    left_out: list[tuple[int, str]] | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """One env file's pairs, read through healerd.config.trust.read_trusted (at most
     MAX_ENV_FILE_SIZE; with `strict_modes`, the file and every directory above it must be
-    trusted); a project's `.env` with `over` (expanded: parse_env_text). Raises
-    EnvFileError (the first problem) if it is unusable."""
+    trusted); a project's `.env` with `over` (expanded: parse_env_text, which also fills
+    `left_out`). Raises EnvFileError (the first problem) if it is unusable."""
     file = str(path)
     try:
         raw = read_trusted(path, "env file", strict=strict_modes, limit=MAX_ENV_FILE_SIZE)
@@ -325,7 +358,7 @@ def read_env_file(
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise EnvFileError(ConfigError(file, line, "env_file", "not valid UTF-8 text")) from None
-    pairs, errors = parse_env_text(text, file, over=over, earlier=earlier)
+    pairs, errors = parse_env_text(text, file, over=over, earlier=earlier, left_out=left_out)
     if errors:
         raise EnvFileError(errors[0])
     return pairs

@@ -34,6 +34,7 @@ from healerd.config.keys import At
 from healerd.config.yamlload import LineDict, LineList
 
 _LONG_KEYS = ("path", "required")
+_WARNED: set[tuple[str, str]] = set()  # (env file, name): told once, not every reload
 
 
 def env_files(value: object, at: At) -> tuple[str, ...]:
@@ -104,11 +105,23 @@ def _absolute(written: str, base: Path | None) -> Path:
 
 
 def _read(path: Path, at: At) -> None:
-    """Reads the file as a container's creation will: its errors reported."""
+    """Reads the file as a container's creation will: its errors reported; a warning for
+    each name alone that the project's variables set, which `docker compose` would pass
+    and healerd leaves out (it reads env files without the project's variables), once."""
     strict = at.context.strict_modes
     remember_strict(str(path), strict)
+    left_out: list[tuple[int, str]] = []
     try:
-        read_env_file(path, strict_modes=strict)
+        read_env_file(path, strict_modes=strict, left_out=left_out)
     except EnvFileError as exc:
         error = exc.error
         at.error(error.reason if exc.refused else f"{error.where}: {error.reason}")
+        return
+    for line, name in left_out:
+        if name in at.context.variables and (str(path), name) not in _WARNED:
+            _WARNED.add((str(path), name))
+            at.warn(
+                f"{path}:{line}: {name} alone is left out: healerd reads env files without "
+                f"the project's variables (docker compose would give it the project's "
+                f"{name}); to pass that, name it in the service's environment: [{name}]"
+            )

@@ -121,9 +121,10 @@ SERVICE_FIELDS: tuple[Key, ...] = (
         f"path, or list of at most {MAX_ENV_FILES} paths or {{path, required}} mappings",
         "Files of KEY=VALUE lines (at most 1 MiB each), relative to the service file's "
         "directory, read when containers are created and never logged (see Secrets in "
-        "docs/user-guide.md). Later files override earlier ones. Long syntax: `path`, "
-        "`required` (default true; false skips a file missing at load); `format` is "
-        "refused. Each file is checked like a "
+        "docs/user-guide.md). Later files override earlier ones. A KEY alone is left out "
+        "(docker compose gives it the project's variable; healerd reads env files "
+        "without them). Long syntax: `path`, `required` (default true; false skips a "
+        "file missing at load); `format` is refused. Each file is checked like a "
         "service file, at load and at every read: a symbolic link, a FIFO or a device is "
         "refused.",
         "[web.env, {path: local.env, required: false}]",

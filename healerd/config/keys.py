@@ -40,6 +40,9 @@ class Context:
     # A project directory's name (healerd.config.projectdir): the project's name when
     # the files give no `name:` (a single file's default is its own name).
     project_name: str | None = None
+    # The names (never the values) of the file's variables: an env file's `KEY` alone
+    # that names one is left out with a warning (healerd.config.envfilekey).
+    variables: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -191,10 +191,13 @@ def profile_active(profiles: Collection[str], active: Collection[str]) -> bool:
 
 
 def with_profiles(context: Context, env: Mapping[str, str]) -> Context:
-    """COMPOSE_PROFILES of the variables: the profiles whose services run."""
+    """COMPOSE_PROFILES of the variables: the profiles whose services run; and the
+    variables' names, for the env_file check."""
     active = env.get("COMPOSE_PROFILES", "")
     return dataclasses.replace(
-        context, profiles=frozenset(p.strip() for p in active.split(",") if p.strip())
+        context,
+        profiles=frozenset(p.strip() for p in active.split(",") if p.strip()),
+        variables=frozenset(env),
     )
 
 

@@ -76,7 +76,7 @@ def test_parse_env_text_forms() -> None:
 @pytest.mark.parametrize(
     ("line", "text"),
     [
-        (f"{SECRET}", "is not KEY=VALUE"),
+        (f"{SECRET}!", "is not KEY=VALUE"),  # alone, a name would be read: see below
         (f"1BAD={SECRET}", "the name before '='"),
         (f"K='{SECRET}", "single quote is not closed"),
         (f'K="{SECRET}', "double quote is not closed"),
@@ -132,7 +132,7 @@ def test_env_file_values_reach_the_hash_only_as_a_digest(tmp_path: Path) -> None
 
 def test_missing_or_broken_env_files_are_load_errors(tmp_path: Path) -> None:
     (tmp_path / "conf.d").mkdir()
-    (tmp_path / "conf.d" / "bad.env").write_text(f"A=1\n{SECRET}\n")
+    (tmp_path / "conf.d" / "bad.env").write_text(f"A=1\n{SECRET}!\n")
     path = write_service(tmp_path, "[missing.env, bad.env, 3]")
     result = load_service_file(path)
     assert result.services is None

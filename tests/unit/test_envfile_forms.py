@@ -1,13 +1,15 @@
 """env_file as Compose v2 writes it: the long syntax (`path`, `required`), mixed with
-paths."""
+paths, and a `KEY` named alone in an env file or in a project's `.env`."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from healerd.config import load_service_file, read_env_files
+from healerd.config.envfile import parse_env_text
 from healerd.config.projectdir import load_project_dir
 from healerd.config.servicefile import FileResult
 from tests.unit.harness.documents import load, validator
@@ -112,3 +114,43 @@ def test_an_override_file_adds_an_optional_env_file(tmp_path: Path) -> None:
     write(tmp_path / "default.env", "D=1\n")
     spec = good(load_project_dir(tmp_path))["w"]
     assert spec.env_files == (str(tmp_path / "a.env"), str(tmp_path / "default.env"))
+
+
+# --- A name alone ------------------------------------------------------------------------
+
+
+def test_a_name_alone_takes_the_lookup_or_is_left_out() -> None:
+    # compose-go's dotenv parser: `KEY` takes KEY from its lookup (the project's variables,
+    # then the lines above and earlier files), and is left out when none has it.
+    left_out: list[tuple[int, str]] = []
+    text = "A=1\nA\nexport FROM_ENV\nUNSET\nEARLIER\n"
+    over, earlier = {"FROM_ENV": "env"}, {"EARLIER": "before"}
+    pairs, errors = parse_env_text(text, ".env", over=over, earlier=earlier, left_out=left_out)
+    assert (dict(pairs), errors) == ({"A": "1", "FROM_ENV": "env", "EARLIER": "before"}, [])
+    assert left_out == [(4, "UNSET")]
+    # A service's env file is read without the project's variables: left out.
+    assert parse_env_text("A=1\nFROM_ENV\n", "app.env") == ((("A", "1"),), [])
+
+
+def test_a_name_alone_in_a_project_s_dotenv(conf: Path) -> None:
+    write(conf / "app.env", "TAG=1.36\nTAG\nNOT_SET\n")
+    text = "services:\n  app:\n    image: busybox:${TAG}\n    environment: [NOT_SET]\n"
+    spec = good(loaded(conf, text))["app"]
+    assert spec.image == "busybox:1.36" and spec.environment == ()
+
+
+def test_a_name_alone_in_a_service_env_file_is_left_out_with_a_warning(
+    conf: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(conf / "app.env", "TZ\nA=1\nNOT_SET\n")  # app.env is also the file's variables
+    write(conf / "web.env", "A\nLOCAL=1\nNOWHERE\n")
+    text = "services:\n  app:\n    image: busybox\n    env_file: web.env\n"
+    with caplog.at_level(logging.WARNING, logger="healerd.config"):
+        spec = good(loaded(conf, text))["app"]
+    assert read_env_files(spec) == (("LOCAL", "1"),)
+    assert f"{conf / 'web.env'}:1: A alone is left out" in caplog.text
+    assert "[A]" in caplog.text and "NOWHERE" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="healerd.config"):
+        good(loaded(conf, text))  # a reload (the resync's): told once
+    assert "alone is left out" not in caplog.text
