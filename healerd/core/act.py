@@ -27,9 +27,7 @@ class Acting:
         after_start: Callable[[str, str | None], None],
     ) -> None:
         """`share` applies a delta to the loop's memory (its owner, under its lock);
-        `after_start(key, error)` is told when a start of `_start_later` ends (no
-        error for one the engine refused: the memory has it, the next pass backs it off
-        as a crash; Degraded first was a state change, and a pass, too many)."""
+        `after_start(key, error)` is told when a start of `_start_later` ends."""
         self._clock = clock
         self._executor = executor
         self._report = reporter
@@ -58,8 +56,7 @@ class Acting:
                 rec.do(partial(note_started, a=res.action, mono=now, wall=wall))
             elif refused(res):
                 rec.do(partial(note_refused, a=res.action, mono=now, why=str(res.error)))
-        # A refused start is no error of the pass: the next one backs it off as a crash.
-        return [res.error for res in results if res.error is not None and not refused(res)]
+        return [res.error for res in results if res.error is not None]
 
     def _start_later(self, key: str, p: Plan, rec: Recorder, mono: float) -> None:
         """The starts go to the executor's pool and the pass ends: deaths that come
@@ -99,7 +96,7 @@ class Acting:
                 (ended,),
                 (
                     lambda: self._healed(key, res, died[0]),
-                    lambda: self._after_start(key, None if refused(res) else res.error),
+                    lambda: self._after_start(key, res.error),
                 ),
             )
         )

@@ -412,10 +412,9 @@ def test_a_full_disk_fails_heals_clearly_and_touches_no_running_container(
             while True:
                 f.write(b"\0" * (1 << 20))
         api.kill(victim)
-        # The start in place fails with the engine's words; then the service either backs
-        # off (CrashLoopBackOff: a refused start backs off as a crash; Degraded when
-        # another engine call fails on the full disk) or, seeing the disk under pressure,
-        # waits for room.
+        # The start in place fails with the engine's words; then the service either
+        # retries (Degraded, then CrashLoopBackOff: a refused start backs off as a crash)
+        # or, seeing the disk under pressure, waits for room.
         st = wait_for(
             "a status that names the full disk",
             lambda: (

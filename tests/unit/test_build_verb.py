@@ -56,9 +56,8 @@ def test_a_failed_build_exits_1_with_the_builders_lines(daemon: FakeDaemon) -> N
     assert "FAILED   cannot build p-app: returned a non-zero code: 2" in out
     assert "  app: Step 2/3 : RUN make" in out
     assert ("build", ("app", True)) in daemon.controller.calls
-    # No pass at once: it would build the same broken context again (the pass that
-    # the reload started has most likely just failed on it); the back-off retries.
-    assert ("reconcile", "app") not in daemon.controller.calls
+    # A pass at once all the same: the build showed "building" in the status.
+    assert ("reconcile", "app") in daemon.controller.calls
 
 
 def test_a_service_without_build_or_unknown_is_refused(daemon: FakeDaemon) -> None:

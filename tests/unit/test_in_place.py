@@ -95,11 +95,9 @@ def test_a_start_the_engine_refuses_backs_off_as_a_crash_and_never_gives_up() ->
     t0 = clock.monotonic()
     die(ctrl, engine, cid, 1)
     starts: list[float] = []
-    shown: set[str] = set()
     for _ in range(200):  # passes, with the clock moved only to the queue's next delay
         before = engine.calls.count("start")
         ctrl.process_once()
-        shown.add(state(ctrl, "web"))
         if engine.calls.count("start") > before:
             starts.append(round(clock.monotonic() - t0))
         if len(starts) == 6:
@@ -108,9 +106,6 @@ def test_a_start_the_engine_refuses_backs_off_as_a_crash_and_never_gives_up() ->
         assert delay is not None  # it never gives up
         clock.advance(delay)
     assert starts == [0, 10, 30, 70, 110, 150], starts
-    # Between tries it backs off, as a crash: no Degraded "retry in 0.5s" and a pass
-    # more after each refusal.
-    assert shown == {"Progressing", "CrashLoopBackOff"}, shown
     ctrl.process_once()
     assert state(ctrl, "web") == "CrashLoopBackOff"
     reason = ctrl.statuses()[0].reason

@@ -42,8 +42,9 @@ def build_verb(
         except (ImageBuildFailed, EngineError) as exc:
             said, ok = str(exc), False
         results.append({"service": key, "image": spec.image, "ok": ok, "message": said})
-        if ok:  # a new image rolls out now; a failed build keeps the service's own back-off
-            daemon.controller.reconcile_now(key)
+        # Looked at again either way: a new image rolls out; after a failure the pass
+        # sets the status (the build announced itself there as under way).
+        daemon.controller.reconcile_now(key)
     return 200, {"ok": all(r["ok"] for r in results), "builds": results}
 
 
